@@ -1,0 +1,337 @@
+//! In-memory objects: inodes (sharded table), directory indexes (sharded,
+//! ordered by name hash), and the per-name lock table.
+//!
+//! protects (see docs/locking.md):
+//! - `InodeTable` shard lock: membership of inodes in the cache.
+//! - `Inode::st`: the inode's attributes, data blocks, xattrs, dirty epoch.
+//! - `Dir` shard lock: the cached entries whose hash falls in the shard.
+//! - `NameLocks` slot: the right to change the entry (dir, name) hashed there.
+
+use crate::schema::name_hash;
+use crate::sync::{Arc, AtomicBool, AtomicU32, LockClass, Mutex, MutexGuard, RwLock};
+use crate::types::{Attr, Ino, Kind, LockScope};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub const DIR_SHARDS: usize = 16;
+const DIR_SHARD_SHIFT: u32 = 63 - 4;
+pub const INODE_SHARDS: usize = 64;
+pub const NAME_SLOTS: usize = 4096;
+
+/// A cached directory entry. `ino == 0` is a negative entry: the name is known
+/// absent (a miss cached, or an unlink not yet committed, which must shadow the
+/// store's old entry until it is).
+#[derive(Clone, Copy, Debug)]
+pub struct Dent {
+    pub ino: Ino,
+    pub kind: Kind,
+    pub ver: u64,
+    pub dirty_epoch: u64,
+}
+
+pub type Bucket = Vec<(Box<[u8]>, Dent)>;
+
+pub struct Dir {
+    shards: [RwLock<BTreeMap<u64, Bucket>>; DIR_SHARDS],
+    /// Every live entry of the directory is in the shards: a miss is a definite
+    /// "absent" without a store read. Cleared when any entry is evicted.
+    pub complete: AtomicBool,
+}
+
+#[inline]
+pub fn dir_shard(hash: u64) -> usize {
+    (hash >> DIR_SHARD_SHIFT) as usize & (DIR_SHARDS - 1)
+}
+
+impl Dir {
+    pub fn new(complete: bool) -> Dir {
+        Dir {
+            shards: std::array::from_fn(|_| RwLock::new(LockClass::DirShard, BTreeMap::new())),
+            complete: AtomicBool::new(complete),
+        }
+    }
+
+    /// Indexed lookup: O(log n) in one shard.
+    pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
+        let s = self.shards[dir_shard(hash)].read();
+        s.get(&hash).and_then(|b| b.iter().find(|(n, _)| &**n == name).map(|(_, d)| *d))
+    }
+
+    /// Linear lookup (the seed-001 "before" switch): compare every cached name.
+    pub fn get_linear(&self, name: &[u8]) -> Option<Dent> {
+        for sh in &self.shards {
+            let s = sh.read();
+            for b in s.values() {
+                for (n, d) in b {
+                    if &**n == name {
+                        return Some(*d);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Insert or replace. Returns the previous entry.
+    pub fn set(&self, hash: u64, name: &[u8], d: Dent) -> Option<Dent> {
+        let mut s = self.shards[dir_shard(hash)].write();
+        let b = s.entry(hash).or_default();
+        for (n, old) in b.iter_mut() {
+            if &**n == name {
+                return Some(std::mem::replace(old, d));
+            }
+        }
+        b.push((name.into(), d));
+        None
+    }
+
+    /// Insert only if the name is not cached (fills from the store never
+    /// overwrite a newer in-memory entry).
+    pub fn fill(&self, hash: u64, name: &[u8], d: Dent) -> Dent {
+        let mut s = self.shards[dir_shard(hash)].write();
+        let b = s.entry(hash).or_default();
+        for (n, old) in b.iter() {
+            if &**n == name {
+                return *old;
+            }
+        }
+        b.push((name.into(), d));
+        d
+    }
+
+    /// Cached entries (positive and negative) with `from <= hash <= to`, in
+    /// hash order, stopping after `max_pos` positive ones.
+    pub fn range(&self, from: u64, to: u64, max_pos: usize) -> Vec<(u64, Box<[u8]>, Dent)> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        if from > to {
+            return out;
+        }
+        for si in dir_shard(from)..=dir_shard(to) {
+            let s = self.shards[si].read();
+            for (h, b) in s.range(from..=to) {
+                for (n, d) in b {
+                    out.push((*h, n.clone(), *d));
+                    if d.ino != 0 {
+                        pos += 1;
+                    }
+                }
+                if pos >= max_pos {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of cached entries (positive and negative).
+    pub fn cached(&self) -> usize {
+        self.shards.iter().map(|s| s.read().values().map(|b| b.len()).sum::<usize>()).sum()
+    }
+
+    /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
+    pub fn evict_clean(&self, durable: u64, keep_negative_dirty: bool) -> (usize, usize) {
+        let _ = keep_negative_dirty;
+        let mut ev = 0;
+        let mut dirty = 0;
+        for sh in &self.shards {
+            let mut s = sh.write();
+            s.retain(|_, b| {
+                b.retain(|(_, d)| {
+                    if d.dirty_epoch <= durable {
+                        ev += 1;
+                        false
+                    } else {
+                        dirty += 1;
+                        true
+                    }
+                });
+                !b.is_empty()
+            });
+        }
+        if ev > 0 {
+            self.complete.store(false, Ordering::Release);
+        }
+        (ev, dirty)
+    }
+}
+
+/// The mutable state of an inode. protects: everything inside.
+pub struct InodeState {
+    pub attr: Attr,
+    /// Symlink target; for directories, the parent's inode number (8 bytes LE).
+    pub blob: Vec<u8>,
+    /// Cached data blocks (each at most BLOCK bytes; shorter = zero tail).
+    pub blocks: BTreeMap<u64, Vec<u8>>,
+    /// All data blocks are in `blocks` (new file, or inline file): a missing block is a hole.
+    pub blocks_complete: bool,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Highest epoch that changed this inode; clean once durable >= it.
+    pub dirty_epoch: u64,
+    /// Directory was removed (rmdir or replaced by rename): no new entries.
+    pub dead: bool,
+    /// The inode's records were deleted from the store (nlink 0, last close done).
+    pub destroyed: bool,
+}
+
+impl InodeState {
+    pub fn parent(&self) -> Ino {
+        if self.blob.len() == 8 {
+            u64::from_le_bytes(self.blob[..8].try_into().unwrap())
+        } else {
+            0
+        }
+    }
+    pub fn set_parent(&mut self, p: Ino) {
+        self.blob = p.to_le_bytes().to_vec();
+    }
+}
+
+pub struct Inode {
+    pub ino: Ino,
+    pub kind: Kind,
+    pub st: Mutex<InodeState>,
+    pub dir: Option<Dir>,
+    /// References held by the kernel (FUSE lookup count). Pinned while > 0.
+    pub lookups: AtomicU64,
+    /// Open file handles. Pinned while > 0; an unlinked inode lives until 0.
+    pub opens: AtomicU32,
+}
+
+impl Inode {
+    pub fn new(st: InodeState, dir_complete: bool) -> Arc<Inode> {
+        let kind = st.attr.kind;
+        Arc::new(Inode {
+            ino: st.attr.ino,
+            kind,
+            dir: if kind == Kind::Dir { Some(Dir::new(dir_complete)) } else { None },
+            st: Mutex::new(LockClass::Inode, st),
+            lookups: AtomicU64::new(0),
+            opens: AtomicU32::new(0),
+        })
+    }
+}
+
+/// The inode cache: a fixed number of shards by inode number hash. Lookups
+/// take a shard's read lock for one hash probe.
+pub struct InodeTable {
+    shards: Vec<RwLock<HashMap<Ino, Arc<Inode>>>>,
+}
+
+#[inline]
+fn ino_shard(ino: Ino) -> usize {
+    (ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        InodeTable { shards: (0..INODE_SHARDS).map(|_| RwLock::new(LockClass::InodeTable, HashMap::new())).collect() }
+    }
+}
+
+impl InodeTable {
+    pub fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
+        self.shards[ino_shard(ino)].read().get(&ino).cloned()
+    }
+    /// Insert unless present; returns the cached one.
+    pub fn fill(&self, i: Arc<Inode>) -> Arc<Inode> {
+        let mut s = self.shards[ino_shard(i.ino)].write();
+        s.entry(i.ino).or_insert(i).clone()
+    }
+    pub fn insert(&self, i: Arc<Inode>) {
+        self.shards[ino_shard(i.ino)].write().insert(i.ino, i);
+    }
+    pub fn remove_if(&self, ino: Ino, pred: impl FnOnce(&Arc<Inode>) -> bool) -> bool {
+        let mut s = self.shards[ino_shard(ino)].write();
+        if let Some(i) = s.get(&ino) {
+            if pred(i) {
+                s.remove(&ino);
+                return true;
+            }
+        }
+        false
+    }
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+    /// All inodes of one shard (for reclaim walks and fsck-like checks).
+    pub fn shard_snapshot(&self, i: usize) -> Vec<Arc<Inode>> {
+        self.shards[i].read().values().cloned().collect()
+    }
+    /// Evict from shard `i` the inodes `pred` approves, holding the shard's
+    /// write lock (so nobody can take a new reference meanwhile). Batched: one
+    /// lock acquisition for the whole shard, as XFS's gang lookups.
+    pub fn evict_shard(&self, i: usize, mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
+        let mut s = self.shards[i].write();
+        let before = s.len();
+        s.retain(|_, inode| !(Arc::strong_count(inode) == 1 && pred(inode)));
+        before - s.len()
+    }
+}
+
+/// The name-lock table (pdirops). A fixed array of mutexes; an operation on
+/// (dir, name) takes slot `hash(dir, name) % NAME_SLOTS`. The lock-scope
+/// switch changes only the key: `Dir` hashes the directory alone (i_sem),
+/// `Global` uses slot 0 (the BKL). Two slots are always taken in index order.
+pub struct NameLocks {
+    slots: Vec<crossbeam_utils::CachePadded<Mutex<()>>>,
+    scope: LockScope,
+}
+
+pub struct NameGuard<'a> {
+    _a: MutexGuard<'a, ()>,
+    _b: Option<MutexGuard<'a, ()>>,
+}
+
+impl NameLocks {
+    pub fn new(scope: LockScope) -> NameLocks {
+        NameLocks { slots: (0..NAME_SLOTS).map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ()))).collect(), scope }
+    }
+    pub fn slot(&self, dir: Ino, name: &[u8]) -> usize {
+        match self.scope {
+            LockScope::Global => 0,
+            LockScope::Dir => (dir.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS,
+            LockScope::Name => {
+                (name_hash(name) ^ dir.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) as usize
+                    >> 7
+                    & (NAME_SLOTS - 1)
+            }
+        }
+    }
+    pub fn lock(&self, dir: Ino, name: &[u8]) -> NameGuard<'_> {
+        NameGuard { _a: self.slots[self.slot(dir, name)].lock(), _b: None }
+    }
+    /// Lock two names, lower slot first; one lock if they share a slot.
+    pub fn lock2(&self, d1: Ino, n1: &[u8], d2: Ino, n2: &[u8]) -> NameGuard<'_> {
+        let (a, b) = (self.slot(d1, n1), self.slot(d2, n2));
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let ga = self.slots[lo].lock();
+        let gb = if hi != lo { Some(self.slots[hi].lock()) } else { None };
+        NameGuard { _a: ga, _b: gb }
+    }
+}
+
+/// A striped counter: adds touch only the caller's stripe.
+pub struct Counter {
+    stripes: [crossbeam_utils::CachePadded<AtomicU64>; 8],
+}
+impl Default for Counter {
+    fn default() -> Self {
+        Counter { stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(AtomicU64::new(0))) }
+    }
+}
+impl Counter {
+    #[inline]
+    pub fn add(&self, v: i64) {
+        self.stripes[crate::sync::thread_slot() % 8].fetch_add(v as u64, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).fold(0u64, |a, b| a.wrapping_add(b)) as i64
+    }
+}

@@ -1,0 +1,269 @@
+//! The one commit path: delayed logging (seed 003) as group commit.
+//!
+//! Every mutating operation enters the *gate*: it locks one gate shard (picked
+//! by its thread, so two threads rarely meet), reads the open epoch `E`, makes
+//! its in-memory changes, appends their records to the shard's queue, and
+//! leaves. The committer closes epoch `E` by locking every shard (in index
+//! order), taking the queues and opening `E + 1`. Because an operation holds a
+//! shard from before its first mutation until its records are queued, the
+//! closed epoch contains every operation whose effects any other operation in
+//! it could have seen: the committed state is always a prefix of the history
+//! (argued in docs/design.md).
+//!
+//! Records carry a per-key version; merging a closed epoch keeps the highest
+//! version of each key, so repeated changes to one inode collapse into one
+//! store write, and queue order does not matter.
+
+use crate::error::{Error, Result};
+use crate::store::{BatchItem, Store};
+use crate::sync::{Arc, LockClass, Mutex};
+use crate::types::Durability;
+use crossbeam_utils::CachePadded;
+use parking_lot::Condvar;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const GATE_SHARDS: usize = 16;
+
+/// One key's change, as an operation records it.
+pub struct Record {
+    pub key: Vec<u8>,
+    pub ver: u64,
+    pub val: Option<Vec<u8>>,
+}
+
+/// Counters of the commit path (for `shoal stats` and benchmarks).
+#[derive(Default)]
+pub struct CommitStats {
+    pub commits: AtomicU64,
+    pub records_in: AtomicU64,
+    pub keys_out: AtomicU64,
+    pub commit_ns: AtomicU64,
+}
+
+pub struct Committer {
+    shards: Vec<CachePadded<Mutex<Vec<Record>>>>,
+    /// The open epoch. Changes only while every gate shard is held.
+    epoch: AtomicU64,
+    /// Every epoch <= this is in the store (and synced unless Buffered).
+    durable: AtomicU64,
+    poisoned: AtomicBool,
+    stop: AtomicBool,
+    kick: parking_lot::Mutex<bool>,
+    kick_cv: Condvar,
+    done: parking_lot::Mutex<()>,
+    done_cv: Condvar,
+    store: Arc<dyn Store>,
+    durability: Durability,
+    interval: Duration,
+    pub stats: CommitStats,
+    /// Called after each successful commit, from the committer thread (batched reclaim).
+    after_commit: parking_lot::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+}
+
+/// A held gate shard. Records pushed here are queued in epoch `self.epoch`.
+pub struct Gate<'a> {
+    q: crate::sync::MutexGuard<'a, Vec<Record>>,
+    pub epoch: u64,
+    null: bool,
+}
+
+impl Gate<'_> {
+    #[inline]
+    pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
+        if !self.null {
+            self.q.push(Record { key, ver, val: Some(val) });
+        }
+    }
+    #[inline]
+    pub fn del(&mut self, key: Vec<u8>, ver: u64) {
+        if !self.null {
+            self.q.push(Record { key, ver, val: None });
+        }
+    }
+}
+
+impl Committer {
+    pub fn new(store: Arc<dyn Store>, durability: Durability, interval_ms: u64) -> Arc<Committer> {
+        Arc::new(Committer {
+            shards: (0..GATE_SHARDS).map(|_| CachePadded::new(Mutex::new(LockClass::Gate, Vec::new()))).collect(),
+            epoch: AtomicU64::new(1),
+            durable: AtomicU64::new(0),
+            poisoned: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            kick: parking_lot::Mutex::new(false),
+            kick_cv: Condvar::new(),
+            done: parking_lot::Mutex::new(()),
+            done_cv: Condvar::new(),
+            store,
+            durability,
+            interval: Duration::from_millis(interval_ms.max(1)),
+            stats: CommitStats::default(),
+            after_commit: parking_lot::Mutex::new(None),
+        })
+    }
+
+    pub fn set_after_commit(&self, f: Box<dyn Fn() + Send + Sync>) {
+        *self.after_commit.lock() = Some(f);
+    }
+
+    pub fn start(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("shoal-commit".into())
+            .spawn(move || me.run())
+            .expect("spawn committer")
+    }
+
+    /// Enter the gate. Fails if an earlier commit failed (the filesystem is read-only).
+    #[inline]
+    pub fn enter(&self) -> Result<Gate<'_>> {
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Io("an earlier commit failed; shoal is read-only".into()));
+        }
+        let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        Ok(Gate { q, epoch, null: self.store.is_null() })
+    }
+
+    pub fn durable_epoch(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Relaxed)
+    }
+
+    /// Wait until epoch `e` is committed. Kicks the committer so the wait is one commit, not one interval.
+    pub fn wait(&self, e: u64) -> Result<()> {
+        if self.store.is_null() {
+            return Ok(());
+        }
+        loop {
+            if self.durable.load(Ordering::Acquire) >= e {
+                return Ok(());
+            }
+            if self.poisoned.load(Ordering::Relaxed) {
+                return Err(Error::Io("commit failed".into()));
+            }
+            self.kick();
+            let mut g = self.done.lock();
+            if self.durable.load(Ordering::Acquire) >= e || self.poisoned.load(Ordering::Relaxed) {
+                continue;
+            }
+            self.done_cv.wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
+    /// Wait for everything queued so far, and make it durable even in Buffered mode.
+    pub fn sync_all(&self) -> Result<()> {
+        let e = self.epoch.load(Ordering::Acquire);
+        self.wait(e)?;
+        if self.durability == Durability::Buffered && !self.store.is_null() {
+            self.store.sync().map_err(|e| self.poison(e))?;
+        }
+        Ok(())
+    }
+
+    /// Make the commit covering epoch `e` durable (fsync of one inode).
+    pub fn sync_epoch(&self, e: u64) -> Result<()> {
+        self.wait(e)?;
+        if self.durability == Durability::Buffered && !self.store.is_null() {
+            self.store.sync().map_err(|e| self.poison(e))?;
+        }
+        Ok(())
+    }
+
+    pub fn kick(&self) {
+        let mut k = self.kick.lock();
+        *k = true;
+        self.kick_cv.notify_one();
+    }
+
+    fn poison(&self, e: Error) -> Error {
+        tracing::error!("commit failed, turning read-only: {e}");
+        self.poisoned.store(true, Ordering::SeqCst);
+        let _g = self.done.lock();
+        self.done_cv.notify_all();
+        match e {
+            Error::NoSpace => Error::NoSpace,
+            other => Error::Io(other.to_string()),
+        }
+    }
+
+    /// Stop the committer after a final commit.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.kick();
+    }
+
+    fn run(&self) {
+        loop {
+            {
+                let mut k = self.kick.lock();
+                if !*k && !self.stop.load(Ordering::SeqCst) {
+                    self.kick_cv.wait_for(&mut k, self.interval);
+                }
+                *k = false;
+            }
+            let stopping = self.stop.load(Ordering::SeqCst);
+            if !self.poisoned.load(Ordering::Relaxed) {
+                let _ = self.commit_once();
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    /// Close the open epoch and write it. Public for tests that drive commits by hand.
+    pub fn commit_once(&self) -> Result<()> {
+        let t0 = Instant::now();
+        // Close the epoch: all shards, in index order (the only place more than one is held).
+        let mut taken = Vec::new();
+        let closed;
+        {
+            let mut guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
+            closed = self.epoch.load(Ordering::Acquire);
+            for g in guards.iter_mut() {
+                if !g.is_empty() {
+                    taken.push(std::mem::take(&mut **g));
+                }
+            }
+            self.epoch.store(closed + 1, Ordering::Release);
+        }
+        let nrec: usize = taken.iter().map(|v| v.len()).sum();
+        if nrec > 0 {
+            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::with_capacity(nrec);
+            for r in taken.into_iter().flatten() {
+                match merged.get_mut(&r.key) {
+                    Some(slot) if slot.0 > r.ver => {}
+                    Some(slot) => *slot = (r.ver, r.val),
+                    None => {
+                        merged.insert(r.key, (r.ver, r.val));
+                    }
+                }
+            }
+            let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, (_, v))| (k, v)).collect();
+            batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            crate::fault::point("commit.before_write")?;
+            let sync = self.durability != Durability::Buffered;
+            if let Err(e) = self.store.write(&batch, sync) {
+                return Err(self.poison(e));
+            }
+            self.stats.records_in.fetch_add(nrec as u64, Ordering::Relaxed);
+            self.stats.keys_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        }
+        self.durable.store(closed, Ordering::Release);
+        self.stats.commit_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        {
+            let _g = self.done.lock();
+            self.done_cv.notify_all();
+        }
+        if let Some(f) = self.after_commit.lock().as_ref() {
+            f();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,47 @@
+//! Domain errors. The engine never speaks errno; the FUSE adapter maps these
+//! in exactly one function.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    NotFound,
+    Exists,
+    NotEmpty,
+    NotDir,
+    IsDir,
+    NameTooLong,
+    NoSpace,
+    CrossDevice,
+    Invalid,
+    PermissionDenied,
+    NotPermitted,
+    TooManyLinks,
+    /// A rename would make a directory its own ancestor, or a name is "." / "..".
+    Loop,
+    NoAttr,
+    Range,
+    BadHandle,
+    FileTooBig,
+    ReadOnly,
+    NotSupported,
+    /// The store holds something that does not decode or fails its checksum.
+    Corrupted(String),
+    /// The store failed (a write or sync error). The engine turns read-only.
+    Io(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Corrupted(m) => write!(f, "store is corrupted: {m} (run `shoal fsck`)"),
+            Error::Io(m) => write!(f, "store I/O error: {m}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

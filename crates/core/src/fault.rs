@@ -1,0 +1,28 @@
+//! Named fault-injection points (XFS errortags, FoundationDB BUGGIFY). They
+//! compile to nothing unless the `faults` feature is on. Every point is listed
+//! here:
+//!
+//! - `commit.before_write`: the committer is about to write a closed epoch.
+
+use crate::error::Result;
+
+#[cfg(feature = "faults")]
+static ARMED: parking_lot::Mutex<Vec<(&'static str, crate::error::Error)>> = parking_lot::const_mutex(Vec::new());
+
+/// Arm a point: its next hit returns `err`.
+#[cfg(feature = "faults")]
+pub fn arm(name: &'static str, err: crate::error::Error) {
+    ARMED.lock().push((name, err));
+}
+
+#[inline]
+pub fn point(_name: &'static str) -> Result<()> {
+    #[cfg(feature = "faults")]
+    {
+        let mut a = ARMED.lock();
+        if let Some(i) = a.iter().position(|(n, _)| *n == _name) {
+            return Err(a.remove(i).1);
+        }
+    }
+    Ok(())
+}

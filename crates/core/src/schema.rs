@@ -1,0 +1,327 @@
+//! The on-disk key schema and value encodings. Hand-written because the format
+//! is the product: every byte is documented in docs/design.md, and every value
+//! carries a CRC32 that is checked on read (a corrupt record is reported, never
+//! served).
+//!
+//! Keys (big-endian integers, so order = numeric order):
+//!
+//! | key                                   | value                                   |
+//! |---------------------------------------|-----------------------------------------|
+//! | `S`                                   | superblock: magic, format, AG count     |
+//! | `A` ag:u32                            | next inode sequence number of the AG    |
+//! | `I` ino:u64                           | inode record (attrs, inline data, xattrs)|
+//! | `E` parent:u64 hash:u64 name          | entry: child ino, kind                  |
+//! | `D` ino:u64 block:u64                 | one 4 KiB data block (files > 4 KiB)    |
+//! | `O` ino:u64                           | orphan: unlinked while open             |
+//!
+//! A directory's entries are contiguous and ordered by name hash, so a listing
+//! is one range scan and the hash is a stable readdir cookie. Inode numbers are
+//! `ag << 40 | seq`, and placement puts a directory's children in its AG, so
+//! their inode records are contiguous too (seed 004's locality, in key space).
+
+use crate::error::{Error, Result};
+use crate::types::{Attr, Ino, Kind, Ts};
+use xxhash_rust::xxh3::xxh3_64;
+
+pub const MAGIC: &[u8; 8] = b"SHOALFS1";
+pub const FORMAT: u32 = 1;
+pub const AG_SHIFT: u32 = 40;
+
+pub const K_SUPER: u8 = b'S';
+pub const K_AG: u8 = b'A';
+pub const K_INODE: u8 = b'I';
+pub const K_ENTRY: u8 = b'E';
+pub const K_DATA: u8 = b'D';
+pub const K_ORPHAN: u8 = b'O';
+
+/// The readdir cookie and index key of a name: 63 bits of xxh3, never 0, 1
+/// or 2 (offsets 1 and 2 are "." and "..").
+pub fn name_hash(name: &[u8]) -> u64 {
+    (xxh3_64(name) >> 1).max(3)
+}
+
+pub fn super_key() -> Vec<u8> {
+    vec![K_SUPER]
+}
+pub fn ag_key(ag: u32) -> Vec<u8> {
+    let mut k = vec![K_AG];
+    k.extend_from_slice(&ag.to_be_bytes());
+    k
+}
+pub fn inode_key(ino: Ino) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9);
+    k.push(K_INODE);
+    k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
+pub fn entry_key(parent: Ino, hash: u64, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17 + name.len());
+    k.push(K_ENTRY);
+    k.extend_from_slice(&parent.to_be_bytes());
+    k.extend_from_slice(&hash.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+/// Bounds of a directory's entries with hash >= `from_hash`.
+pub fn entry_range(parent: Ino, from_hash: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = vec![K_ENTRY];
+    lo.extend_from_slice(&parent.to_be_bytes());
+    lo.extend_from_slice(&from_hash.to_be_bytes());
+    let mut hi = vec![K_ENTRY];
+    hi.extend_from_slice(&(parent + 1).to_be_bytes());
+    (lo, hi)
+}
+pub fn data_key(ino: Ino, block: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(K_DATA);
+    k.extend_from_slice(&ino.to_be_bytes());
+    k.extend_from_slice(&block.to_be_bytes());
+    k
+}
+pub fn data_range(ino: Ino, from_block: u64) -> (Vec<u8>, Vec<u8>) {
+    (data_key(ino, from_block), data_key(ino + 1, 0))
+}
+pub fn orphan_key(ino: Ino) -> Vec<u8> {
+    let mut k = vec![K_ORPHAN];
+    k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
+
+fn be64(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b[..8].try_into().unwrap())
+}
+
+/// Parse an entry key into (parent, hash, name).
+pub fn parse_entry_key(k: &[u8]) -> Result<(Ino, u64, &[u8])> {
+    if k.len() < 18 || k[0] != K_ENTRY {
+        return Err(Error::Corrupted(format!("bad entry key {k:?}")));
+    }
+    Ok((be64(&k[1..]), be64(&k[9..]), &k[17..]))
+}
+pub fn parse_inode_key(k: &[u8]) -> Result<Ino> {
+    if k.len() != 9 || k[0] != K_INODE {
+        return Err(Error::Corrupted(format!("bad inode key {k:?}")));
+    }
+    Ok(be64(&k[1..]))
+}
+pub fn parse_data_key(k: &[u8]) -> Result<(Ino, u64)> {
+    if k.len() != 17 || k[0] != K_DATA {
+        return Err(Error::Corrupted(format!("bad data key {k:?}")));
+    }
+    Ok((be64(&k[1..]), be64(&k[9..])))
+}
+pub fn parse_orphan_key(k: &[u8]) -> Result<Ino> {
+    if k.len() != 9 || k[0] != K_ORPHAN {
+        return Err(Error::Corrupted(format!("bad orphan key {k:?}")));
+    }
+    Ok(be64(&k[1..]))
+}
+
+/// Frame a payload with its CRC32.
+fn seal(mut payload: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&payload[4..]);
+    payload[..4].copy_from_slice(&crc.to_le_bytes());
+    payload
+}
+fn open<'a>(what: &str, v: &'a [u8]) -> Result<&'a [u8]> {
+    if v.len() < 4 {
+        return Err(Error::Corrupted(format!("{what} record truncated")));
+    }
+    let crc = u32::from_le_bytes(v[..4].try_into().unwrap());
+    if crc32fast::hash(&v[4..]) != crc {
+        return Err(Error::Corrupted(format!("{what} record fails its checksum")));
+    }
+    Ok(&v[4..])
+}
+
+struct Reader<'a> {
+    what: &'static str,
+    b: &'a [u8],
+}
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.b.len() < n {
+            return Err(Error::Corrupted(format!("{} record truncated", self.what)));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    fn ts(&mut self) -> Result<Ts> {
+        let sec = self.u64()? as i64;
+        let nsec = self.u32()?;
+        Ok(Ts { sec, nsec })
+    }
+}
+
+/// What an inode record holds besides attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InodeExtra {
+    /// Symlink target, or inline data of a file whose size <= INLINE_MAX.
+    pub blob: Vec<u8>,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(96 + extra_blob.len());
+    v.extend_from_slice(&[0; 4]);
+    v.push(a.kind as u8);
+    v.extend_from_slice(&a.perm.to_le_bytes());
+    v.extend_from_slice(&a.nlink.to_le_bytes());
+    v.extend_from_slice(&a.uid.to_le_bytes());
+    v.extend_from_slice(&a.gid.to_le_bytes());
+    v.extend_from_slice(&a.rdev.to_le_bytes());
+    v.extend_from_slice(&a.size.to_le_bytes());
+    for t in [a.atime, a.mtime, a.ctime, a.crtime] {
+        v.extend_from_slice(&(t.sec as u64).to_le_bytes());
+        v.extend_from_slice(&t.nsec.to_le_bytes());
+    }
+    v.extend_from_slice(&a.version.to_le_bytes());
+    v.extend_from_slice(&(extra_blob.len() as u32).to_le_bytes());
+    v.extend_from_slice(extra_blob);
+    v.extend_from_slice(&(xattrs.len() as u16).to_le_bytes());
+    for (n, val) in xattrs {
+        v.extend_from_slice(&(n.len() as u16).to_le_bytes());
+        v.extend_from_slice(n);
+        v.extend_from_slice(&(val.len() as u32).to_le_bytes());
+        v.extend_from_slice(val);
+    }
+    seal(v)
+}
+
+pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
+    let mut r = Reader { what: "inode", b: open("inode", v)? };
+    let kind = Kind::from_u8(r.u8()?).ok_or_else(|| Error::Corrupted(format!("inode {ino}: bad kind")))?;
+    let perm = r.u16()?;
+    let nlink = r.u32()?;
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let rdev = r.u32()?;
+    let size = r.u64()?;
+    let atime = r.ts()?;
+    let mtime = r.ts()?;
+    let ctime = r.ts()?;
+    let crtime = r.ts()?;
+    let version = r.u64()?;
+    let blen = r.u32()? as usize;
+    let blob = r.take(blen)?.to_vec();
+    let nx = r.u16()?;
+    let mut xattrs = Vec::with_capacity(nx as usize);
+    for _ in 0..nx {
+        let nl = r.u16()? as usize;
+        let n = r.take(nl)?.to_vec();
+        let vl = r.u32()? as usize;
+        xattrs.push((n, r.take(vl)?.to_vec()));
+    }
+    if !r.b.is_empty() {
+        return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
+    }
+    let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
+    Ok((a, InodeExtra { blob, xattrs }))
+}
+
+pub fn encode_entry(ino: Ino, kind: Kind) -> Vec<u8> {
+    let mut v = vec![0; 4];
+    v.extend_from_slice(&ino.to_le_bytes());
+    v.push(kind as u8);
+    seal(v)
+}
+pub fn decode_entry(v: &[u8]) -> Result<(Ino, Kind)> {
+    let mut r = Reader { what: "entry", b: open("entry", v)? };
+    let ino = r.u64()?;
+    let kind = Kind::from_u8(r.u8()?).ok_or_else(|| Error::Corrupted("entry: bad kind".into()))?;
+    Ok((ino, kind))
+}
+
+pub fn encode_data(block: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + block.len());
+    v.extend_from_slice(&[0; 4]);
+    v.extend_from_slice(block);
+    seal(v)
+}
+pub fn decode_data(v: &[u8]) -> Result<&[u8]> {
+    let d = open("data", v)?;
+    if d.len() as u64 > crate::types::BLOCK {
+        return Err(Error::Corrupted("data block larger than a block".into()));
+    }
+    Ok(d)
+}
+
+pub fn encode_u64(x: u64) -> Vec<u8> {
+    let mut v = vec![0; 4];
+    v.extend_from_slice(&x.to_le_bytes());
+    seal(v)
+}
+pub fn decode_u64(what: &str, v: &[u8]) -> Result<u64> {
+    let d = open(what, v)?;
+    if d.len() != 8 {
+        return Err(Error::Corrupted(format!("{what} record has wrong size")));
+    }
+    Ok(u64::from_le_bytes(d.try_into().unwrap()))
+}
+
+pub fn encode_super(ags: u32) -> Vec<u8> {
+    let mut v = vec![0; 4];
+    v.extend_from_slice(MAGIC);
+    v.extend_from_slice(&FORMAT.to_le_bytes());
+    v.extend_from_slice(&ags.to_le_bytes());
+    seal(v)
+}
+/// Returns the AG count.
+pub fn decode_super(v: &[u8]) -> Result<u32> {
+    let d = open("superblock", v)?;
+    if d.len() != 16 || &d[..8] != MAGIC {
+        return Err(Error::Corrupted("superblock: not a shoal store".into()));
+    }
+    let fmt = u32::from_le_bytes(d[8..12].try_into().unwrap());
+    if fmt != FORMAT {
+        return Err(Error::Corrupted(format!("superblock: format {fmt}, this shoal reads {FORMAT}")));
+    }
+    Ok(u32::from_le_bytes(d[12..16].try_into().unwrap()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inode_roundtrip_and_checksum() {
+        let a = Attr {
+            ino: 7, kind: Kind::File, perm: 0o644, nlink: 1, uid: 1, gid: 2, rdev: 0, size: 3,
+            atime: Ts { sec: -5, nsec: 3 }, mtime: Ts::default(), ctime: Ts::default(),
+            crtime: Ts::default(), version: 9,
+        };
+        let x = vec![(b"user.a".to_vec(), b"v".to_vec())];
+        let mut v = encode_inode(&a, b"abc", &x);
+        let (b, e) = decode_inode(7, &v).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(e.blob, b"abc");
+        assert_eq!(e.xattrs, x);
+        v[10] ^= 1;
+        assert!(matches!(decode_inode(7, &v), Err(Error::Corrupted(_))));
+        assert!(matches!(decode_inode(7, &v[..3]), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
+    fn entry_keys_sort_by_parent_then_hash() {
+        let a = entry_key(5, 10, b"zz");
+        let b = entry_key(5, 11, b"aa");
+        let c = entry_key(6, 0, b"");
+        assert!(a < b && b < c);
+        let (lo, hi) = entry_range(5, 11);
+        assert!(b >= lo && b < hi && a < lo);
+        assert_eq!(parse_entry_key(&a).unwrap(), (5, 10, &b"zz"[..]));
+    }
+}

@@ -1,0 +1,274 @@
+//! Plain data: inode attributes, file kinds, timestamps, caller context and
+//! the engine's configuration (including the switches that turn each seed's
+//! cure off).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub type Ino = u64;
+pub const ROOT_INO: Ino = 1;
+pub const NAME_MAX: usize = 255;
+pub const BLOCK: u64 = 4096;
+/// Files up to this size keep their data inside the inode record (TableFS).
+pub const INLINE_MAX: u64 = BLOCK;
+pub const MAX_FILE_SIZE: u64 = 1 << 50;
+pub const LINK_MAX: u32 = 65000;
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    File = 1,
+    Dir = 2,
+    Symlink = 3,
+    Fifo = 4,
+    Socket = 5,
+    CharDev = 6,
+    BlockDev = 7,
+}
+
+impl Kind {
+    pub fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::File,
+            2 => Kind::Dir,
+            3 => Kind::Symlink,
+            4 => Kind::Fifo,
+            5 => Kind::Socket,
+            6 => Kind::CharDev,
+            7 => Kind::BlockDev,
+            _ => return None,
+        })
+    }
+    /// From the S_IFMT bits of a mode.
+    pub fn from_mode(mode: u32) -> Option<Kind> {
+        Some(match mode & 0o170000 {
+            0o100000 | 0 => Kind::File,
+            0o040000 => Kind::Dir,
+            0o120000 => Kind::Symlink,
+            0o010000 => Kind::Fifo,
+            0o140000 => Kind::Socket,
+            0o020000 => Kind::CharDev,
+            0o060000 => Kind::BlockDev,
+            _ => return None,
+        })
+    }
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            Kind::File => 0o100000,
+            Kind::Dir => 0o040000,
+            Kind::Symlink => 0o120000,
+            Kind::Fifo => 0o010000,
+            Kind::Socket => 0o140000,
+            Kind::CharDev => 0o020000,
+            Kind::BlockDev => 0o060000,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Ts {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Ts {
+    pub fn now() -> Ts {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => Ts { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+            Err(e) => {
+                let d = e.duration();
+                let mut sec = -(d.as_secs() as i64);
+                let mut nsec = d.subsec_nanos();
+                if nsec > 0 {
+                    sec -= 1;
+                    nsec = 1_000_000_000 - nsec;
+                }
+                Ts { sec, nsec }
+            }
+        }
+    }
+    pub fn to_system(self) -> SystemTime {
+        if self.sec >= 0 {
+            UNIX_EPOCH + std::time::Duration::new(self.sec as u64, self.nsec)
+        } else {
+            UNIX_EPOCH - std::time::Duration::new((-self.sec) as u64, 0)
+                + std::time::Duration::new(0, self.nsec)
+        }
+    }
+    pub fn from_system(t: SystemTime) -> Ts {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Ts { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+            Err(e) => {
+                let d = e.duration();
+                let mut sec = -(d.as_secs() as i64);
+                let mut nsec = d.subsec_nanos();
+                if nsec > 0 {
+                    sec -= 1;
+                    nsec = 1_000_000_000 - nsec;
+                }
+                Ts { sec, nsec }
+            }
+        }
+    }
+}
+
+/// Inode attributes as the engine keeps and persists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: Kind,
+    /// Permission bits (07777).
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    pub atime: Ts,
+    pub mtime: Ts,
+    pub ctime: Ts,
+    pub crtime: Ts,
+    /// Bumped on every change; persisted, so a commit can keep the newest.
+    pub version: u64,
+}
+
+impl Attr {
+    pub fn mode(&self) -> u32 {
+        self.kind.mode_bits() | self.perm as u32
+    }
+    /// 512-byte blocks, counting only whole blocks of data (sparse-unaware but bounded).
+    pub fn blocks(&self) -> u64 {
+        self.size.div_ceil(512)
+    }
+}
+
+/// Who is asking. Library callers that want POSIX permission checks set
+/// `check_perms`; the FUSE adapter leaves it off and mounts with
+/// `default_permissions`, so the kernel checks with the same rules.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub check_perms: bool,
+}
+
+impl Ctx {
+    pub fn root() -> Ctx {
+        Ctx { uid: 0, gid: 0, groups: vec![], check_perms: false }
+    }
+    pub fn user(uid: u32, gid: u32) -> Ctx {
+        Ctx { uid, gid, groups: vec![], check_perms: true }
+    }
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// Lock scope switch (seed 000 and 002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockScope {
+    /// One lock for the whole namespace (the big kernel lock).
+    Global,
+    /// One lock per directory (i_sem / i_rwsem).
+    Dir,
+    /// One lock per (directory, name): pdirops. The default.
+    Name,
+}
+
+/// Directory index switch (seed 001).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirIndex {
+    /// Every lookup scans the directory's entries (FFS/ext2 without htree).
+    Linear,
+    /// Hashed, ordered index. The default.
+    Indexed,
+}
+
+/// Name cache switch (seed 001).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameCache {
+    /// Clean entries are dropped after commit; every lookup asks the store.
+    Off,
+    /// Entries are cached when looked up; misses are cached (negative entries).
+    On,
+    /// As On, and new entries are cached at create; directories created in this
+    /// session are known complete, so a miss needs no store read. The default.
+    Primed,
+}
+
+/// Placement switch (seed 004).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// New directories go to the next allocation group round-robin (ext2's old Orlov-less policy).
+    Spread,
+    /// New directories and files go to the parent's allocation group. The default.
+    Near,
+}
+
+/// Durability (commit) setting. What each one promises is in docs/design.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Every mutating operation returns only after its batch is synced.
+    SyncEach,
+    /// Batches are merged and synced every `interval_ms`; fsync waits for the
+    /// commit that covers the inode. The default.
+    Group,
+    /// Batches are written to the store without sync; the store flushes on its
+    /// own; fsync still syncs.
+    Buffered,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub lock_scope: LockScope,
+    pub dir_index: DirIndex,
+    pub name_cache: NameCache,
+    pub placement: Placement,
+    pub durability: Durability,
+    /// Group commit interval.
+    pub commit_interval_ms: u64,
+    /// Cache budget in bytes (inodes, entries, cached data blocks).
+    pub cache_bytes: u64,
+    /// Number of allocation groups.
+    pub ags: u32,
+    pub read_only: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lock_scope: LockScope::Name,
+            dir_index: DirIndex::Indexed,
+            name_cache: NameCache::Primed,
+            placement: Placement::Near,
+            durability: Durability::Group,
+            commit_interval_ms: 5,
+            cache_bytes: 256 << 20,
+            ags: 16,
+            read_only: false,
+        }
+    }
+}
+
+/// Filesystem statistics.
+#[derive(Clone, Copy, Debug)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+/// A directory entry as readdir returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: Kind,
+    /// The cookie to resume after this entry.
+    pub cookie: u64,
+}
