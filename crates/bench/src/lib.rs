@@ -1,1 +1,4 @@
+//! shoal-bench: the seeds' workloads (see `workloads`), runnable in-process on
+//! the engine or on any mounted path, with the cures switchable.
 
+pub mod cli;

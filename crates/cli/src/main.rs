@@ -1,1 +1,77 @@
-fn main(){}
+//! The `shoal` command. Flags are defined in `args.rs`; each subcommand lives
+//! in its own module. Errors print as one line, never a panic trace.
+
+mod args;
+mod daemon;
+mod mountinfo;
+mod stats;
+
+use args::{Cli, Cmd};
+use clap::Parser;
+use shoal_core::Error;
+use std::path::Path;
+
+fn main() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("shoal: internal error: {msg}{at} (please report this)");
+    }));
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Mkfs(a) => cmd_mkfs(&a),
+        Cmd::Mount(a) => daemon::cmd_mount(&a),
+        Cmd::Umount(a) => daemon::cmd_umount(&a),
+        Cmd::Fsck(a) => cmd_fsck(&a),
+        Cmd::Bench(a) => shoal_bench::cli::run(a).map_err(|e| e.to_string()),
+        Cmd::Stats(a) => stats::cmd_stats(&a),
+    };
+    match r {
+        Ok(code) => std::process::exit(code),
+        Err(msg) => {
+            eprintln!("shoal: {msg}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// A store error as one line a user can act on.
+pub fn store_error(store: &Path, e: Error) -> String {
+    let s = store.display();
+    match e {
+        Error::NotFound => format!("no shoal store at {s} (create one with `shoal mkfs {s}`)"),
+        Error::Invalid => format!("{s} is not a shoal store"),
+        Error::Exists => format!("{s} already holds a shoal store"),
+        Error::Corrupted(m) => format!("store {s} is corrupted: {m}; run `shoal fsck {s}`"),
+        Error::NoSpace => format!("no space left on the device holding {s}"),
+        Error::Io(m) => m,
+        other => format!("{s}: {other}"),
+    }
+}
+
+fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
+    let store = shoal_store::FjallStore::create(&a.store).map_err(|e| store_error(&a.store, e))?;
+    shoal_core::Engine::mkfs(&store, a.ags).map_err(|e| store_error(&a.store, e))?;
+    println!("created shoal store at {} ({} allocation groups)", a.store.display(), a.ags);
+    Ok(0)
+}
+
+fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
+    let store = shoal_store::FjallStore::open(&a.store).map_err(|e| store_error(&a.store, e))?;
+    let r = shoal_store::fsck::fsck(&store, a.repair).map_err(|e| store_error(&a.store, e))?;
+    for p in &r.problems {
+        println!("problem: {p}");
+    }
+    println!(
+        "{}: {} inodes, {} entries, {} data blocks, {} problems{}",
+        a.store.display(),
+        r.inodes,
+        r.entries,
+        r.data_blocks,
+        r.problems.len(),
+        if a.repair { format!(", {} records repaired", r.repaired) } else { String::new() }
+    );
+    Ok(if r.is_clean() || a.repair { 0 } else { 4 })
+}

@@ -1,1 +1,520 @@
+//! The FUSE frontend on `fuser`.
+//!
+//! Kernel contract kept here (virtiofsd's "Lookup Count" rule): every reply
+//! that hands the kernel an inode (lookup, create, mknod, mkdir, symlink,
+//! link, and each readdirplus entry other than "." and "..") takes one
+//! reference in the engine; FORGET drops them. An inode the kernel holds is
+//! never evicted. Errors become errno in exactly one function, [`errno`].
+//!
+//! Round trips avoided: FLUSH is not implemented (the kernel stops sending it
+//! after one ENOSYS: one round trip less per close); negative lookups are
+//! cached by the kernel (entry with inode 0); readdirplus answers listing and
+//! stat in one trip.
 
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub use fuser;
+
+/// Mount-time knobs (the levers of the speed issue).
+#[derive(Clone, Debug)]
+pub struct FuseOptions {
+    pub entry_ttl: Duration,
+    pub attr_ttl: Duration,
+    pub negative_ttl: Duration,
+    pub threads: usize,
+    pub clone_fd: bool,
+    pub writeback_cache: bool,
+    pub readdirplus: bool,
+    pub no_opendir: bool,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            negative_ttl: Duration::from_secs(1),
+            threads: 2,
+            clone_fd: true,
+            writeback_cache: false,
+            readdirplus: true,
+            no_opendir: true,
+        }
+    }
+}
+
+pub struct ShoalFs {
+    engine: Arc<Engine>,
+    opts: FuseOptions,
+}
+
+/// The one place an engine error becomes an errno.
+pub fn errno(e: &Error) -> Errno {
+    let code = match e {
+        Error::NotFound => libc::ENOENT,
+        Error::Exists => libc::EEXIST,
+        Error::NotEmpty => libc::ENOTEMPTY,
+        Error::NotDir => libc::ENOTDIR,
+        Error::IsDir => libc::EISDIR,
+        Error::NameTooLong => libc::ENAMETOOLONG,
+        Error::NoSpace => libc::ENOSPC,
+        Error::CrossDevice => libc::EXDEV,
+        Error::Invalid => libc::EINVAL,
+        Error::PermissionDenied => libc::EACCES,
+        Error::NotPermitted => libc::EPERM,
+        Error::TooManyLinks => libc::EMLINK,
+        Error::Loop => libc::ELOOP,
+        Error::NoAttr => libc::ENODATA,
+        Error::Range => libc::ERANGE,
+        Error::BadHandle => libc::EBADF,
+        Error::FileTooBig => libc::EFBIG,
+        Error::ReadOnly => libc::EROFS,
+        Error::NotSupported => libc::EOPNOTSUPP,
+        Error::Corrupted(m) => {
+            tracing::error!("corrupted store: {m}; unmount and run `shoal fsck`");
+            libc::EIO
+        }
+        Error::Io(m) => {
+            tracing::error!("I/O error: {m}");
+            libc::EIO
+        }
+        #[allow(unreachable_patterns)]
+        _ => libc::EIO,
+    };
+    Errno::from_i32(code)
+}
+
+fn kind(k: Kind) -> FileType {
+    match k {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDev => FileType::CharDevice,
+        Kind::BlockDev => FileType::BlockDevice,
+    }
+}
+
+pub fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks(),
+        atime: a.atime.to_system(),
+        mtime: a.mtime.to_system(),
+        ctime: a.ctime.to_system(),
+        crtime: a.crtime.to_system(),
+        kind: kind(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn ctx(req: &Request) -> Ctx {
+    Ctx { uid: req.uid(), gid: req.gid(), groups: vec![], check_perms: false }
+}
+
+fn time(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(s) => TimeSet::At(Ts::from_system(s)),
+    }
+}
+
+impl ShoalFs {
+    pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
+        ShoalFs { engine, opts }
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
+        match r {
+            Ok(a) => {
+                self.engine.inc_lookup(a.ino);
+                reply.entry_with_ttls(&self.opts.entry_ttl, &self.opts.attr_ttl, &file_attr(&a), Generation(0));
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Mount and serve until unmounted.
+    pub fn mount(self, mountpoint: &Path, options: Vec<fuser::MountOption>, allow_other: bool) -> std::io::Result<()> {
+        let mut cfg = fuser::Config::default();
+        cfg.mount_options = options;
+        cfg.n_threads = Some(self.opts.threads.max(1));
+        cfg.clone_fd = self.opts.clone_fd;
+        if allow_other {
+            cfg.acl = fuser::SessionACL::All;
+        }
+        fuser::mount(self, mountpoint, &cfg)
+    }
+}
+
+impl Filesystem for ShoalFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let mut want = InitFlags::FUSE_PARALLEL_DIROPS;
+        if self.opts.readdirplus {
+            want |= InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        }
+        if self.opts.writeback_cache {
+            want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        let have = config.capabilities();
+        let _ = config.add_capabilities(want & have);
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.engine.shutdown() {
+            tracing::error!("final commit failed: {e}");
+        }
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.engine.lookup(&ctx(req), parent.0, name.as_bytes()) {
+            Err(Error::NotFound) if !self.opts.negative_ttl.is_zero() => {
+                // A negative entry: the kernel caches the miss (seed 001's negative cache, one level up).
+                let mut a = file_attr(&Attr {
+                    ino: 0, kind: Kind::File, perm: 0, nlink: 0, uid: 0, gid: 0, rdev: 0, size: 0,
+                    atime: Ts::default(), mtime: Ts::default(), ctime: Ts::default(), crtime: Ts::default(), version: 0,
+                });
+                a.ino = INodeNo(0);
+                reply.entry_with_ttls(&self.opts.negative_ttl, &Duration::ZERO, &a, Generation(0));
+            }
+            r => self.entry(reply, r),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.engine.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.engine.getattr(ino.0) {
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self, req: &Request, ino: INodeNo, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, size: Option<u64>,
+        atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>, ctime: Option<SystemTime>, _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>, _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>, reply: ReplyAttr,
+    ) {
+        let sa = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+            ctime: ctime.map(Ts::from_system),
+        };
+        match self.engine.setattr(&ctx(req), ino.0, &sa) {
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.engine.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let r = self.engine.mknod(&ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777), rdev);
+        self.entry(reply, r);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let r = self.engine.mkdir(&ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777));
+        self.entry(reply, r);
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.unlink(&ctx(req), parent.0, name.as_bytes()));
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.rmdir(&ctx(req), parent.0, name.as_bytes()));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = self.engine.symlink(&ctx(req), parent.0, link_name.as_bytes(), target.as_os_str().as_bytes());
+        self.entry(reply, r);
+    }
+
+    fn rename(
+        &self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.engine.rename(&ctx(req), parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
+        Self::empty(reply, r);
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = self.engine.link(&ctx(req), ino.0, newparent.0, newname.as_bytes());
+        self.entry(reply, r);
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.engine.open_file(&ctx(req), ino.0, 0) {
+            Ok(_) => reply.opened(FileHandle(ino.0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>, reply: ReplyData,
+    ) {
+        match self.engine.read(ino.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
+        _flags: OpenFlags, _lock: Option<fuser::LockOwner>, reply: ReplyWrite,
+    ) {
+        match self.engine.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<fuser::LockOwner>,
+        _flush: bool, reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.engine.release(ino.0));
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.fsync(ino.0));
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.opts.no_opendir {
+            // FUSE_NO_OPENDIR_SUPPORT: the kernel stops sending OPENDIR/RELEASEDIR. Directory
+            // handles carry no state here (cookies are name hashes), so nothing is lost.
+            reply.error(Errno::ENOSYS);
+        } else {
+            reply.opened(FileHandle(0), FopenFlags::empty());
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
+            return reply.ok();
+        }
+        if offset <= 1 {
+            let parent = match self.engine.parent_of(ino.0) {
+                Ok(p) if p != 0 => p,
+                Ok(_) => ino.0,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if reply.add(INodeNo(parent), 2, FileType::Directory, "..") {
+                return reply.ok();
+            }
+        }
+        let mut cookie = if offset <= 2 { 0 } else { offset };
+        loop {
+            let ents = match self.engine.readdir(ino.0, cookie, 128) {
+                Ok(v) => v,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if ents.is_empty() {
+                return reply.ok();
+            }
+            for e in ents {
+                if reply.add(INodeNo(e.ino), e.cookie, kind(e.kind), OsStr::from_bytes(&e.name)) {
+                    return reply.ok();
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let zero = Duration::ZERO;
+        if offset == 0 {
+            match self.engine.getattr(ino.0) {
+                Ok(a) => {
+                    if reply.add(ino, 1, ".", &zero, &file_attr(&a), Generation(0)) {
+                        return reply.ok();
+                    }
+                }
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
+        if offset <= 1 {
+            let parent = self.engine.parent_of(ino.0).unwrap_or(ino.0);
+            let parent = if parent == 0 { ino.0 } else { parent };
+            match self.engine.getattr(parent) {
+                Ok(a) => {
+                    if reply.add(INodeNo(parent), 2, "..", &zero, &file_attr(&a), Generation(0)) {
+                        return reply.ok();
+                    }
+                }
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
+        let mut cookie = if offset <= 2 { 0 } else { offset };
+        loop {
+            let ents = match self.engine.readdir(ino.0, cookie, 64) {
+                Ok(v) => v,
+                Err(e) => return reply.error(errno(&e)),
+            };
+            if ents.is_empty() {
+                return reply.ok();
+            }
+            for e in ents {
+                let a = match self.engine.getattr(e.ino) {
+                    Ok(a) => a,
+                    Err(Error::NotFound) => {
+                        cookie = e.cookie;
+                        continue;
+                    }
+                    Err(err) => return reply.error(errno(&err)),
+                };
+                // Take the reference first; give it back if the entry did not fit.
+                self.engine.inc_lookup(a.ino);
+                if reply.add(INodeNo(e.ino), e.cookie, OsStr::from_bytes(&e.name), &self.opts.entry_ttl, &file_attr(&a), Generation(0)) {
+                    self.engine.forget(a.ino, 1);
+                    return reply.ok();
+                }
+                cookie = e.cookie;
+            }
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.fsync(ino.0));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.engine.statfs() {
+            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _pos: u32, reply: ReplyEmpty) {
+        let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
+        Self::empty(reply, self.engine.setxattr(ino.0, name.as_bytes(), value, f));
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.engine.getxattr(ino.0, name.as_bytes()) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.engine.listxattr(ino.0) {
+            Ok(names) => {
+                let mut buf = Vec::new();
+                for n in names {
+                    buf.extend_from_slice(&n);
+                    buf.push(0);
+                }
+                if size == 0 {
+                    reply.size(buf.len() as u32)
+                } else if buf.len() > size as usize {
+                    reply.error(Errno::from_i32(libc::ERANGE))
+                } else {
+                    reply.data(&buf)
+                }
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.removexattr(ino.0, name.as_bytes()));
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+        let c = ctx(req);
+        let r = match Kind::from_mode(mode) {
+            Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777)),
+            Some(_) => self.engine.mknod(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777), 0),
+        };
+        match r.and_then(|a| self.engine.open_file(&c, a.ino, 0).map(|_| a)) {
+            Ok(a) => {
+                self.engine.inc_lookup(a.ino);
+                reply.created(&self.opts.entry_ttl, &file_attr(&a), Generation(0), FileHandle(a.ino), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        let m = mode as u32;
+        let mut em = 0;
+        if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
+            em |= shoal_core::engine::FALLOC_KEEP_SIZE;
+        }
+        if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
+            em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
+        }
+        if m & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) as u32 != 0 {
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        Self::empty(reply, self.engine.fallocate(ino.0, offset, length, em));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every engine error maps to a specific errno, and the table stays explicit.
+    #[test]
+    fn errno_table() {
+        let table = [
+            (Error::NotFound, libc::ENOENT), (Error::Exists, libc::EEXIST), (Error::NotEmpty, libc::ENOTEMPTY),
+            (Error::NotDir, libc::ENOTDIR), (Error::IsDir, libc::EISDIR), (Error::NameTooLong, libc::ENAMETOOLONG),
+            (Error::NoSpace, libc::ENOSPC), (Error::CrossDevice, libc::EXDEV), (Error::Invalid, libc::EINVAL),
+            (Error::PermissionDenied, libc::EACCES), (Error::NotPermitted, libc::EPERM),
+            (Error::TooManyLinks, libc::EMLINK), (Error::Loop, libc::ELOOP), (Error::NoAttr, libc::ENODATA),
+            (Error::Range, libc::ERANGE), (Error::BadHandle, libc::EBADF), (Error::FileTooBig, libc::EFBIG),
+            (Error::ReadOnly, libc::EROFS), (Error::NotSupported, libc::EOPNOTSUPP),
+            (Error::Corrupted("x".into()), libc::EIO), (Error::Io("x".into()), libc::EIO),
+        ];
+        for (e, code) in table {
+            assert_eq!(errno(&e).code(), code, "{e:?}");
+        }
+    }
+}

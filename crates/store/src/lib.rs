@@ -1,1 +1,10 @@
+//! shoal-store: persistence behind `shoal_core::Store`.
+//!
+//! - [`fjall_store::FjallStore`]: the embedded default, an LSM (fjall) under
+//!   `STORE/`, chosen by measurement (docs/design.md).
+//! - [`fsck`]: checks every invariant of the key schema and repairs what is safe.
 
+pub mod fjall_store;
+pub mod fsck;
+
+pub use fjall_store::FjallStore;

@@ -1,0 +1,84 @@
+//! Every flag of every subcommand, in one place.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "shoal", version, about = "shoal: a filesystem for millions of small files and many cores")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Create a new, empty store.
+    Mkfs(MkfsArgs),
+    /// Mount a store (foreground unless -d).
+    Mount(MountArgs),
+    /// Unmount a shoal mount and wait until its store is closed.
+    Umount(UmountArgs),
+    /// Check a store's invariants (and repair with --repair). The store must not be mounted.
+    Fsck(FsckArgs),
+    /// Run the seeds' benchmarks (in-process on the engine, or on mounted paths).
+    Bench(shoal_bench::cli::BenchArgs),
+    /// Live view of a running daemon: ops/s, latencies, commits, cache, locks.
+    Stats(StatsArgs),
+}
+
+#[derive(Args)]
+pub struct MkfsArgs {
+    /// Directory to hold the store (created if missing; must be empty).
+    pub store: PathBuf,
+    /// Number of allocation groups.
+    #[arg(long, default_value_t = 16)]
+    pub ags: u32,
+}
+
+#[derive(Args, Clone)]
+pub struct MountArgs {
+    /// The store directory (made by `shoal mkfs`).
+    pub store: PathBuf,
+    /// Where to mount it.
+    pub mountpoint: PathBuf,
+    /// Return once the mount is serving (the daemon keeps running in the background).
+    #[arg(short = 'd', long)]
+    pub daemon: bool,
+    /// Mount options, comma separated, in FUSE's conventions: allow_other,
+    /// default_permissions, ro, and shoal's own: durability=group|sync|buffered,
+    /// commit_ms=N, cache_mb=N, threads=N, entry_ttl_ms=N, attr_ttl_ms=N,
+    /// negative_ttl_ms=N, writeback_cache, noreaddirplus, noverify.
+    #[arg(short = 'o', value_delimiter = ',')]
+    pub options: Vec<String>,
+    /// Internal: set by `-d` in the background child.
+    #[arg(long, hide = true)]
+    pub background_child: bool,
+}
+
+#[derive(Args)]
+pub struct UmountArgs {
+    pub mountpoint: PathBuf,
+}
+
+#[derive(Args)]
+pub struct FsckArgs {
+    pub store: PathBuf,
+    /// Fix what can be fixed safely.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// A shoal mountpoint.
+    pub mountpoint: PathBuf,
+    /// Print one JSON snapshot and exit.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh interval in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Stop after this many refreshes (0 = until interrupted).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+}

@@ -1,0 +1,236 @@
+//! `shoal mount` and `shoal umount`: the daemon's life.
+//!
+//! Foreground: open the store (verifying it unless `noverify`), start the
+//! engine and the control socket, serve FUSE until unmounted, commit, exit.
+//! `-d`: start the same command as a detached child logging to
+//! `STORE/daemon.log`, and return once the mount shows in mountinfo.
+
+use crate::args::{MountArgs, UmountArgs};
+use crate::{mountinfo, store_error};
+use shoal_core::{Config, Durability, Engine};
+use shoal_fuse::{fuser::MountOption, FuseOptions, ShoalFs};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Parsed {
+    pub cfg: Config,
+    pub fuse: FuseOptions,
+    pub mount: Vec<MountOption>,
+    pub allow_other: bool,
+    pub verify: bool,
+}
+
+pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
+    let mut p = Parsed {
+        cfg: Config::default(),
+        fuse: FuseOptions::default(),
+        mount: vec![MountOption::DefaultPermissions],
+        allow_other: false,
+        verify: true,
+    };
+    for o in opts.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let (k, v) = match o.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (o, None),
+        };
+        let num = |v: Option<&str>| -> Result<u64, String> {
+            v.ok_or_else(|| format!("option {k} needs a value"))?.parse::<u64>().map_err(|_| format!("option {o}: not a number"))
+        };
+        match k {
+            "allow_other" => p.allow_other = true,
+            "default_permissions" => {}
+            "ro" => {
+                p.cfg.read_only = true;
+                p.mount.push(MountOption::RO);
+            }
+            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "_netdev" | "nofail" => {}
+            "dev" => p.mount.push(MountOption::Dev),
+            "nodev" => p.mount.push(MountOption::NoDev),
+            "suid" => p.mount.push(MountOption::Suid),
+            "nosuid" => p.mount.push(MountOption::NoSuid),
+            "exec" => p.mount.push(MountOption::Exec),
+            "noexec" => p.mount.push(MountOption::NoExec),
+            "noatime" => p.mount.push(MountOption::NoAtime),
+            "durability" => {
+                p.cfg.durability = match v {
+                    Some("group") => Durability::Group,
+                    Some("sync") => Durability::SyncEach,
+                    Some("buffered") => Durability::Buffered,
+                    _ => return Err(format!("option {o}: use durability=group|sync|buffered")),
+                }
+            }
+            "commit_ms" => p.cfg.commit_interval_ms = num(v)?,
+            "cache_mb" => p.cfg.cache_bytes = num(v)? << 20,
+            "threads" => p.fuse.threads = num(v)?.max(1) as usize,
+            "entry_ttl_ms" => p.fuse.entry_ttl = Duration::from_millis(num(v)?),
+            "attr_ttl_ms" => p.fuse.attr_ttl = Duration::from_millis(num(v)?),
+            "negative_ttl_ms" => p.fuse.negative_ttl = Duration::from_millis(num(v)?),
+            "writeback_cache" => p.fuse.writeback_cache = true,
+            "noreaddirplus" => p.fuse.readdirplus = false,
+            "opendir" => p.fuse.no_opendir = false,
+            "noclone_fd" => p.fuse.clone_fd = false,
+            "noverify" => p.verify = false,
+            _ => return Err(format!("unknown mount option '{o}' (see `shoal mount --help`)")),
+        }
+    }
+    Ok(p)
+}
+
+fn check_mountpoint(m: &Path) -> Result<(), String> {
+    let md = std::fs::metadata(m).map_err(|e| format!("mountpoint {}: {e}", m.display()))?;
+    if !md.is_dir() {
+        return Err(format!("mountpoint {} is not a directory", m.display()));
+    }
+    if let Some((src, ty)) = mountinfo::find(m) {
+        let root = mountinfo::find(Path::new("/")).map(|r| r.0);
+        if Some(&src) != root.as_ref() || m != Path::new("/") {
+            return Err(format!("mountpoint busy: {} is already mounted ({ty} from {src})", m.display()));
+        }
+    }
+    Ok(())
+}
+
+pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
+    let parsed = parse_options(&a.options)?;
+    let store_path = std::fs::canonicalize(&a.store).map_err(|_| store_error(&a.store, shoal_core::Error::NotFound))?;
+    check_mountpoint(&a.mountpoint)?;
+    if a.daemon && !a.background_child {
+        return spawn_background(a, &store_path);
+    }
+    init_logging();
+    let store = shoal_store::FjallStore::open(&store_path).map_err(|e| store_error(&store_path, e))?;
+    if parsed.verify {
+        let r = shoal_store::fsck::fsck(&store, false).map_err(|e| store_error(&store_path, e))?;
+        if !r.is_clean() {
+            return Err(format!(
+                "store {} has {} problems (first: {}); refusing to mount: run `shoal fsck {}`",
+                store_path.display(),
+                r.problems.len(),
+                r.problems[0],
+                store_path.display()
+            ));
+        }
+    }
+    let store: Arc<dyn shoal_core::Store> = Arc::new(store);
+    let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
+    let _ = std::fs::write(store_path.join("daemon.pid"), format!("{}\n", std::process::id()));
+    crate::stats::serve(engine.clone(), &store_path);
+    let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+    watch_signals(mnt.clone());
+    let mut mopts = parsed.mount.clone();
+    mopts.push(MountOption::FSName(store_path.display().to_string()));
+    mopts.push(MountOption::Subtype("shoal".into()));
+    tracing::info!("serving {} at {}", store_path.display(), mnt.display());
+    let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
+    let r = fs.mount(&mnt, mopts, parsed.allow_other);
+    let fin = engine.shutdown();
+    let _ = std::fs::remove_file(store_path.join("daemon.pid"));
+    let _ = std::fs::remove_file(store_path.join("control.sock"));
+    r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
+    fin.map_err(|e| store_error(&store_path, e))?;
+    Ok(0)
+}
+
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// SIGINT/SIGTERM unmount cleanly (lazy unmount, so the session ends and the
+/// final commit runs).
+fn watch_signals(mnt: std::path::PathBuf) {
+    // SAFETY: plain libc signal-mask calls on this thread before other threads block them.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        std::thread::spawn(move || {
+            let mut sig = 0;
+            libc::sigwait(&set, &mut sig);
+            tracing::info!("signal {sig}: unmounting {}", mnt.display());
+            let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap_or_default();
+            if libc::umount2(c.as_ptr(), libc::MNT_DETACH) != 0 {
+                let _ = std::process::Command::new("fusermount3").arg("-uz").arg(&mnt).status();
+            }
+        });
+    }
+}
+
+fn spawn_background(a: &MountArgs, store: &Path) -> Result<i32, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let log_path = store.join("daemon.log");
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("mount").arg(store).arg(&a.mountpoint).arg("--background-child");
+    if !a.options.is_empty() {
+        cmd.arg("-o").arg(a.options.join(","));
+    }
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log);
+    // SAFETY: setsid in the child between fork and exec is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("starting the daemon: {e}"))?;
+    let t0 = Instant::now();
+    loop {
+        if let Some((_, ty)) = mountinfo::find(&a.mountpoint) {
+            if ty == "fuse.shoal" {
+                println!("mounted {} at {} (daemon pid {}, log {})", store.display(), a.mountpoint.display(), child.id(), log_path.display());
+                return Ok(0);
+            }
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let text = std::fs::read(&log_path).unwrap_or_default();
+            let tail = String::from_utf8_lossy(&text[(start_len as usize).min(text.len())..]).trim().to_string();
+            let last = tail.lines().last().unwrap_or("").trim_start_matches("shoal: ").to_string();
+            return Err(if last.is_empty() { format!("daemon exited ({st}) before mounting") } else { last });
+        }
+        if t0.elapsed() > Duration::from_secs(300) {
+            return Err("daemon did not mount within 300 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
+    let (src, ty) = mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
+    if ty != "fuse.shoal" {
+        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
+    }
+    let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: c is a valid path string.
+    let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        let st = std::process::Command::new("fusermount3").arg("-u").arg(&a.mountpoint).status();
+        if !st.is_ok_and(|s| s.success()) {
+            return Err(format!("umount {}: {err}", a.mountpoint.display()));
+        }
+    }
+    // Wait until the daemon has committed and released the store.
+    let pidfile = Path::new(&src).join("daemon.pid");
+    let t0 = Instant::now();
+    while pidfile.exists() && t0.elapsed() < Duration::from_secs(120) {
+        let alive = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
+        if !alive {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(0)
+}

@@ -1,0 +1,40 @@
+//! Reading /proc/self/mountinfo: is a path a mountpoint, and which store backs it.
+
+use std::path::{Path, PathBuf};
+
+/// (source, fstype) of the mount at `mnt`, if any.
+pub fn find(mnt: &Path) -> Option<(String, String)> {
+    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut found = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else { continue };
+        if f.len() < sep + 3 || f.len() < 5 {
+            continue;
+        }
+        let point = unescape(f[4]);
+        if PathBuf::from(&point) == canon {
+            found = Some((unescape(f[sep + 2]), f[sep + 1].to_string()));
+        }
+    }
+    found
+}
+
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

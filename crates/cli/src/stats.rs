@@ -1,0 +1,152 @@
+//! `shoal stats`: the daemon answers each connection on `STORE/control.sock`
+//! with one JSON snapshot of its counters; the client polls once a second and
+//! prints rates (like `juicefs stats` and seed 002's lockmeter table).
+
+use crate::args::StatsArgs;
+use serde_json::{json, Value};
+use shoal_core::stats::OPS;
+use shoal_core::sync::{lock_counts, LOCK_CLASSES};
+use shoal_core::Engine;
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn snapshot(e: &Engine) -> Value {
+    let mut ops = serde_json::Map::new();
+    for op in OPS {
+        let s = e.stats.snapshot(op);
+        if s.count > 0 {
+            ops.insert(op.name().into(), json!({
+                "count": s.count, "p50_ns": s.percentile(0.5), "p99_ns": s.percentile(0.99), "hist": s.hist,
+            }));
+        }
+    }
+    let mut locks = serde_json::Map::new();
+    for c in LOCK_CLASSES {
+        let l = lock_counts(c);
+        locks.insert(c.name().into(), json!({"acquired": l.acquired, "contended": l.contended, "wait_ns": l.wait_ns}));
+    }
+    let cs = &e.committer.stats;
+    let st = e.store().counters();
+    json!({
+        "ops": ops,
+        "commit": {
+            "commits": cs.commits.load(Ordering::Relaxed),
+            "records_in": cs.records_in.load(Ordering::Relaxed),
+            "keys_out": cs.keys_out.load(Ordering::Relaxed),
+            "commit_ns": cs.commit_ns.load(Ordering::Relaxed),
+            "durable_epoch": e.committer.durable_epoch(),
+            "read_only": e.committer.is_poisoned(),
+        },
+        "cache": {
+            "bytes": e.cache_usage(),
+            "budget": e.cfg.cache_bytes,
+            "inodes": e.cached_inodes(),
+            "dents": e.cached_dents.get(),
+            "fills": e.fills.load(Ordering::Relaxed),
+            "evicted_inodes": e.evicted_inodes.load(Ordering::Relaxed),
+            "evicted_dents": e.evicted_dents.load(Ordering::Relaxed),
+            "reclaim_batches": e.reclaim_batches.load(Ordering::Relaxed),
+        },
+        "store": {"gets": st.gets, "scans": st.scans, "writes": st.writes, "syncs": st.syncs, "keys_written": st.keys_written},
+        "locks": locks,
+    })
+}
+
+pub fn serve(e: Arc<Engine>, store: &Path) {
+    let path = store.join("control.sock");
+    let _ = std::fs::remove_file(&path);
+    let l = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(err) => {
+            tracing::warn!("no stats socket at {}: {err}", path.display());
+            return;
+        }
+    };
+    std::thread::Builder::new()
+        .name("shoal-stats".into())
+        .spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let _ = c.write_all(snapshot(&e).to_string().as_bytes());
+            }
+        })
+        .ok();
+}
+
+fn fetch(sock: &Path) -> Result<Value, String> {
+    let mut c = UnixStream::connect(sock).map_err(|e| format!("cannot reach the daemon at {}: {e}", sock.display()))?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).map_err(|e| e.to_string())?;
+    serde_json::from_str(&s).map_err(|e| e.to_string())
+}
+
+fn u(v: &Value, p: &[&str]) -> u64 {
+    let mut x = v;
+    for k in p {
+        x = &x[*k];
+    }
+    x.as_u64().unwrap_or(0)
+}
+
+pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
+    let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
+    if ty != "fuse.shoal" {
+        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
+    }
+    let sock = Path::new(&src).join("control.sock");
+    if a.json {
+        println!("{}", fetch(&sock)?);
+        return Ok(0);
+    }
+    let mut prev = fetch(&sock)?;
+    let mut n = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs_f64(a.interval));
+        let cur = fetch(&sock)?;
+        let dt = a.interval;
+        print!("\x1b[2J\x1b[H");
+        println!("shoal stats {}  (every {:.1}s)", a.mountpoint.display(), dt);
+        println!("{:<10} {:>10} {:>10} {:>10}", "op", "ops/s", "p50", "p99");
+        if let Some(ops) = cur["ops"].as_object() {
+            for (name, v) in ops {
+                let d = u(v, &["count"]) - u(&prev, &["ops", name, "count"]);
+                if d > 0 {
+                    println!("{:<10} {:>10.0} {:>9}us {:>9}us", name, d as f64 / dt,
+                        u(v, &["p50_ns"]) / 1000, u(v, &["p99_ns"]) / 1000);
+                }
+            }
+        }
+        let commits = u(&cur, &["commit", "commits"]) - u(&prev, &["commit", "commits"]);
+        let recs = u(&cur, &["commit", "records_in"]) - u(&prev, &["commit", "records_in"]);
+        let keys = u(&cur, &["commit", "keys_out"]) - u(&prev, &["commit", "keys_out"]);
+        println!("\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  read-only {}",
+            commits as f64 / dt, recs as f64 / commits.max(1) as f64, keys as f64 / commits.max(1) as f64,
+            cur["commit"]["read_only"]);
+        println!("cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
+            u(&cur, &["cache", "bytes"]) >> 20, u(&cur, &["cache", "budget"]) >> 20,
+            u(&cur, &["cache", "inodes"]), u(&cur, &["cache", "dents"]),
+            (u(&cur, &["cache", "fills"]) - u(&prev, &["cache", "fills"])) as f64 / dt,
+            (u(&cur, &["cache", "evicted_inodes"]) - u(&prev, &["cache", "evicted_inodes"])) as f64 / dt);
+        println!("\n{:<12} {:>12} {:>10} {:>12}", "lock class", "acquired/s", "waits/s", "wait us/s");
+        if let Some(locks) = cur["locks"].as_object() {
+            let mut rows: Vec<_> = locks.keys().map(|k| {
+                let acq = u(&cur, &["locks", k, "acquired"]) - u(&prev, &["locks", k, "acquired"]);
+                let w = u(&cur, &["locks", k, "contended"]) - u(&prev, &["locks", k, "contended"]);
+                let ns = u(&cur, &["locks", k, "wait_ns"]) - u(&prev, &["locks", k, "wait_ns"]);
+                (ns, w, acq, k.clone())
+            }).collect();
+            rows.sort_by(|a, b| b.cmp(a));
+            for (ns, w, acq, k) in rows {
+                println!("{:<12} {:>12.0} {:>10.0} {:>12.0}", k, acq as f64 / dt, w as f64 / dt, ns as f64 / 1000.0 / dt);
+            }
+        }
+        prev = cur;
+        n += 1;
+        if a.count > 0 && n >= a.count {
+            return Ok(0);
+        }
+    }
+}

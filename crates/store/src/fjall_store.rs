@@ -1,0 +1,206 @@
+//! The embedded default store: one fjall database under `STORE/db`, one
+//! keyspace holding the whole key schema (so every batch is one journal
+//! record, atomic across inodes, entries and data).
+//!
+//! `STORE/SHOAL` marks a shoal store (format line), and `STORE/LOCK` is held
+//! with `flock` for the daemon's life, so two daemons never open one store.
+
+use parking_lot::Mutex;
+use shoal_core::store::{BatchItem, StoreCounters};
+use shoal_core::{Error, Result, Store};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const MARKER: &str = "SHOAL";
+const MARKER_TEXT: &str = "shoal store, format 1\n";
+
+pub struct FjallStore {
+    db: fjall::Database,
+    ks: fjall::Keyspace,
+    path: PathBuf,
+    _lock: File,
+    gets: AtomicU64,
+    scans: AtomicU64,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+    keys_written: AtomicU64,
+    /// Serialises sync calls (fjall's persist is thread-safe; this only keeps counters honest).
+    sync_lock: Mutex<()>,
+}
+
+/// Map a fjall error to the engine's: ENOSPC stays ENOSPC, decode and checksum
+/// failures are corruption, the rest is I/O.
+fn map_err(e: fjall::Error) -> Error {
+    let s = format!("{e:?}");
+    if let fjall::Error::Io(io) = &e {
+        if io.raw_os_error() == Some(libc::ENOSPC) {
+            return Error::NoSpace;
+        }
+    }
+    if s.contains("No space left") || s.contains("StorageFull") {
+        return Error::NoSpace;
+    }
+    if s.contains("Checksum") || s.contains("Decode") || s.contains("Unrecoverable") || s.contains("InvalidVersion") || s.contains("Corrupt") {
+        return Error::Corrupted(s);
+    }
+    Error::Io(s)
+}
+
+fn io_err(what: &str, p: &Path, e: std::io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        return Error::NoSpace;
+    }
+    Error::Io(format!("{what} {}: {e}", p.display()))
+}
+
+impl FjallStore {
+    /// Create a new store directory (mkfs). Refuses a non-empty directory that is not a shoal store.
+    pub fn create(path: &Path) -> Result<FjallStore> {
+        if path.join(MARKER).exists() {
+            return Err(Error::Exists);
+        }
+        if path.exists() {
+            let nonempty = std::fs::read_dir(path).map_err(|e| io_err("read", path, e))?.next().is_some();
+            if nonempty {
+                return Err(Error::Invalid);
+            }
+        }
+        std::fs::create_dir_all(path).map_err(|e| io_err("create", path, e))?;
+        let mut f = File::create(path.join(MARKER)).map_err(|e| io_err("create", path, e))?;
+        f.write_all(MARKER_TEXT.as_bytes()).map_err(|e| io_err("write", path, e))?;
+        f.sync_all().map_err(|e| io_err("sync", path, e))?;
+        Self::open_inner(path)
+    }
+
+    /// Open an existing store.
+    pub fn open(path: &Path) -> Result<FjallStore> {
+        if !path.exists() {
+            return Err(Error::NotFound);
+        }
+        match std::fs::read_to_string(path.join(MARKER)) {
+            Ok(s) if s == MARKER_TEXT => {}
+            Ok(_) => return Err(Error::Corrupted(format!("{}: unknown store format", path.display()))),
+            Err(_) => return Err(Error::Invalid),
+        }
+        Self::open_inner(path)
+    }
+
+    fn open_inner(path: &Path) -> Result<FjallStore> {
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path.join("LOCK"))
+            .map_err(|e| io_err("open", path, e))?;
+        // SAFETY: flock on a file descriptor we own.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
+        }
+        let db = fjall::Database::builder(path.join("db"))
+            .manual_journal_persist(true)
+            .cache_size(64 << 20)
+            .open()
+            .map_err(map_err)?;
+        let ks = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).map_err(map_err)?;
+        Ok(FjallStore {
+            db,
+            ks,
+            path: path.to_path_buf(),
+            _lock: lock,
+            gets: AtomicU64::new(0),
+            scans: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            keys_written: AtomicU64::new(0),
+            sync_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes on disk (tables, journals).
+    pub fn disk_space(&self) -> u64 {
+        self.db.disk_space().unwrap_or(0)
+    }
+
+    /// Flush memtables and compact fully (for space measurements).
+    pub fn compact(&self) -> Result<()> {
+        self.ks.rotate_memtable_and_wait().map_err(map_err)?;
+        self.ks.major_compact().map_err(map_err)
+    }
+}
+
+impl Store for FjallStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        Ok(self.ks.get(key).map_err(map_err)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        let mut out = Vec::new();
+        for g in self.ks.range(lo.to_vec()..hi.to_vec()) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = g.into_inner().map_err(map_err)?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn write(&self, batch: &[BatchItem], sync: bool) -> Result<()> {
+        let mut b = self.db.batch();
+        for (k, v) in batch {
+            match v {
+                Some(v) => b.insert(&self.ks, k.clone(), v.clone()),
+                None => b.remove(&self.ks, k.clone()),
+            }
+        }
+        b.commit().map_err(map_err)?;
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.keys_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if sync {
+            self.sync()?;
+        } else {
+            // Hand the journal to the OS so a killed daemon loses nothing written.
+            self.db.persist(fjall::PersistMode::Buffer).map_err(map_err)?;
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let _g = self.sync_lock.lock();
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)
+    }
+
+    fn space(&self) -> (u64, u64) {
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let p = std::ffi::CString::new(self.path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        // SAFETY: p is a valid C string and s a valid out-pointer.
+        if unsafe { libc::statvfs(p.as_ptr(), &mut s) } == 0 {
+            let f = s.f_frsize as u64;
+            (s.f_blocks as u64 * f, s.f_bavail as u64 * f)
+        } else {
+            (1 << 40, 1 << 40)
+        }
+    }
+
+    fn counters(&self) -> StoreCounters {
+        StoreCounters {
+            gets: self.gets.load(Ordering::Relaxed),
+            scans: self.scans.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+            keys_written: self.keys_written.load(Ordering::Relaxed),
+        }
+    }
+}

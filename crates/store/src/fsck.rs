@@ -1,0 +1,299 @@
+//! `shoal fsck`: walk every record and check every invariant of the schema.
+//!
+//! Invariants (docs/design.md):
+//! 1. The superblock decodes; every record decodes and passes its CRC.
+//! 2. Every entry's parent is a live directory and its child a live inode of
+//!    the entry's kind.
+//! 3. A non-directory's nlink equals the entries naming it; a directory has
+//!    exactly one entry (root none), nlink = 2 + subdirectories, size =
+//!    entries, and its parent pointer names the directory holding its entry.
+//! 4. Every inode except the root is named by an entry, or is on the orphan
+//!    list with nlink 0.
+//! 5. Data blocks belong to live files larger than INLINE_MAX and lie within
+//!    the file's size.
+//! 6. Every inode number is below its allocation group's high-water mark.
+//!
+//! `--repair` fixes what is safe: drops entries to missing inodes, data past
+//! EOF or of missing inodes, orphans; recounts nlink/size; and links
+//! unreferenced live inodes into the root as `lost+found.<ino>`.
+
+use shoal_core::schema::{self, AG_SHIFT};
+use shoal_core::store::BatchItem;
+use shoal_core::{Error, Kind, Result, Store, BLOCK, INLINE_MAX, ROOT_INO};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub problems: Vec<String>,
+    pub inodes: u64,
+    pub entries: u64,
+    pub data_blocks: u64,
+    pub repaired: u64,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+struct InodeInfo {
+    attr: shoal_core::Attr,
+    parent_ptr: u64,
+    refs: u32,
+    subdirs: u32,
+    entries: u64,
+    named_from: Option<u64>,
+}
+
+/// Scan a key range in chunks.
+fn for_range(store: &dyn Store, lo: Vec<u8>, hi: Vec<u8>, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    let mut lo = lo;
+    loop {
+        let got = store.scan(&lo, &hi, 4096)?;
+        for (k, v) in &got {
+            f(k, v)?;
+        }
+        if got.len() < 4096 {
+            return Ok(());
+        }
+        lo = got.last().unwrap().0.clone();
+        lo.push(0);
+    }
+}
+
+pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
+    let mut r = Report::default();
+    let mut fix: Vec<BatchItem> = Vec::new();
+    let ags = match store.get(&schema::super_key())? {
+        Some(v) => schema::decode_super(&v)?,
+        None => return Err(Error::Corrupted("no superblock: not a shoal store".into())),
+    };
+    let mut ag_next = vec![0u64; ags as usize];
+    for (ag, slot) in ag_next.iter_mut().enumerate() {
+        match store.get(&schema::ag_key(ag as u32))? {
+            Some(v) => match schema::decode_u64("allocation group", &v) {
+                Ok(n) => *slot = n,
+                Err(e) => r.problems.push(format!("allocation group {ag}: {e}")),
+            },
+            None => r.problems.push(format!("allocation group {ag}: record missing")),
+        }
+    }
+    let mut inodes: HashMap<u64, InodeInfo> = HashMap::new();
+    for_range(store, vec![schema::K_INODE], vec![schema::K_INODE + 1], |k, v| {
+        let ino = schema::parse_inode_key(k)?;
+        match schema::decode_inode(ino, v) {
+            Ok((attr, extra)) => {
+                let parent_ptr = if attr.kind == Kind::Dir && extra.blob.len() == 8 {
+                    u64::from_le_bytes(extra.blob[..8].try_into().unwrap())
+                } else {
+                    0
+                };
+                inodes.insert(ino, InodeInfo { attr, parent_ptr, refs: 0, subdirs: 0, entries: 0, named_from: None });
+            }
+            Err(e) => {
+                r.problems.push(format!("inode {ino}: {e}"));
+            }
+        }
+        Ok(())
+    })?;
+    r.inodes = inodes.len() as u64;
+    if !inodes.get(&ROOT_INO).is_some_and(|i| i.attr.kind == Kind::Dir) {
+        r.problems.push("root inode missing or not a directory".into());
+        return Ok(r);
+    }
+    for (ino, _) in inodes.iter() {
+        let ag = (ino >> AG_SHIFT) as usize;
+        let seq = ino & ((1 << AG_SHIFT) - 1);
+        if ag >= ag_next.len() || seq >= ag_next[ag] {
+            r.problems.push(format!("inode {ino}: beyond its allocation group's high-water mark"));
+            if repair && ag < ag_next.len() {
+                ag_next[ag] = seq + 1;
+                fix.push((schema::ag_key(ag as u32), Some(schema::encode_u64(seq + 1))));
+            }
+        }
+    }
+    // Entries.
+    let mut names: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for_range(store, vec![schema::K_ENTRY], vec![schema::K_ENTRY + 1], |k, v| {
+        let (parent, hash, name) = schema::parse_entry_key(k)?;
+        r.entries += 1;
+        let shown = String::from_utf8_lossy(name).into_owned();
+        if schema::name_hash(name) != hash {
+            r.problems.push(format!("entry {parent}/{shown}: hash does not match name"));
+            if repair {
+                fix.push((k.to_vec(), None));
+            }
+            return Ok(());
+        }
+        let (child, kind) = match schema::decode_entry(v) {
+            Ok(x) => x,
+            Err(e) => {
+                r.problems.push(format!("entry {parent}/{shown}: {e}"));
+                if repair {
+                    fix.push((k.to_vec(), None));
+                }
+                return Ok(());
+            }
+        };
+        let parent_ok = inodes.get(&parent).is_some_and(|p| p.attr.kind == Kind::Dir);
+        let child_ok = inodes.get(&child).is_some_and(|c| c.attr.kind == kind);
+        if !parent_ok || !child_ok {
+            r.problems.push(format!(
+                "entry {parent}/{shown} -> {child}: {}",
+                if !parent_ok { "parent is not a live directory" } else { "child inode missing or of another kind" }
+            ));
+            if repair {
+                fix.push((k.to_vec(), None));
+            }
+            return Ok(());
+        }
+        let c = inodes.get_mut(&child).unwrap();
+        c.refs += 1;
+        if kind == Kind::Dir {
+            if c.named_from.is_some() {
+                r.problems.push(format!("directory {child} has more than one name"));
+            }
+            c.named_from = Some(parent);
+        }
+        let p = inodes.get_mut(&parent).unwrap();
+        p.entries += 1;
+        if kind == Kind::Dir {
+            p.subdirs += 1;
+        }
+        names.entry(child).or_insert_with(|| name.to_vec());
+        Ok(())
+    })?;
+    // Orphans.
+    let mut orphans: Vec<u64> = Vec::new();
+    for_range(store, vec![schema::K_ORPHAN], vec![schema::K_ORPHAN + 1], |k, _| {
+        let ino = schema::parse_orphan_key(k)?;
+        orphans.push(ino);
+        Ok(())
+    })?;
+    // Data blocks.
+    let mut lost_data: Vec<Vec<u8>> = Vec::new();
+    for_range(store, vec![schema::K_DATA], vec![schema::K_DATA + 1], |k, v| {
+        let (ino, blk) = schema::parse_data_key(k)?;
+        r.data_blocks += 1;
+        if let Err(e) = schema::decode_data(v) {
+            r.problems.push(format!("data block {ino}:{blk}: {e}"));
+            return Ok(());
+        }
+        match inodes.get(&ino) {
+            Some(i) if i.attr.kind == Kind::File && i.attr.size > INLINE_MAX && blk * BLOCK < i.attr.size => {}
+            Some(i) => {
+                r.problems.push(format!("data block {ino}:{blk}: outside the file (size {})", i.attr.size));
+                lost_data.push(k.to_vec());
+            }
+            None => {
+                r.problems.push(format!("data block {ino}:{blk}: inode missing"));
+                lost_data.push(k.to_vec());
+            }
+        }
+        Ok(())
+    })?;
+    if repair {
+        fix.extend(lost_data.into_iter().map(|k| (k, None)));
+    }
+    // Per-inode invariants.
+    let mut lost: Vec<u64> = Vec::new();
+    let mut sorted: Vec<_> = inodes.keys().copied().collect();
+    sorted.sort_unstable();
+    for ino in sorted {
+        let i = &inodes[&ino];
+        let a = i.attr;
+        let orphan = orphans.contains(&ino);
+        let mut want = a;
+        if a.kind == Kind::Dir {
+            if want.nlink != 2 + i.subdirs {
+                r.problems.push(format!("directory {ino}: nlink {} but {} subdirectories", a.nlink, i.subdirs));
+                want.nlink = 2 + i.subdirs;
+            }
+            if want.size != i.entries {
+                r.problems.push(format!("directory {ino}: size {} but {} entries", a.size, i.entries));
+                want.size = i.entries;
+            }
+            if ino != ROOT_INO {
+                match i.named_from {
+                    Some(p) if p != i.parent_ptr => {
+                        r.problems.push(format!("directory {ino}: parent pointer {} but named in {p}", i.parent_ptr));
+                    }
+                    None => {
+                        r.problems.push(format!("directory {ino}: not named by any entry"));
+                        lost.push(ino);
+                    }
+                    _ => {}
+                }
+            }
+        } else if i.refs == 0 {
+            if !(orphan && a.nlink == 0) {
+                r.problems.push(format!("inode {ino}: nlink {} but no entry names it", a.nlink));
+                if a.nlink > 0 {
+                    lost.push(ino);
+                } else if repair {
+                    fix.push((schema::inode_key(ino), None));
+                }
+            }
+        } else if a.nlink != i.refs {
+            r.problems.push(format!("inode {ino}: nlink {} but {} entries name it", a.nlink, i.refs));
+            want.nlink = i.refs;
+        }
+        if repair && want != a {
+            // Re-encode with fixed counts, keeping blob and xattrs.
+            if let Some(v) = store.get(&schema::inode_key(ino))? {
+                let (_, extra) = schema::decode_inode(ino, &v)?;
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&want, &extra.blob, &extra.xattrs))));
+            }
+        }
+    }
+    for o in &orphans {
+        if !inodes.get(o).is_some_and(|i| i.attr.nlink == 0) {
+            r.problems.push(format!("orphan {o}: inode missing or still linked"));
+            if repair {
+                fix.push((schema::orphan_key(*o), None));
+            }
+        }
+    }
+    if repair {
+        // Reattach lost inodes under the root.
+        let mut root = inodes[&ROOT_INO].attr;
+        let mut root_changed = false;
+        for ino in lost {
+            let i = &inodes[&ino];
+            let name = format!("lost+found.{ino}").into_bytes();
+            let h = schema::name_hash(&name);
+            fix.push((schema::entry_key(ROOT_INO, h, &name), Some(schema::encode_entry(ino, i.attr.kind))));
+            root.size += 1;
+            if i.attr.kind == Kind::Dir {
+                root.nlink += 1;
+                let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
+                let (_, extra) = schema::decode_inode(ino, &v)?;
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&i.attr, &ROOT_INO.to_le_bytes(), &extra.xattrs))));
+            } else {
+                let mut a = i.attr;
+                a.nlink = 1;
+                let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
+                let (_, extra) = schema::decode_inode(ino, &v)?;
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs))));
+            }
+            root_changed = true;
+        }
+        if root_changed {
+            let v = store.get(&schema::inode_key(ROOT_INO))?.unwrap_or_default();
+            let (_, extra) = schema::decode_inode(ROOT_INO, &v)?;
+            fix.push((schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &extra.blob, &extra.xattrs))));
+        }
+        if !fix.is_empty() {
+            // Later fixes to one key win (the root may be fixed twice).
+            let mut m: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for (k, v) in fix {
+                m.insert(k, v);
+            }
+            let batch: Vec<BatchItem> = m.into_iter().collect();
+            r.repaired = batch.len() as u64;
+            store.write(&batch, true)?;
+        }
+    }
+    Ok(r)
+}
