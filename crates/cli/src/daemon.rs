@@ -136,9 +136,10 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fuser=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .try_init();
 }
 
@@ -185,8 +186,8 @@ fn spawn_background(a: &MountArgs, store: &Path) -> Result<i32, String> {
     let mut child = cmd.spawn().map_err(|e| format!("starting the daemon: {e}"))?;
     let t0 = Instant::now();
     loop {
-        if let Some((_, ty)) = mountinfo::find(&a.mountpoint) {
-            if ty == "fuse.shoal" {
+        if let Some((src, ty)) = mountinfo::find(&a.mountpoint) {
+            if mountinfo::is_shoal(&src, &ty) {
                 println!("mounted {} at {} (daemon pid {}, log {})", store.display(), a.mountpoint.display(), child.id(), log_path.display());
                 return Ok(0);
             }
@@ -206,7 +207,7 @@ fn spawn_background(a: &MountArgs, store: &Path) -> Result<i32, String> {
 
 pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     let (src, ty) = mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
-    if ty != "fuse.shoal" {
+    if !mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
     let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;

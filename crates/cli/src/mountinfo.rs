@@ -38,3 +38,9 @@ fn unescape(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Is this mount a shoal daemon's? Mounted as root, the kernel records type
+/// `fuse` (the subtype is lost), so the source must also be a shoal store.
+pub fn is_shoal(src: &str, ty: &str) -> bool {
+    ty == "fuse.shoal" || (ty == "fuse" && Path::new(src).join("SHOAL").exists())
+}

@@ -93,7 +93,7 @@ fn u(v: &Value, p: &[&str]) -> u64 {
 
 pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
-    if ty != "fuse.shoal" {
+    if !crate::mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
     let sock = Path::new(&src).join("control.sock");

@@ -58,6 +58,8 @@ pub struct Committer {
     durability: Durability,
     interval: Duration,
     pub stats: CommitStats,
+    /// One commit at a time (the thread, or an inline commit after shutdown).
+    commit_lock: parking_lot::Mutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
     after_commit: parking_lot::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -100,6 +102,7 @@ impl Committer {
             durability,
             interval: Duration::from_millis(interval_ms.max(1)),
             stats: CommitStats::default(),
+            commit_lock: parking_lot::Mutex::new(()),
             after_commit: parking_lot::Mutex::new(None),
         })
     }
@@ -145,6 +148,11 @@ impl Committer {
             }
             if self.poisoned.load(Ordering::Relaxed) {
                 return Err(Error::Io("commit failed".into()));
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                // The committer thread is gone (or going): commit inline.
+                self.commit_once()?;
+                continue;
             }
             self.kick();
             let mut g = self.done.lock();
@@ -218,6 +226,7 @@ impl Committer {
 
     /// Close the open epoch and write it. Public for tests that drive commits by hand.
     pub fn commit_once(&self) -> Result<()> {
+        let _one = self.commit_lock.lock();
         let t0 = Instant::now();
         // Close the epoch: all shards, in index order (the only place more than one is held).
         let mut taken = Vec::new();
