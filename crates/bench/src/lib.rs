@@ -2,3 +2,4 @@
 //! the engine or on any mounted path, with the cures switchable.
 
 pub mod cli;
+pub mod model;

@@ -173,15 +173,6 @@ impl Committer {
         Ok(())
     }
 
-    /// Make the commit covering epoch `e` durable (fsync of one inode).
-    pub fn sync_epoch(&self, e: u64) -> Result<()> {
-        self.wait(e)?;
-        if self.durability == Durability::Buffered && !self.store.is_null() {
-            self.store.sync().map_err(|e| self.poison(e))?;
-        }
-        Ok(())
-    }
-
     pub fn kick(&self) {
         let mut k = self.kick.lock();
         *k = true;
