@@ -185,6 +185,11 @@ impl Model {
                 if self.is_dir(sa) && self.contains(sa, b, a) {
                     return Err(E::Invalid);
                 }
+                // The target is an ancestor of the source: Linux says ENOTEMPTY
+                // before looking at kinds.
+                if b.len() < a.len() && self.contains(0, a, b) && self.children(db).contains_key(nb) {
+                    return Err(E::NotEmpty);
+                }
                 if let Some(&tb) = self.children(db).get(nb) {
                     if tb == sa {
                         return Ok(());
@@ -205,13 +210,14 @@ impl Model {
             }
             Op::Link(a, b) => {
                 let sa = self.resolve(a).ok_or(E::NotFound)?;
-                if self.is_dir(sa) {
-                    return Err(E::NotPermitted);
-                }
                 let db = self.parent_dir(b)?;
                 let (_, nb) = split(b);
+                // Linux checks the new name before the kind of the old one.
                 if self.children(db).contains_key(nb) {
                     return Err(E::Exists);
+                }
+                if self.is_dir(sa) {
+                    return Err(E::NotPermitted);
                 }
                 self.children(db).insert(nb.to_string(), sa);
                 if let Node::File { nlink, .. } = &mut self.nodes[sa] {

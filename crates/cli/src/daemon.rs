@@ -227,7 +227,10 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         let alive = std::fs::read_to_string(&pidfile)
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
-            .is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
+            .is_some_and(|pid: i32| {
+                // Alive and not a zombie (an unreaped daemon has released everything).
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
+            });
         if !alive {
             break;
         }

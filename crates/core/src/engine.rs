@@ -746,12 +746,12 @@ impl Engine {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
         }
         let c = self.inode(ino)?;
-        if c.kind == Kind::Dir {
-            return Err(Error::NotPermitted);
-        }
         let _n = self.names.lock(newparent, newname);
         if self.find(&np, newname)?.is_some() {
             return Err(Error::Exists);
+        }
+        if c.kind == Kind::Dir {
+            return Err(Error::NotPermitted);
         }
         let mut g = self.committer.enter()?;
         let t = now();
@@ -871,6 +871,10 @@ impl Engine {
                 }
             }
         } else if let Some(d) = &d {
+            // The target is an ancestor of the source (Linux's "trap"): ENOTEMPTY.
+            if cross && d.kind == Kind::Dir && self.is_ancestor(d.ino, parent)? {
+                return Err(Error::NotEmpty);
+            }
             match (skind == Kind::Dir, d.kind == Kind::Dir) {
                 (true, false) => return Err(Error::NotDir),
                 (false, true) => return Err(Error::IsDir),
