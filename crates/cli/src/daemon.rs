@@ -210,6 +210,7 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     if !mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
+    let pid: Option<i32> = None;
     let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: c is a valid path string.
     let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
@@ -221,20 +222,9 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         }
     }
     // Wait until the daemon has committed and released the store.
-    let pidfile = Path::new(&src).join("daemon.pid");
-    let t0 = Instant::now();
-    while pidfile.exists() && t0.elapsed() < Duration::from_secs(120) {
-        let alive = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .is_some_and(|pid: i32| {
-                // Alive and not a zombie (an unreaped daemon has released everything).
-                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z "))
-            });
-        if !alive {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let _ = pid;
+    if !shoal_store::FjallStore::wait_unlocked(Path::new(&src), Duration::from_secs(300)) {
+        return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
     }
     Ok(0)
 }

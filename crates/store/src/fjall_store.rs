@@ -96,10 +96,19 @@ impl FjallStore {
             .write(true)
             .open(path.join("LOCK"))
             .map_err(|e| io_err("open", path, e))?;
-        // SAFETY: flock on a file descriptor we own.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
+        // A daemon that was just unmounted or killed may still be exiting (its
+        // threads hold the lock a moment after the leader is gone): wait a little.
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a file descriptor we own.
+            let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(3) {
+                return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let db = fjall::Database::builder(path.join("db"))
             .manual_journal_persist(true)
@@ -119,6 +128,22 @@ impl FjallStore {
             keys_written: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
         })
+    }
+
+    /// Wait until no process holds the store's lock (a daemon has fully exited).
+    pub fn wait_unlocked(path: &Path, timeout: std::time::Duration) -> bool {
+        let Ok(f) = File::open(path.join("LOCK")) else { return true };
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a file descriptor we own; released when f is dropped.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return true;
+            }
+            if t0.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     pub fn path(&self) -> &Path {
