@@ -45,7 +45,8 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 p.cfg.read_only = true;
                 p.mount.push(MountOption::RO);
             }
-            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "_netdev" | "nofail" => {}
+            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev" | "nofail" | "relatime"
+            | "norelatime" | "strictatime" | "nodiratime" | "diratime" | "async" | "loop" => {}
             "dev" => p.mount.push(MountOption::Dev),
             "nodev" => p.mount.push(MountOption::NoDev),
             "suid" => p.mount.push(MountOption::Suid),

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what shoal and its tests need on Debian 12 (idempotent).
+set -euo pipefail
+need=()
+for p in fuse3 bc xz-utils; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if [ "${1:-}" = "--tests" ]; then
+  for p in linux-source-6.1 fsmark postmark; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust (rustup) first" >&2; exit 1
+fi
+if [ "${1:-}" = "--tests" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+  command -v pjdfstest >/dev/null || cargo install -q --locked pjdfstest
+  command -v fsx >/dev/null || cargo install -q --locked fsx
+  # pjdfstest switches to the users nobody and tests.
+  id tests >/dev/null 2>&1 || echo 'tests:x:::Dummy user for pjdfstest:/:/usr/sbin/nologin' | newusers
+fi

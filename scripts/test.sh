@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every test: unit and integration tests (model, power-cut, corruption, kill
+# on a real mount), then the CLI checks, pjdfstest, fsx and the tree test on
+# real mounts. Needs root and /dev/fuse. Installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+bash scripts/install-deps.sh --tests
+cargo build --release --workspace -q
+install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
+export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1
+passed=0; failed=0; failures=()
+suite() {
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then passed=$((passed+1)); echo "=== $name: ok ($((SECONDS-t0)) s)"
+  else failed=$((failed+1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS-t0)) s)"; fi
+}
+core_has_no_fuse_or_store() {
+  # shoal-core must not depend on FUSE or on a storage engine (STYLE.md §1).
+  ! cargo tree -p shoal-core -e normal --prefix none | grep -E '^(fuser|fjall|lsm-tree|rocksdb) '
+}
+suite "core dependency rule" core_has_no_fuse_or_store
+suite "cargo test" cargo test --release --workspace
+suite "cli" bash tests/scripts/cli.sh
+suite "pjdfstest" bash tests/scripts/pjdfstest.sh
+suite "fsx" bash tests/scripts/fsx.sh
+suite "tree" bash tests/scripts/tree.sh
+echo
+if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
+echo "suites: $passed passed, $failed failed"
+[ $failed -eq 0 ]

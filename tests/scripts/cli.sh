@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The CLI as a user meets it: help on every command, one-line errors, the
+# mount helper, fusermount3 -u, read-only mounts, a busy mountpoint.
+source "$(dirname "$0")/lib.sh"
+fail() { echo "cli: $*"; exit 1; }
+for c in "" mkfs mount umount fsck bench stats; do
+  "$SHOAL" $c --help >/dev/null || fail "shoal $c --help"
+done
+S=$WORK/cli.store; M=$WORK/cli.mnt
+rm -rf "$S"; mkdir -p "$M"
+err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succeeded"
+[[ $err == *"no shoal store"* ]] || fail "missing store message: $err"
+[ $(wc -l <<<"$err") -eq 1 ] || fail "error is not one line: $err"
+mkdir -p "$WORK/notastore"; touch "$WORK/notastore/x"
+err=$("$SHOAL" mount -d "$WORK/notastore" "$M" 2>&1) && fail "mount of a non-store succeeded"
+[[ $err == *"not a shoal store"* ]] || fail "non-store message: $err"
+"$SHOAL" mkfs "$S" >/dev/null
+err=$("$SHOAL" mkfs "$S" 2>&1) && fail "mkfs over a store succeeded"
+[[ $err == *"already holds"* ]] || fail "mkfs twice message: $err"
+# The mount helper, then fusermount3 -u.
+# mount(8) finds /sbin/mount.fuse.shoal (installed by scripts/test.sh and setup.sh).
+SHOAL=$SHOAL mount -t fuse.shoal "$S" "$M" >/dev/null || fail "mount -t fuse.shoal"
+mountpoint -q "$M" || fail "helper mount"
+err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mounting a busy mountpoint succeeded"
+[[ $err == *"busy"* ]] || fail "busy message: $err"
+err=$("$SHOAL" mount -d "$S" "$WORK" 2>&1) && fail "a second daemon on one store succeeded"
+[[ $err == *"in use"* ]] || fail "second daemon message: $err"
+echo data > "$M/f"
+fusermount3 -u "$M"
+FjallWait=0; for i in $(seq 200); do "$SHOAL" fsck "$S" >/dev/null 2>&1 && break; sleep 0.05; done
+"$SHOAL" fsck "$S" >/dev/null || fail "fsck after fusermount3 -u"
+# Read-only mount.
+"$SHOAL" mount -d "$S" "$M" -o ro >/dev/null
+[ "$(cat "$M/f")" = data ] || fail "data after remount"
+touch "$M/g" 2>/dev/null && fail "write on a read-only mount succeeded"
+"$SHOAL" umount "$M"
+# Names over 255 bytes.
+"$SHOAL" mount -d "$S" "$M" >/dev/null
+long=$(printf 'x%.0s' $(seq 256))
+touch "$M/$long" 2>"$WORK/long.err" && fail "a 256-byte name was accepted"
+grep -q "too long" "$WORK/long.err" || fail "ENAMETOOLONG: $(cat "$WORK/long.err")"
+"$SHOAL" stats "$M" --json | grep -q '"ops"' || fail "shoal stats --json"
+"$SHOAL" umount "$M"
+echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, ENAMETOOLONG, stats: ok"
