@@ -8,7 +8,7 @@ TAR=$WORK/linux.tar
 [ -s "$TAR" ] || xz -dc "$TARXZ" > "$TAR"
 SH=$(mount_fresh tree)
 TM=$WORK/tree.tmpfs
-trap 'umount "$TM" 2>/dev/null; "$SHOAL" umount "$SH" 2>/dev/null || true' EXIT
+trap 'umount "$TM" 2>/dev/null || true; "$SHOAL" umount "$SH" 2>/dev/null || true' EXIT
 mkdir -p "$TM"; mountpoint -q "$TM" || mount -t tmpfs -o size=8g tmpfs "$TM"
 declare -A T
 for tgt in tmpfs shoal; do

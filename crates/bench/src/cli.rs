@@ -1,11 +1,455 @@
+//! `shoal bench`: run a workload in-process on the engine (threads calling
+//! the library) or on mounted paths (worker processes making system calls),
+//! over every combination of the given switches and worker counts; print a
+//! table, append JSON lines, draw an SVG plot.
+
+use crate::workloads::{self, EngineFs, Params, PathFs, WorkerState};
 use clap::Args;
+use serde_json::{json, Value};
+use shoal_core::sync::{lock_counts, LOCK_CLASSES};
+use shoal_core::{Config, DirIndex, Durability, Engine, LockScope, NameCache, NullStore, Placement, Store};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Workload: crunl, rndrename, postmark, fsmark, mdtest-hard, tree
+    /// crunl, rndrename, postmark, fsmark, mdtest-hard, lookup, tree
     pub workload: String,
+    /// engine: threads on the library API; path: processes on mounted paths.
+    #[arg(long, default_value = "engine")]
+    pub mode: String,
+    /// Path-mode targets, NAME=PATH (repeat or comma-separate).
+    #[arg(long = "target", value_delimiter = ',')]
+    pub targets: Vec<String>,
+    /// Worker counts to run (threads or processes).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Iterations per worker (crunl, rndrename, lookup).
+    #[arg(long, default_value_t = 100_000)]
+    pub iters: u64,
+    /// postmark: files in the pool per instance; fsmark, mdtest-hard, lookup: files per worker.
+    #[arg(long, default_value_t = 20_000)]
+    pub files: u64,
+    /// postmark transactions per instance.
+    #[arg(long, default_value_t = 50_000)]
+    pub transactions: u64,
+    /// fsmark file size in bytes.
+    #[arg(long, default_value_t = 0)]
+    pub size: u64,
+    /// fsmark, mdtest-hard: one directory per worker instead of one shared directory.
+    #[arg(long)]
+    pub own_dirs: bool,
+    /// Lock scope: global, dir, name (list to compare).
+    #[arg(long, value_delimiter = ',', default_value = "name")]
+    pub lock_scope: Vec<String>,
+    /// Directory index: linear, indexed.
+    #[arg(long, value_delimiter = ',', default_value = "indexed")]
+    pub dir_index: Vec<String>,
+    /// Name cache: off, on, primed.
+    #[arg(long, value_delimiter = ',', default_value = "primed")]
+    pub name_cache: Vec<String>,
+    /// Placement of new directories: spread, near.
+    #[arg(long, value_delimiter = ',', default_value = "near")]
+    pub placement: Vec<String>,
+    /// Commit: none (memory only), group, sync (every operation).
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    pub commit: Vec<String>,
+    /// Engine mode with a store: where to put it (default: a temporary directory).
+    #[arg(long)]
+    pub store_dir: Option<PathBuf>,
+    /// Cache budget in MiB (engine mode).
+    #[arg(long, default_value_t = 1024)]
+    pub cache_mb: u64,
+    /// Append one JSON line per run to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write an SVG plot of ops/s against workers.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Internal: run as path-mode worker number N.
+    #[arg(long, hide = true)]
+    pub worker: Option<usize>,
+    #[arg(long, hide = true)]
+    pub params: Option<String>,
+    #[arg(long, hide = true)]
+    pub root: Option<PathBuf>,
 }
 
-pub fn run(_a: BenchArgs) -> Result<i32, String> {
-    Err("not yet".into())
+fn rusage() -> (f64, u64) {
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    let cpu = r.ru_utime.tv_sec as f64 + r.ru_utime.tv_usec as f64 / 1e6 + r.ru_stime.tv_sec as f64 + r.ru_stime.tv_usec as f64 / 1e6;
+    (cpu, (r.ru_nvcsw + r.ru_nivcsw) as u64)
+}
+
+fn pct(v: &mut [u64], p: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[derive(Clone, Debug)]
+struct Switches {
+    lock_scope: String,
+    dir_index: String,
+    name_cache: String,
+    placement: String,
+    commit: String,
+}
+
+impl Switches {
+    fn config(&self, cache_mb: u64) -> Result<Config, String> {
+        let mut c = Config::default();
+        c.lock_scope = match self.lock_scope.as_str() {
+            "global" => LockScope::Global,
+            "dir" => LockScope::Dir,
+            "name" => LockScope::Name,
+            x => return Err(format!("--lock-scope {x}: use global, dir, name")),
+        };
+        c.dir_index = match self.dir_index.as_str() {
+            "linear" => DirIndex::Linear,
+            "indexed" => DirIndex::Indexed,
+            x => return Err(format!("--dir-index {x}: use linear, indexed")),
+        };
+        c.name_cache = match self.name_cache.as_str() {
+            "off" => NameCache::Off,
+            "on" => NameCache::On,
+            "primed" => NameCache::Primed,
+            x => return Err(format!("--name-cache {x}: use off, on, primed")),
+        };
+        c.placement = match self.placement.as_str() {
+            "spread" => Placement::Spread,
+            "near" => Placement::Near,
+            x => return Err(format!("--placement {x}: use spread, near")),
+        };
+        c.durability = match self.commit.as_str() {
+            "none" | "group" => Durability::Group,
+            "sync" => Durability::SyncEach,
+            x => return Err(format!("--commit {x}: use none, group, sync")),
+        };
+        c.cache_bytes = cache_mb << 20;
+        Ok(c)
+    }
+    fn json(&self) -> Value {
+        json!({"lock_scope": self.lock_scope, "dir_index": self.dir_index, "name_cache": self.name_cache,
+               "placement": self.placement, "commit": self.commit})
+    }
+    fn short(&self) -> String {
+        format!("{}/{}/{}/{}/{}", self.lock_scope, self.dir_index, self.name_cache, self.placement, self.commit)
+    }
+}
+
+struct PhaseResult {
+    name: String,
+    ops: u64,
+    secs: f64,
+    lat: Vec<u64>,
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn host() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{h} ({n} cpus)")
+}
+
+pub fn run(a: BenchArgs) -> Result<i32, String> {
+    if let Some(id) = a.worker {
+        return worker_main(&a, id).map(|_| 0);
+    }
+    if a.workload == "tree" {
+        return Err("the tree workload runs through scripts/bench-tree.sh (untar/tar/diff/rm on mounted paths)".into());
+    }
+    workloads::phases(&a.workload)?;
+    let mut combos = Vec::new();
+    for l in &a.lock_scope {
+        for d in &a.dir_index {
+            for n in &a.name_cache {
+                for p in &a.placement {
+                    for c in &a.commit {
+                        combos.push(Switches { lock_scope: l.clone(), dir_index: d.clone(), name_cache: n.clone(), placement: p.clone(), commit: c.clone() });
+                    }
+                }
+            }
+        }
+    }
+    let targets: Vec<(String, PathBuf)> = if a.mode == "engine" {
+        vec![("engine".into(), PathBuf::new())]
+    } else if a.mode == "path" {
+        if a.targets.is_empty() {
+            return Err("path mode needs --target NAME=PATH".into());
+        }
+        a.targets
+            .iter()
+            .map(|t| t.split_once('=').map(|(n, p)| (n.to_string(), PathBuf::from(p))).ok_or(format!("--target {t}: use NAME=PATH")))
+            .collect::<Result<_, _>>()?
+    } else {
+        return Err(format!("--mode {}: use engine or path", a.mode));
+    };
+    let (commit, host) = (git_commit(), host());
+    let mut rows: Vec<Value> = Vec::new();
+    println!(
+        "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12} {:>9} {:>9} {:>8} {:>8}  {}",
+        "workload", "target", "mode", "w", "switches (lock/index/cache/place/commit)", "ops/s", "p50 us", "p99 us", "cs/op", "cpu s", "lock waits (class: waits, ms)"
+    );
+    for (tname, tpath) in &targets {
+        for sw in if a.mode == "engine" { combos.clone() } else { vec![combos[0].clone()] } {
+            for &w in &a.workers {
+                let p = Params {
+                    workload: a.workload.clone(),
+                    workers: w,
+                    iters: a.iters,
+                    files: a.files,
+                    transactions: a.transactions,
+                    size: a.size,
+                    shared_dir: !a.own_dirs,
+                    top: format!("bench-{}-{}-{}", a.workload, std::process::id(), rows.len()),
+                    seed: a.seed,
+                };
+                let pb = indicatif::ProgressBar::new_spinner();
+                pb.set_message(format!("{} {} w={} {}", a.workload, tname, w, sw.short()));
+                pb.enable_steady_tick(Duration::from_millis(200));
+                let r = if a.mode == "engine" { run_engine(&p, &sw, &a) } else { run_path(&p, tpath) };
+                pb.finish_and_clear();
+                let (phases, cpu, cs, locks) = r?;
+                let head = workloads::headline(&a.workload);
+                let hp = phases.iter().find(|x| x.name == head).unwrap();
+                let total_ops: u64 = phases.iter().filter(|x| x.name != "setup").map(|x| x.ops).sum();
+                let ops_per_s = hp.ops as f64 / hp.secs.max(1e-9);
+                let mut hl = hp.lat.clone();
+                let (p50, p99) = (pct(&mut hl, 0.5), pct(&mut hl, 0.99));
+                let cs_per_op = cs as f64 / total_ops.max(1) as f64;
+                let mut lock_txt = String::new();
+                if let Some(l) = locks.as_object() {
+                    let mut v: Vec<_> = l.iter().filter(|(_, x)| x["contended"].as_u64().unwrap_or(0) > 0).collect();
+                    v.sort_by_key(|(_, x)| std::cmp::Reverse(x["wait_ns"].as_u64().unwrap_or(0)));
+                    for (k, x) in v.iter().take(3) {
+                        lock_txt += &format!("{k}: {}, {:.1}  ", x["contended"], x["wait_ns"].as_u64().unwrap_or(0) as f64 / 1e6);
+                    }
+                }
+                println!(
+                    "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12.0} {:>9.1} {:>9.1} {:>8.3} {:>8.2}  {}",
+                    a.workload, tname, a.mode, w, if a.mode == "engine" { sw.short() } else { "-".into() },
+                    ops_per_s, p50 as f64 / 1e3, p99 as f64 / 1e3, cs_per_op, cpu, lock_txt
+                );
+                let row = json!({
+                    "workload": a.workload, "target": tname, "mode": a.mode, "workers": w,
+                    "ops_per_s": ops_per_s, "cs_per_op": cs_per_op, "cpu_s": cpu,
+                    "p50_ns": p50, "p99_ns": p99,
+                    "switches": if a.mode == "engine" { sw.json() } else { Value::Null },
+                    "phases": phases.iter().map(|x| {
+                        let mut l = x.lat.clone();
+                        json!({"name": x.name, "ops": x.ops, "secs": x.secs, "ops_per_s": x.ops as f64 / x.secs.max(1e-9),
+                               "p50_ns": pct(&mut l, 0.5), "p99_ns": pct(&mut l, 0.99)})
+                    }).collect::<Vec<_>>(),
+                    "params": serde_json::to_value(&p).unwrap(),
+                    "locks": locks, "git": commit, "host": host,
+                    "time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+                });
+                if let Some(j) = &a.json {
+                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| format!("{}: {e}", j.display()))?;
+                    writeln!(f, "{row}").map_err(|e| e.to_string())?;
+                }
+                rows.push(row);
+            }
+        }
+    }
+    // Ratios the seeds talk about: each run's rate relative to the first row's.
+    if rows.len() > 1 {
+        let base = rows[0]["ops_per_s"].as_f64().unwrap_or(1.0);
+        print!("ratios to the first row:");
+        for r in &rows {
+            print!(" {:.2}", r["ops_per_s"].as_f64().unwrap_or(0.0) / base);
+        }
+        println!();
+    }
+    if let Some(p) = &a.plot {
+        std::fs::write(p, crate::plot::svg(&rows, &a.workload)).map_err(|e| format!("{}: {e}", p.display()))?;
+        println!("plot: {}", p.display());
+    }
+    Ok(0)
+}
+
+type RunOut = (Vec<PhaseResult>, f64, u64, Value);
+
+fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {
+    LOCK_CLASSES.iter().map(|c| lock_counts(*c)).collect()
+}
+
+fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String> {
+    let cfg = sw.config(a.cache_mb)?;
+    let _tmp;
+    let store: Arc<dyn Store> = if sw.commit == "none" {
+        Arc::new(NullStore)
+    } else {
+        let dir = match &a.store_dir {
+            Some(d) => {
+                let d = d.join(format!("bench-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&d);
+                d
+            }
+            None => {
+                _tmp = tempfile_dir()?;
+                _tmp.join("store")
+            }
+        };
+        let s = shoal_store::FjallStore::create(&dir).map_err(|e| e.to_string())?;
+        Engine::mkfs(&s, cfg.ags).map_err(|e| e.to_string())?;
+        Arc::new(s)
+    };
+    let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
+    let phases = workloads::phases(&p.workload)?;
+    let barrier = Barrier::new(p.workers + 1);
+    let locks0 = lock_snapshot();
+    let (cpu0, cs0) = rusage();
+    let mut results: Vec<PhaseResult> = phases.iter().map(|n| PhaseResult { name: n.to_string(), ops: 0, secs: 0.0, lat: vec![] }).collect();
+    let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..p.workers)
+            .map(|id| {
+                let (e, barrier, phases) = (&e, &barrier, &phases);
+                sc.spawn(move || -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
+                    let fs = EngineFs { e };
+                    let mut st = WorkerState::new(p.seed, id);
+                    let (mut ops, mut lats) = (vec![], vec![]);
+                    for ph in phases.iter() {
+                        barrier.wait();
+                        st.lat.clear();
+                        let r = workloads::run_phase(&fs, p, id, ph, &mut st);
+                        barrier.wait();
+                        ops.push(r.map_err(|e| format!("{ph}: {e}"))?);
+                        lats.push(std::mem::take(&mut st.lat));
+                    }
+                    Ok((ops, lats))
+                })
+            })
+            .collect();
+        for r in results.iter_mut() {
+            barrier.wait();
+            let t = Instant::now();
+            barrier.wait();
+            r.secs = t.elapsed().as_secs_f64();
+        }
+        hs.into_iter().map(|h| h.join().map_err(|_| "worker panicked".to_string())?).collect()
+    });
+    for (ops, lats) in out? {
+        for (i, r) in results.iter_mut().enumerate() {
+            r.ops += ops[i];
+            r.lat.extend_from_slice(&lats[i]);
+        }
+    }
+    let (cpu1, cs1) = rusage();
+    let locks1 = lock_snapshot();
+    let mut locks = serde_json::Map::new();
+    for (i, c) in LOCK_CLASSES.iter().enumerate() {
+        locks.insert(c.name().into(), json!({
+            "acquired": locks1[i].acquired - locks0[i].acquired,
+            "contended": locks1[i].contended - locks0[i].contended,
+            "wait_ns": locks1[i].wait_ns - locks0[i].wait_ns,
+        }));
+    }
+    e.shutdown().map_err(|e| e.to_string())?;
+    Ok((results, cpu1 - cpu0, cs1 - cs0, Value::Object(locks)))
+}
+
+fn tempfile_dir() -> Result<PathBuf, String> {
+    let d = std::env::temp_dir().join(format!("shoal-bench-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos()));
+    std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+    Ok(d)
+}
+
+/// Path mode: one process per worker, phases separated by a barrier over pipes.
+fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let params = serde_json::to_string(p).unwrap();
+    let mut kids = Vec::new();
+    for id in 0..p.workers {
+        let mut c = std::process::Command::new(&exe)
+            .args(["bench", &p.workload, "--worker", &id.to_string(), "--params", &params, "--root"])
+            .arg(root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawning a worker: {e}"))?;
+        let out = BufReader::new(c.stdout.take().unwrap());
+        let inp = c.stdin.take().unwrap();
+        kids.push((c, inp, out.lines()));
+    }
+    let phases = workloads::phases(&p.workload)?;
+    let mut results = Vec::new();
+    let expect = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>, what: &str| -> Result<String, String> {
+        match lines.next() {
+            Some(Ok(l)) if l.starts_with(what) => Ok(l),
+            Some(Ok(l)) => Err(format!("worker said '{l}', expected {what}")),
+            _ => Err("a worker died".into()),
+        }
+    };
+    for ph in &phases {
+        for k in kids.iter_mut() {
+            expect(&mut k.2, "ready")?;
+        }
+        let t = Instant::now();
+        for k in kids.iter_mut() {
+            writeln!(k.1, "go").map_err(|e| e.to_string())?;
+        }
+        for k in kids.iter_mut() {
+            expect(&mut k.2, "done")?;
+        }
+        results.push(PhaseResult { name: ph.to_string(), ops: 0, secs: t.elapsed().as_secs_f64(), lat: vec![] });
+    }
+    let (mut cpu, mut cs) = (0.0, 0u64);
+    for k in kids.iter_mut() {
+        let l = expect(&mut k.2, "result ")?;
+        let v: Value = serde_json::from_str(&l["result ".len()..]).map_err(|e| e.to_string())?;
+        for (i, r) in results.iter_mut().enumerate() {
+            r.ops += v["ops"][i].as_u64().unwrap_or(0);
+            if let Some(l) = v["lat"][i].as_array() {
+                r.lat.extend(l.iter().filter_map(|x| x.as_u64()));
+            }
+        }
+        cpu += v["cpu"].as_f64().unwrap_or(0.0);
+        cs += v["cs"].as_u64().unwrap_or(0);
+        let _ = k.0.wait();
+    }
+    let _ = std::fs::remove_dir_all(root.join(&p.top));
+    Ok((results, cpu, cs, Value::Null))
+}
+
+fn worker_main(a: &BenchArgs, id: usize) -> Result<(), String> {
+    let p: Params = serde_json::from_str(a.params.as_deref().ok_or("--params")?).map_err(|e| e.to_string())?;
+    let fs = PathFs { root: a.root.clone().ok_or("--root")? };
+    let phases = workloads::phases(&p.workload)?;
+    let mut st = WorkerState::new(p.seed, id);
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    let (mut ops, mut lats) = (vec![], vec![]);
+    let (cpu0, cs0) = rusage();
+    for ph in &phases {
+        println!("ready");
+        line.clear();
+        stdin.lock().read_line(&mut line).map_err(|e| e.to_string())?;
+        st.lat.clear();
+        let n = workloads::run_phase(&fs, &p, id, ph, &mut st).map_err(|e| format!("worker {id} {ph}: {e}"))?;
+        ops.push(n);
+        lats.push(std::mem::take(&mut st.lat));
+        println!("done");
+    }
+    let (cpu1, cs1) = rusage();
+    println!("result {}", json!({"ops": ops, "lat": lats, "cpu": cpu1 - cpu0, "cs": cs1 - cs0}));
+    Ok(())
 }

@@ -3,3 +3,5 @@
 
 pub mod cli;
 pub mod model;
+pub mod plot;
+pub mod workloads;

@@ -1,0 +1,342 @@
+//! The seeds' workloads, written once over [`Fs`], which both the engine (in
+//! process, no system calls) and a mounted path (real system calls) implement.
+//! A workload is a list of phases; every worker runs each phase between two
+//! barriers, so phases are timed across all workers.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use shoal_core::{Ctx, Engine, Ino, ROOT_INO};
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+pub trait Fs: Sync {
+    type Dir: Clone + Send + Sync;
+    fn root(&self) -> Self::Dir;
+    fn mkdir(&self, parent: &Self::Dir, name: &str) -> io::Result<Self::Dir>;
+    fn rmdir(&self, parent: &Self::Dir, name: &str) -> io::Result<()>;
+    /// Create a new file, write `data` (may be empty), close.
+    fn create(&self, d: &Self::Dir, name: &str, data: &[u8]) -> io::Result<()>;
+    fn unlink(&self, d: &Self::Dir, name: &str) -> io::Result<()>;
+    fn rename(&self, d: &Self::Dir, a: &str, b: &str) -> io::Result<()>;
+    fn append(&self, d: &Self::Dir, name: &str, data: &[u8]) -> io::Result<()>;
+    fn read(&self, d: &Self::Dir, name: &str) -> io::Result<usize>;
+    fn stat(&self, d: &Self::Dir, name: &str) -> io::Result<u64>;
+    /// Look a directory up by name (for workers joining a shared directory).
+    fn open_dir(&self, parent: &Self::Dir, name: &str) -> io::Result<Self::Dir>;
+}
+
+fn io_err(e: shoal_core::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// The engine through its library API.
+pub struct EngineFs<'a> {
+    pub e: &'a Engine,
+}
+
+impl Fs for EngineFs<'_> {
+    type Dir = Ino;
+    fn root(&self) -> Ino {
+        ROOT_INO
+    }
+    fn mkdir(&self, p: &Ino, name: &str) -> io::Result<Ino> {
+        match self.e.mkdir(&Ctx::root(), *p, name.as_bytes(), 0o755) {
+            Ok(a) => Ok(a.ino),
+            Err(shoal_core::Error::Exists) => self.open_dir(p, name),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+    fn rmdir(&self, p: &Ino, name: &str) -> io::Result<()> {
+        self.e.rmdir(&Ctx::root(), *p, name.as_bytes()).map_err(io_err)
+    }
+    fn create(&self, d: &Ino, name: &str, data: &[u8]) -> io::Result<()> {
+        let a = self.e.create(&Ctx::root(), *d, name.as_bytes(), 0o644).map_err(io_err)?;
+        if !data.is_empty() {
+            self.e.write(a.ino, 0, data).map_err(io_err)?;
+        }
+        Ok(())
+    }
+    fn unlink(&self, d: &Ino, name: &str) -> io::Result<()> {
+        self.e.unlink(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)
+    }
+    fn rename(&self, d: &Ino, a: &str, b: &str) -> io::Result<()> {
+        self.e.rename(&Ctx::root(), *d, a.as_bytes(), *d, b.as_bytes(), 0).map_err(io_err)
+    }
+    fn append(&self, d: &Ino, name: &str, data: &[u8]) -> io::Result<()> {
+        let a = self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)?;
+        self.e.write(a.ino, a.size, data).map(|_| ()).map_err(io_err)
+    }
+    fn read(&self, d: &Ino, name: &str) -> io::Result<usize> {
+        let a = self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)?;
+        self.e.read(a.ino, 0, a.size as u32).map(|v| v.len()).map_err(io_err)
+    }
+    fn stat(&self, d: &Ino, name: &str) -> io::Result<u64> {
+        self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map(|a| a.size).map_err(io_err)
+    }
+    fn open_dir(&self, p: &Ino, name: &str) -> io::Result<Ino> {
+        self.e.lookup(&Ctx::root(), *p, name.as_bytes()).map(|a| a.ino).map_err(io_err)
+    }
+}
+
+/// A mounted path through system calls.
+pub struct PathFs {
+    pub root: PathBuf,
+}
+
+impl Fs for PathFs {
+    type Dir = PathBuf;
+    fn root(&self) -> PathBuf {
+        self.root.clone()
+    }
+    fn mkdir(&self, p: &PathBuf, name: &str) -> io::Result<PathBuf> {
+        let d = p.join(name);
+        match std::fs::create_dir(&d) {
+            Ok(()) => Ok(d),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(d),
+            Err(e) => Err(e),
+        }
+    }
+    fn rmdir(&self, p: &PathBuf, name: &str) -> io::Result<()> {
+        std::fs::remove_dir(p.join(name))
+    }
+    fn create(&self, d: &PathBuf, name: &str, data: &[u8]) -> io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(d.join(name))?;
+        if !data.is_empty() {
+            f.write_all(data)?;
+        }
+        Ok(())
+    }
+    fn unlink(&self, d: &PathBuf, name: &str) -> io::Result<()> {
+        std::fs::remove_file(d.join(name))
+    }
+    fn rename(&self, d: &PathBuf, a: &str, b: &str) -> io::Result<()> {
+        std::fs::rename(d.join(a), d.join(b))
+    }
+    fn append(&self, d: &PathBuf, name: &str, data: &[u8]) -> io::Result<()> {
+        let mut f = std::fs::OpenOptions::new().append(true).open(d.join(name))?;
+        f.write_all(data)
+    }
+    fn read(&self, d: &PathBuf, name: &str) -> io::Result<usize> {
+        std::fs::read(d.join(name)).map(|v| v.len())
+    }
+    fn stat(&self, d: &PathBuf, name: &str) -> io::Result<u64> {
+        std::fs::metadata(d.join(name)).map(|m| m.len())
+    }
+    fn open_dir(&self, p: &PathBuf, name: &str) -> io::Result<PathBuf> {
+        Ok(p.join(name))
+    }
+}
+
+/// Parameters of one run (shared by all workers).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Params {
+    pub workload: String,
+    pub workers: usize,
+    pub iters: u64,
+    /// postmark: pool size; fsmark/mdtest: files per worker.
+    pub files: u64,
+    pub transactions: u64,
+    pub size: u64,
+    /// fsmark/mdtest: one shared directory (true) or one per worker.
+    pub shared_dir: bool,
+    /// The run's top directory name under the target root.
+    pub top: String,
+    pub seed: u64,
+}
+
+/// The phases of a workload, in order; the first one is the reported rate
+/// unless the workload says otherwise.
+pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
+    Ok(match w {
+        "crunl" => vec!["setup", "create+unlink"],
+        "rndrename" => vec!["setup", "create+rename+unlink"],
+        "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
+        "fsmark" => vec!["setup", "create", "remove"],
+        "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
+        "lookup" => vec!["setup", "populate", "lookup", "create+unlink"],
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, mdtest-hard, lookup, tree)")),
+    })
+}
+
+/// The phase whose rate is the headline `ops_per_s`.
+pub fn headline(w: &str) -> &'static str {
+    match w {
+        "crunl" => "create+unlink",
+        "rndrename" => "create+rename+unlink",
+        "postmark" => "transactions",
+        "fsmark" => "create",
+        "mdtest-hard" => "write",
+        "lookup" => "lookup",
+        _ => "",
+    }
+}
+
+/// Per-worker state carried between phases.
+pub struct WorkerState<D> {
+    dir: Option<D>,
+    pool: Vec<String>,
+    next: u64,
+    rng: SmallRng,
+    data: Vec<u8>,
+    /// Sampled latencies (ns) of the current phase.
+    pub lat: Vec<u64>,
+}
+
+impl<D> WorkerState<D> {
+    pub fn new(seed: u64, id: usize) -> Self {
+        WorkerState {
+            dir: None,
+            pool: vec![],
+            next: 0,
+            rng: SmallRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            data: vec![0x5a; 1 << 16],
+            lat: vec![],
+        }
+    }
+}
+
+const LAT_SAMPLE: u64 = 16;
+
+/// Run phase `phase` for worker `id`; returns the number of operations done.
+pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerState<F::Dir>) -> io::Result<u64> {
+    let root = fs.root();
+    let mut n = 0u64;
+    macro_rules! timed {
+        ($e:expr) => {{
+            n += 1;
+            if n % LAT_SAMPLE == 0 {
+                let t = std::time::Instant::now();
+                $e;
+                st.lat.push(t.elapsed().as_nanos() as u64);
+            } else {
+                $e;
+            }
+        }};
+    }
+    match (p.workload.as_str(), phase) {
+        (_, "setup") => {
+            let top = fs.mkdir(&root, &p.top)?;
+            let per_worker = matches!(p.workload.as_str(), "postmark") || !p.shared_dir;
+            let d = if per_worker { fs.mkdir(&top, &format!("w{id}"))? } else { fs.mkdir(&top, "shared")? };
+            st.dir = Some(d);
+        }
+        ("crunl", _) => {
+            let d = st.dir.clone().unwrap();
+            let name = format!("f-{id}");
+            for _ in 0..p.iters {
+                timed!({
+                    fs.create(&d, &name, &[])?;
+                    fs.unlink(&d, &name)?;
+                });
+            }
+        }
+        ("rndrename", _) => {
+            let d = st.dir.clone().unwrap();
+            for _ in 0..p.iters {
+                let a = format!("r{id}-{:x}", st.rng.gen::<u64>());
+                let b = format!("r{id}-{:x}", st.rng.gen::<u64>());
+                timed!({
+                    fs.create(&d, &a, &[])?;
+                    fs.rename(&d, &a, &b)?;
+                    fs.unlink(&d, &b)?;
+                });
+            }
+        }
+        ("postmark", "create pool") => {
+            let d = st.dir.clone().unwrap();
+            for _ in 0..p.files {
+                let name = format!("p{}", st.next);
+                st.next += 1;
+                let len = st.rng.gen_range(500..=10_000);
+                timed!(fs.create(&d, &name, &st.data[..len])?);
+                st.pool.push(name);
+            }
+        }
+        ("postmark", "transactions") => {
+            // Each transaction: read or append a random file, then create or delete one.
+            let d = st.dir.clone().unwrap();
+            for _ in 0..p.transactions {
+                timed!({
+                    if !st.pool.is_empty() {
+                        let i = st.rng.gen_range(0..st.pool.len());
+                        if st.rng.gen_bool(0.5) {
+                            fs.read(&d, &st.pool[i])?;
+                        } else {
+                            let len = st.rng.gen_range(500..=10_000);
+                            fs.append(&d, &st.pool[i], &st.data[..len])?;
+                        }
+                    }
+                    if st.rng.gen_bool(0.5) || st.pool.is_empty() {
+                        let name = format!("p{}", st.next);
+                        st.next += 1;
+                        let len = st.rng.gen_range(500..=10_000);
+                        fs.create(&d, &name, &st.data[..len])?;
+                        st.pool.push(name);
+                    } else {
+                        let i = st.rng.gen_range(0..st.pool.len());
+                        let name = st.pool.swap_remove(i);
+                        fs.unlink(&d, &name)?;
+                    }
+                });
+            }
+        }
+        ("postmark", "delete pool") => {
+            let d = st.dir.clone().unwrap();
+            for name in std::mem::take(&mut st.pool) {
+                timed!(fs.unlink(&d, &name)?);
+            }
+        }
+        ("fsmark", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
+            let d = st.dir.clone().unwrap();
+            let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
+            for i in 0..p.files {
+                let name = format!("f{id}.{i}");
+                timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
+            }
+        }
+        ("fsmark", "remove") | ("mdtest-hard", "delete") => {
+            let d = st.dir.clone().unwrap();
+            for i in 0..p.files {
+                timed!(fs.unlink(&d, &format!("f{id}.{i}"))?);
+            }
+        }
+        ("mdtest-hard", "stat") => {
+            let d = st.dir.clone().unwrap();
+            for i in 0..p.files {
+                timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
+            }
+        }
+        ("mdtest-hard", "read") => {
+            let d = st.dir.clone().unwrap();
+            for i in 0..p.files {
+                timed!(fs.read(&d, &format!("f{id}.{i}"))?);
+            }
+        }
+        ("lookup", "lookup") => {
+            // Random lookups of existing names, then of missing ones (half each).
+            let d = st.dir.clone().unwrap();
+            for _ in 0..p.iters {
+                let i = st.rng.gen_range(0..p.files.max(1));
+                if st.rng.gen_bool(0.5) {
+                    timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
+                } else {
+                    timed!({
+                        let _ = fs.stat(&d, &format!("missing{id}.{i}"));
+                    });
+                }
+            }
+        }
+        ("lookup", "create+unlink") => {
+            let d = st.dir.clone().unwrap();
+            let name = format!("c-{id}");
+            for _ in 0..p.iters {
+                timed!({
+                    fs.create(&d, &name, &[])?;
+                    fs.unlink(&d, &name)?;
+                });
+            }
+        }
+        (w, ph) => return Err(io::Error::other(format!("workload {w} has no phase {ph}"))),
+    }
+    Ok(n)
+}
