@@ -32,7 +32,8 @@ pub struct Dent {
 pub type Bucket = Vec<(Box<[u8]>, Dent)>;
 
 pub struct Dir {
-    shards: [RwLock<BTreeMap<u64, Bucket>>; DIR_SHARDS],
+    /// Padded: two threads working on different shards must not share a cache line.
+    shards: [crossbeam_utils::CachePadded<RwLock<BTreeMap<u64, Bucket>>>; DIR_SHARDS],
     /// Every live entry of the directory is in the shards: a miss is a definite
     /// "absent" without a store read. Cleared when any entry is evicted.
     pub complete: AtomicBool,
@@ -46,7 +47,7 @@ pub fn dir_shard(hash: u64) -> usize {
 impl Dir {
     pub fn new(complete: bool) -> Dir {
         Dir {
-            shards: std::array::from_fn(|_| RwLock::new(LockClass::DirShard, BTreeMap::new())),
+            shards: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::DirShard, BTreeMap::new()))),
             complete: AtomicBool::new(complete),
         }
     }
@@ -83,6 +84,34 @@ impl Dir {
         }
         b.push((name.into(), d));
         None
+    }
+
+    /// Set a name's entry to `ino` (0 = negative) with the next version, in
+    /// one critical section. Returns (new version, whether the name was new).
+    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, epoch: u64) -> (u64, bool) {
+        let mut s = self.shards[dir_shard(hash)].write();
+        let b = s.entry(hash).or_default();
+        for (n, old) in b.iter_mut() {
+            if &**n == name {
+                let ver = old.ver + 1;
+                *old = Dent { ino, kind, ver, dirty_epoch: epoch };
+                return (ver, false);
+            }
+        }
+        b.push((name.into(), Dent { ino, kind, ver: 1, dirty_epoch: epoch }));
+        (1, true)
+    }
+
+    /// Remove a name's cached entry. Returns whether it was cached.
+    pub fn remove(&self, hash: u64, name: &[u8]) -> bool {
+        let mut s = self.shards[dir_shard(hash)].write();
+        let Some(b) = s.get_mut(&hash) else { return false };
+        let Some(i) = b.iter().position(|(n, _)| &**n == name) else { return false };
+        b.swap_remove(i);
+        if b.is_empty() {
+            s.remove(&hash);
+        }
+        true
     }
 
     /// Insert only if the name is not cached (fills from the store never
@@ -157,8 +186,16 @@ impl Dir {
 }
 
 /// The mutable state of an inode. protects: everything inside.
+/// `repr(C)`: the fields every directory operation writes come first.
+#[repr(C)]
 pub struct InodeState {
     pub attr: Attr,
+    /// Highest epoch that changed this inode; clean once durable >= it.
+    pub dirty_epoch: u64,
+    /// Directory was removed (rmdir or replaced by rename): no new entries.
+    pub dead: bool,
+    /// The inode's records were deleted from the store (nlink 0, last close done).
+    pub destroyed: bool,
     /// Symlink target; for directories, the parent's inode number (8 bytes LE).
     pub blob: Vec<u8>,
     /// Cached data blocks (each at most BLOCK bytes; shorter = zero tail).
@@ -166,12 +203,6 @@ pub struct InodeState {
     /// All data blocks are in `blocks` (new file, or inline file): a missing block is a hole.
     pub blocks_complete: bool,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Highest epoch that changed this inode; clean once durable >= it.
-    pub dirty_epoch: u64,
-    /// Directory was removed (rmdir or replaced by rename): no new entries.
-    pub dead: bool,
-    /// The inode's records were deleted from the store (nlink 0, last close done).
-    pub destroyed: bool,
 }
 
 impl InodeState {
@@ -190,8 +221,10 @@ impl InodeState {
 pub struct Inode {
     pub ino: Ino,
     pub kind: Kind,
-    pub st: Mutex<InodeState>,
-    pub dir: Option<Dir>,
+    /// Padded away from the directory index and the counters below.
+    pub st: crossbeam_utils::CachePadded<Mutex<InodeState>>,
+    /// Boxed: a file does not carry an (empty, padded) directory index.
+    pub dir: Option<Box<Dir>>,
     /// References held by the kernel (FUSE lookup count). Pinned while > 0.
     pub lookups: AtomicU64,
     /// Open file handles. Pinned while > 0; an unlinked inode lives until 0.
@@ -204,8 +237,8 @@ impl Inode {
         Arc::new(Inode {
             ino: st.attr.ino,
             kind,
-            dir: if kind == Kind::Dir { Some(Dir::new(dir_complete)) } else { None },
-            st: Mutex::new(LockClass::Inode, st),
+            dir: if kind == Kind::Dir { Some(Box::new(Dir::new(dir_complete))) } else { None },
+            st: crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Inode, st)),
             lookups: AtomicU64::new(0),
             opens: AtomicU32::new(0),
         })
@@ -215,7 +248,7 @@ impl Inode {
 /// The inode cache: a fixed number of shards by inode number hash. Lookups
 /// take a shard's read lock for one hash probe.
 pub struct InodeTable {
-    shards: Vec<RwLock<HashMap<Ino, Arc<Inode>>>>,
+    shards: Vec<crossbeam_utils::CachePadded<RwLock<HashMap<Ino, Arc<Inode>>>>>,
 }
 
 #[inline]
@@ -225,7 +258,11 @@ fn ino_shard(ino: Ino) -> usize {
 
 impl Default for InodeTable {
     fn default() -> Self {
-        InodeTable { shards: (0..INODE_SHARDS).map(|_| RwLock::new(LockClass::InodeTable, HashMap::new())).collect() }
+        InodeTable {
+            shards: (0..INODE_SHARDS)
+                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, HashMap::new())))
+                .collect(),
+        }
     }
 }
 

@@ -72,6 +72,11 @@ pub struct Gate<'a> {
 }
 
 impl Gate<'_> {
+    /// Records are dropped (memory-only engine): callers may skip encoding them.
+    #[inline]
+    pub fn is_null(&self) -> bool {
+        self.null
+    }
     #[inline]
     pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
         if !self.null {

@@ -53,6 +53,39 @@ pub const X_OK: u32 = 1;
 
 static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 
+#[derive(Default)]
+struct DirCache {
+    /// Live `DirRef`s of this thread.
+    depth: usize,
+    ents: Vec<(u64, Ino, Arc<Inode>)>,
+}
+
+thread_local! {
+    static DIRS: std::cell::RefCell<DirCache> = std::cell::RefCell::new(DirCache::default());
+}
+
+/// A borrowed directory inode (see `Engine::dir_ref`). Not Send: it lives on
+/// the thread whose cache pins it.
+pub(crate) struct DirRef {
+    ptr: *const Inode,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl std::ops::Deref for DirRef {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: see Engine::dir_ref: the thread-local cache holds an Arc to
+        // the pointee and does not drop it while this DirRef lives.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl Drop for DirRef {
+    fn drop(&mut self) {
+        DIRS.with(|c| c.borrow_mut().depth -= 1);
+    }
+}
+
 thread_local! {
     static INO_CACHE: std::cell::RefCell<HashMap<(u64, u32), (u64, u64)>> = std::cell::RefCell::new(HashMap::new());
 }
@@ -293,6 +326,43 @@ impl Engine {
         Ok(self.inodes.fill(Inode::new(st, false)))
     }
 
+    /// A directory for the duration of one operation, without touching the
+    /// inode table or the directory's reference count: hot directories are
+    /// pinned in a small per-thread cache (8 entries). Two threads working in
+    /// one directory then share only the cache lines they must (the
+    /// directory's state and one index shard), which is what lets them scale.
+    ///
+    /// Safety argument for the raw pointer in [`DirRef`]: the pointee is kept
+    /// alive by the `Arc` in the thread-local cache, and entries are removed
+    /// from that cache only when no `DirRef` of this thread is alive (depth 0).
+    /// A pinned inode is never evicted (eviction requires that the table holds
+    /// the only reference), so the cached object is the cache's object.
+    fn dir_ref(&self, ino: Ino) -> Result<DirRef> {
+        let id = self.id;
+        let hit = DIRS.with(|c| {
+            let mut c = c.borrow_mut();
+            let p = c.ents.iter().find(|e| e.0 == id && e.1 == ino).map(|e| Arc::as_ptr(&e.2));
+            if p.is_some() {
+                c.depth += 1;
+            }
+            p
+        });
+        if let Some(ptr) = hit {
+            return Ok(DirRef { ptr, _not_send: std::marker::PhantomData });
+        }
+        let i = self.dir_inode(ino)?;
+        Ok(DIRS.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.depth == 0 && c.ents.len() >= 8 {
+                c.ents.remove(0);
+            }
+            let ptr = Arc::as_ptr(&i);
+            c.ents.push((id, ino, i));
+            c.depth += 1;
+            DirRef { ptr, _not_send: std::marker::PhantomData }
+        }))
+    }
+
     fn dir_inode(&self, ino: Ino) -> Result<Arc<Inode>> {
         let i = self.inode(ino)?;
         if i.kind != Kind::Dir {
@@ -339,13 +409,20 @@ impl Engine {
     fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
-        // The version only has to grow per key while records are in flight;
-        // a nanosecond-ish clock mixed with the old version does.
-        let old = d.get(h, name);
-        let ver = old.map_or(1, |o| o.ver + 1);
-        let dent = Dent { ino, kind, ver, dirty_epoch: g.epoch };
-        if d.set(h, name, dent).is_none() {
+        if g.is_null() && ino == 0 {
+            // Memory only: nothing in a store to shadow, so no negative entry.
+            if d.remove(h, name) {
+                self.cached_dents.add(-1);
+            }
+            return;
+        }
+        // The version grows per key under the name slot the caller holds.
+        let (ver, fresh) = d.set_next(h, name, ino, kind, g.epoch);
+        if fresh {
             self.cached_dents.add(1);
+        }
+        if g.is_null() {
+            return;
         }
         let key = schema::entry_key(dir.ino, h, name);
         if ino == 0 {
@@ -359,6 +436,9 @@ impl Engine {
     /// parent pointer, xattrs).
     fn emit_inode(&self, g: &mut Gate<'_>, st: &mut InodeState) {
         st.dirty_epoch = g.epoch;
+        if g.is_null() {
+            return;
+        }
         let a = &st.attr;
         let blob: Vec<u8>;
         let b: &[u8] = match a.kind {
@@ -418,7 +498,7 @@ impl Engine {
 
     pub fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Lookup);
-        let p = self.dir_inode(parent)?;
+        let p = self.dir_ref(parent)?;
         if name == b"." {
             return Ok(p.st.lock().attr);
         }
@@ -513,21 +593,17 @@ impl Engine {
             return Err(Error::Exists);
         }
         check_name(name)?;
-        let p = self.dir_inode(parent)?;
-        let (pgid, psgid) = {
-            let pa = p.st.lock().attr;
-            if ctx.check_perms {
-                check_access(ctx, &pa, W_OK | X_OK)?;
-            }
-            (pa.gid, pa.perm & 0o2000 != 0)
-        };
+        let p = self.dir_ref(parent)?;
+        if ctx.check_perms {
+            check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
+        }
         let _n = self.names.lock(parent, name);
         if self.find(&p, name)?.is_some() {
             return Err(Error::Exists);
         }
         let mut g = self.committer.enter()?;
         let t = now();
-        {
+        let (pgid, psgid) = {
             let mut ps = p.st.lock();
             if ps.dead {
                 return Err(Error::NotFound);
@@ -543,7 +619,8 @@ impl Engine {
             ps.attr.ctime = t;
             Self::bump(&mut ps);
             self.emit_inode(&mut g, &mut ps);
-        }
+            (ps.attr.gid, ps.attr.perm & 0o2000 != 0)
+        };
         let ino = self.alloc_ino(&mut g, parent, kind)?;
         let gid = if psgid { pgid } else { ctx.gid };
         let mut perm = perm;
@@ -594,7 +671,7 @@ impl Engine {
             return Err(Error::IsDir);
         }
         check_name(name)?;
-        let p = self.dir_inode(parent)?;
+        let p = self.dir_ref(parent)?;
         let _n = self.names.lock(parent, name);
         let (ino, kind) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind == Kind::Dir {
@@ -637,6 +714,13 @@ impl Engine {
                 g.put(schema::orphan_key(c.ino), cs.attr.version, schema::encode_u64(c.ino));
             } else {
                 self.destroy(g, &mut cs)?;
+                drop(cs);
+                // Nobody can reach it any more unless the kernel holds it (then forget removes it).
+                if c.lookups.load(Ordering::Acquire) == 0 {
+                    self.inodes.remove_if(c.ino, |x| {
+                        x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0
+                    });
+                }
             }
         } else {
             self.emit_inode(g, &mut cs);
@@ -701,7 +785,7 @@ impl Engine {
             return Err(Error::NotEmpty);
         }
         check_name(name)?;
-        let p = self.dir_inode(parent)?;
+        let p = self.dir_ref(parent)?;
         let _n = self.names.lock(parent, name);
         let (ino, kind) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind != Kind::Dir {
@@ -741,7 +825,7 @@ impl Engine {
             return Err(Error::Exists);
         }
         check_name(newname)?;
-        let np = self.dir_inode(newparent)?;
+        let np = self.dir_ref(newparent)?;
         if ctx.check_perms {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
         }
@@ -829,8 +913,8 @@ impl Engine {
         }
         check_name(name)?;
         check_name(newname)?;
-        let p = self.dir_inode(parent)?;
-        let np = self.dir_inode(newparent)?;
+        let p = self.dir_ref(parent)?;
+        let np = self.dir_ref(newparent)?;
         let cross = parent != newparent;
         let _r = if cross { Some(self.rename_lock.lock()) } else { None };
         let _n = self.names.lock2(parent, name, newparent, newname);

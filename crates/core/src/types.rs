@@ -113,23 +113,28 @@ impl Ts {
 }
 
 /// Inode attributes as the engine keeps and persists them.
+///
+/// `repr(C)` with the fields a directory operation changes (size, version,
+/// times, nlink) first, so that with the state's other hot fields they share
+/// the cache lines right after the inode's lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Attr {
-    pub ino: Ino,
-    pub kind: Kind,
+    pub size: u64,
+    /// Bumped on every change; persisted, so a commit can keep the newest.
+    pub version: u64,
+    pub mtime: Ts,
+    pub ctime: Ts,
+    pub nlink: u32,
     /// Permission bits (07777).
     pub perm: u16,
-    pub nlink: u32,
+    pub kind: Kind,
+    pub ino: Ino,
     pub uid: u32,
     pub gid: u32,
     pub rdev: u32,
-    pub size: u64,
     pub atime: Ts,
-    pub mtime: Ts,
-    pub ctime: Ts,
     pub crtime: Ts,
-    /// Bumped on every change; persisted, so a commit can keep the newest.
-    pub version: u64,
 }
 
 impl Attr {
