@@ -2,6 +2,7 @@
 //! the engine or on any mounted path, with the cures switchable.
 
 pub mod cli;
+pub mod floor;
 pub mod model;
 pub mod plot;
 pub mod workloads;
