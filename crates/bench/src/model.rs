@@ -554,3 +554,31 @@ impl Target for PathTarget {
         Ok(out)
     }
 }
+
+/// A short description of how two states differ (paths only, data by length
+/// and first differing offset), for assertion messages.
+pub fn diff(got: &BTreeSet<(String, K, u32, Vec<u8>)>, want: &BTreeSet<(String, K, u32, Vec<u8>)>) -> String {
+    let g: BTreeMap<&String, (&K, &u32, &Vec<u8>)> = got.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
+    let w: BTreeMap<&String, (&K, &u32, &Vec<u8>)> = want.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
+    let mut out = String::new();
+    for (p, (k, n, d)) in &w {
+        match g.get(p) {
+            None => out += &format!("missing {p} ({k:?})\n"),
+            Some((k2, n2, d2)) if (k, n) != (k2, n2) || d != d2 => {
+                let first = d.iter().zip(d2.iter()).position(|(a, b)| a != b);
+                out += &format!(
+                    "differs {p}: kind {k:?}/{k2:?} nlink {n}/{n2} len {}/{} first diff at {first:?}\n",
+                    d.len(),
+                    d2.len()
+                );
+            }
+            _ => {}
+        }
+    }
+    for p in g.keys() {
+        if !w.contains_key(p) {
+            out += &format!("unexpected {p}\n");
+        }
+    }
+    out
+}

@@ -59,7 +59,7 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
         let own = g.own();
         let want = m.state(&own);
         let got = model::target_state(&t, &own).unwrap();
-        assert_eq!(got, want, "seed={seed} thread={tid}: tree differs from the model");
+        assert!(got == want, "seed={seed} thread={tid}: tree differs from the model (want/got):\n{}", model::diff(&got, &want));
     }
     e.sync().unwrap();
     let r = shoal_store::fsck::fsck(&*store, false).unwrap();
@@ -73,7 +73,8 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
     for (tid, m) in models.iter().enumerate() {
         let g = Gen::new(seed, tid);
         let own = g.own();
-        assert_eq!(model::target_state(&t2, &own).unwrap(), m.state(&own), "seed={seed} thread={tid}: after reopen");
+        let got = model::target_state(&t2, &own).unwrap();
+        assert!(got == m.state(&own), "seed={seed} thread={tid}: after reopen:\n{}", model::diff(&got, &m.state(&own)));
     }
 }
 
@@ -129,5 +130,6 @@ fn memory_only_engine_matches_model() {
         assert_eq!(model::run(&t, &op), m.apply(&op), "seed={seed} op#{i} {op:?}");
     }
     let own = g.own();
-    assert_eq!(model::target_state(&t, &own).unwrap(), m.state(&own), "seed={seed}");
+    let got = model::target_state(&t, &own).unwrap();
+    assert!(got == m.state(&own), "seed={seed}:\n{}", model::diff(&got, &m.state(&own)));
 }

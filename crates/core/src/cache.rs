@@ -202,6 +202,10 @@ pub struct InodeState {
     pub blocks: BTreeMap<u64, Vec<u8>>,
     /// All data blocks are in `blocks` (new file, or inline file): a missing block is a hole.
     pub blocks_complete: bool,
+    /// Blocks at or past this index that are not cached are holes, even if the
+    /// store still has them: their deletion is queued but may not be committed
+    /// yet (truncate). Reset when the inode is clean and its blocks are evicted.
+    pub holes_from: u64,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 

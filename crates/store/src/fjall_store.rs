@@ -110,12 +110,16 @@ impl FjallStore {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        // fjall's own memory (block cache, memtables) is outside the engine's
+        // cache budget; keep it small and bounded: the engine caches what is hot.
         let db = fjall::Database::builder(path.join("db"))
             .manual_journal_persist(true)
-            .cache_size(64 << 20)
+            .cache_size(16 << 20)
             .open()
             .map_err(map_err)?;
-        let ks = db.keyspace("meta", fjall::KeyspaceCreateOptions::default).map_err(map_err)?;
+        let ks = db
+            .keyspace("meta", || fjall::KeyspaceCreateOptions::default().max_memtable_size(16 << 20))
+            .map_err(map_err)?;
         Ok(FjallStore {
             db,
             ks,
