@@ -37,6 +37,29 @@ pub struct Dir {
     /// Every live entry of the directory is in the shards: a miss is a definite
     /// "absent" without a store read. Cleared when any entry is evicted.
     pub complete: AtomicBool,
+    /// Per-thread deltas of the directory's entry count, subdirectory count and
+    /// times. Creates and unlinks in one directory touch only their thread's
+    /// stripe; the committer folds the stripes into the inode once per epoch.
+    /// protects: the fields of `DirStripe`.
+    pub stripes: [crossbeam_utils::CachePadded<Mutex<DirStripe>>; DIR_STRIPES],
+    /// Copies of the directory's group and setgid bit (read by creates without
+    /// taking the inode lock; written under it by setattr).
+    pub gid: std::sync::atomic::AtomicU32,
+    pub sgid: AtomicBool,
+}
+
+pub const DIR_STRIPES: usize = 4;
+
+/// One thread-stripe of a directory's changing counters (see `Dir::stripes`).
+#[derive(Default)]
+pub struct DirStripe {
+    pub entries: i64,
+    pub subdirs: i64,
+    pub mtime: crate::types::Ts,
+    /// Highest epoch that changed this stripe (the directory is dirty until durable).
+    pub dirty_epoch: u64,
+    /// The directory was removed: set in every stripe, under all of them.
+    pub dead: bool,
 }
 
 #[inline]
@@ -45,10 +68,13 @@ pub fn dir_shard(hash: u64) -> usize {
 }
 
 impl Dir {
-    pub fn new(complete: bool) -> Dir {
+    pub fn new(complete: bool, gid: u32, sgid: bool) -> Dir {
         Dir {
             shards: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::DirShard, BTreeMap::new()))),
             complete: AtomicBool::new(complete),
+            stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
+            gid: std::sync::atomic::AtomicU32::new(gid),
+            sgid: AtomicBool::new(sgid),
         }
     }
 
@@ -241,7 +267,11 @@ impl Inode {
         Arc::new(Inode {
             ino: st.attr.ino,
             kind,
-            dir: if kind == Kind::Dir { Some(Box::new(Dir::new(dir_complete))) } else { None },
+            dir: if kind == Kind::Dir {
+                Some(Box::new(Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0)))
+            } else {
+                None
+            },
             st: crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Inode, st)),
             lookups: AtomicU64::new(0),
             opens: AtomicU32::new(0),

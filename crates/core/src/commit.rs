@@ -33,6 +33,16 @@ pub struct Record {
     pub val: Option<Vec<u8>>,
 }
 
+/// A gate shard's queue: records, and inodes to format when the epoch closes.
+#[derive(Default)]
+pub struct Queue {
+    recs: Vec<Record>,
+    marks: Vec<u64>,
+}
+
+/// Formats the marked inodes' current state at epoch close (delayed logging).
+pub type Formatter = Box<dyn Fn(&[u64], u64) -> Vec<Record> + Send + Sync>;
+
 /// Counters of the commit path (for `shoal stats` and benchmarks).
 #[derive(Default)]
 pub struct CommitStats {
@@ -43,7 +53,7 @@ pub struct CommitStats {
 }
 
 pub struct Committer {
-    shards: Vec<CachePadded<Mutex<Vec<Record>>>>,
+    shards: Vec<CachePadded<Mutex<Queue>>>,
     /// The open epoch. Changes only while every gate shard is held.
     epoch: AtomicU64,
     /// Every epoch <= this is in the store (and synced unless Buffered).
@@ -62,11 +72,13 @@ pub struct Committer {
     commit_lock: parking_lot::Mutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
     after_commit: parking_lot::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// Formats marked inodes while the epoch is being closed.
+    formatter: parking_lot::Mutex<Option<Formatter>>,
 }
 
 /// A held gate shard. Records pushed here are queued in epoch `self.epoch`.
 pub struct Gate<'a> {
-    q: crate::sync::MutexGuard<'a, Vec<Record>>,
+    q: crate::sync::MutexGuard<'a, Queue>,
     pub epoch: u64,
     null: bool,
 }
@@ -80,13 +92,20 @@ impl Gate<'_> {
     #[inline]
     pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
         if !self.null {
-            self.q.push(Record { key, ver, val: Some(val) });
+            self.q.recs.push(Record { key, ver, val: Some(val) });
         }
     }
     #[inline]
     pub fn del(&mut self, key: Vec<u8>, ver: u64) {
         if !self.null {
-            self.q.push(Record { key, ver, val: None });
+            self.q.recs.push(Record { key, ver, val: None });
+        }
+    }
+    /// Have the committer format this inode's state when the epoch closes.
+    #[inline]
+    pub fn mark(&mut self, ino: u64) {
+        if !self.null && self.q.marks.last() != Some(&ino) {
+            self.q.marks.push(ino);
         }
     }
 }
@@ -94,7 +113,7 @@ impl Gate<'_> {
 impl Committer {
     pub fn new(store: Arc<dyn Store>, durability: Durability, interval_ms: u64) -> Arc<Committer> {
         Arc::new(Committer {
-            shards: (0..GATE_SHARDS).map(|_| CachePadded::new(Mutex::new(LockClass::Gate, Vec::new()))).collect(),
+            shards: (0..GATE_SHARDS).map(|_| CachePadded::new(Mutex::new(LockClass::Gate, Queue::default()))).collect(),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
@@ -109,7 +128,12 @@ impl Committer {
             stats: CommitStats::default(),
             commit_lock: parking_lot::Mutex::new(()),
             after_commit: parking_lot::Mutex::new(None),
+            formatter: parking_lot::Mutex::new(None),
         })
+    }
+
+    pub fn set_formatter(&self, f: Formatter) {
+        *self.formatter.lock() = Some(f);
     }
 
     pub fn set_after_commit(&self, f: Box<dyn Fn() + Send + Sync>) {
@@ -230,9 +254,20 @@ impl Committer {
         {
             let mut guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
             closed = self.epoch.load(Ordering::Acquire);
+            let mut marks = Vec::new();
             for g in guards.iter_mut() {
-                if !g.is_empty() {
-                    taken.push(std::mem::take(&mut **g));
+                if !g.recs.is_empty() {
+                    taken.push(std::mem::take(&mut g.recs));
+                }
+                marks.append(&mut g.marks);
+            }
+            if !marks.is_empty() {
+                // No operation is in flight (every shard is held): the marked
+                // inodes' state is exactly the state after this epoch.
+                marks.sort_unstable();
+                marks.dedup();
+                if let Some(f) = self.formatter.lock().as_ref() {
+                    taken.push(f(&marks, closed));
                 }
             }
             self.epoch.store(closed + 1, Ordering::Release);

@@ -6,8 +6,8 @@
 //! gate) -> commit gate shard -> one inode state at a time -> directory shard
 //! / inode-table shard (leaves). No operation holds two inode states at once.
 
-use crate::cache::{Counter, Dent, Inode, InodeState, InodeTable, NameLocks};
-use crate::commit::{Committer, Gate};
+use crate::cache::{Counter, Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
+use crate::commit::{Committer, Gate, Record};
 use crate::error::{Error, Result};
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
@@ -244,6 +244,12 @@ impl Engine {
             }
             e.recover_orphans()?;
         }
+        // Directory records are formatted when their epoch closes.
+        let weak = Arc::downgrade(&e);
+        e.committer.set_formatter(Box::new(move |inos, epoch| match weak.upgrade() {
+            Some(e) => e.format_marked(inos, epoch),
+            None => Vec::new(),
+        }));
         // Batched reclaim runs on the committer thread after each commit.
         let weak = Arc::downgrade(&e);
         e.committer.set_after_commit(Box::new(move || {
@@ -433,13 +439,112 @@ impl Engine {
         }
     }
 
-    /// Queue the inode record (attributes, inline data or symlink target or
-    /// parent pointer, xattrs).
-    fn emit_inode(&self, g: &mut Gate<'_>, st: &mut InodeState) {
-        st.dirty_epoch = g.epoch;
-        if g.is_null() {
-            return;
+    /// A change to a directory's entries made by this operation. Only this
+    /// thread's stripe of the directory is touched (its lock is the only
+    /// shared write); the committer folds the stripes into the directory's
+    /// record when the epoch closes. Fails if the directory was removed.
+    fn dir_update(&self, g: &mut Gate<'_>, d: &Inode, entries: i64, subdirs: i64, t: Ts) -> Result<()> {
+        let dir = d.dir.as_ref().ok_or(Error::NotDir)?;
+        let mut s = dir.stripes[crate::sync::thread_slot() % DIR_STRIPES].lock();
+        if s.dead {
+            return Err(Error::NotFound);
         }
+        s.entries += entries;
+        s.subdirs += subdirs;
+        if t > s.mtime {
+            s.mtime = t;
+        }
+        s.dirty_epoch = s.dirty_epoch.max(g.epoch);
+        drop(s);
+        g.mark(d.ino);
+        Ok(())
+    }
+
+    /// Move a directory's stripe deltas into its attributes. Lock order: the
+    /// inode's state (held by the caller), then the stripes in index order.
+    fn dir_fold(d: &Inode, st: &mut InodeState) {
+        let Some(dir) = &d.dir else { return };
+        let mut latest: Option<Ts> = None;
+        for s in &dir.stripes {
+            let mut s = s.lock();
+            st.attr.size = (st.attr.size as i64 + s.entries) as u64;
+            st.attr.nlink = (st.attr.nlink as i64 + s.subdirs) as u32;
+            if s.mtime != Ts::default() {
+                latest = latest.max(Some(s.mtime));
+            }
+            st.dirty_epoch = st.dirty_epoch.max(s.dirty_epoch);
+            s.entries = 0;
+            s.subdirs = 0;
+            s.mtime = Ts::default();
+        }
+        if let Some(m) = latest {
+            // Every stripe change is newer than the last fold (or explicit setattr).
+            st.attr.mtime = m;
+            st.attr.ctime = m;
+        }
+    }
+
+    /// An inode's current attributes; for a directory, with its stripes' deltas.
+    fn attr_of(&self, i: &Inode) -> Attr {
+        let st = i.st.lock();
+        let mut a = st.attr;
+        if let Some(dir) = &i.dir {
+            let mut latest: Option<Ts> = None;
+            for s in &dir.stripes {
+                let s = s.lock();
+                a.size = (a.size as i64 + s.entries) as u64;
+                a.nlink = (a.nlink as i64 + s.subdirs) as u32;
+                if s.mtime != Ts::default() {
+                    latest = latest.max(Some(s.mtime));
+                }
+            }
+            if let Some(m) = latest {
+                a.mtime = m;
+                a.ctime = m;
+            }
+        }
+        a
+    }
+
+    /// rmdir and rename over a directory: fail unless empty, else mark it
+    /// dead in its state and every stripe, all held at once, so no create can
+    /// slip in between the check and the mark.
+    fn dir_kill_if_empty(d: &Inode) -> Result<()> {
+        let mut st = d.st.lock();
+        let dir = d.dir.as_ref().ok_or(Error::NotDir)?;
+        let mut stripes: Vec<_> = dir.stripes.iter().map(|s| s.lock()).collect();
+        let total = st.attr.size as i64 + stripes.iter().map(|s| s.entries).sum::<i64>();
+        if total != 0 {
+            return Err(Error::NotEmpty);
+        }
+        for s in stripes.iter_mut() {
+            s.dead = true;
+        }
+        st.dead = true;
+        Ok(())
+    }
+
+    /// The committer's formatter: the current record of every marked inode,
+    /// with its stripes folded in (delayed logging, seed 003). Runs while every
+    /// gate shard is held, so the state is exactly the closed epoch's.
+    fn format_marked(&self, inos: &[Ino], epoch: u64) -> Vec<Record> {
+        let mut out = Vec::with_capacity(inos.len());
+        for &ino in inos {
+            let Some(i) = self.inodes.get(ino) else { continue };
+            let mut st = i.st.lock();
+            if st.destroyed {
+                continue;
+            }
+            Self::dir_fold(&i, &mut st);
+            Self::bump(&mut st);
+            st.dirty_epoch = st.dirty_epoch.max(epoch);
+            let (key, ver, val) = Self::inode_record(&st);
+            out.push(Record { key, ver, val: Some(val) });
+        }
+        out
+    }
+
+    fn inode_record(st: &InodeState) -> (Vec<u8>, u64, Vec<u8>) {
         let a = &st.attr;
         let blob: Vec<u8>;
         let b: &[u8] = match a.kind {
@@ -452,7 +557,18 @@ impl Engine {
             Kind::File => &[],
             _ => &st.blob,
         };
-        g.put(schema::inode_key(a.ino), a.version, schema::encode_inode(a, b, &st.xattrs));
+        (schema::inode_key(a.ino), a.version, schema::encode_inode(a, b, &st.xattrs))
+    }
+
+    /// Queue the inode record (attributes, inline data or symlink target or
+    /// parent pointer, xattrs).
+    fn emit_inode(&self, g: &mut Gate<'_>, st: &mut InodeState) {
+        st.dirty_epoch = g.epoch;
+        if g.is_null() {
+            return;
+        }
+        let (key, ver, val) = Self::inode_record(st);
+        g.put(key, ver, val);
     }
 
     fn bump(st: &mut InodeState) {
@@ -493,15 +609,14 @@ impl Engine {
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         let _t = self.stats.start(Op::Getattr);
         let i = self.inode(ino)?;
-        let a = i.st.lock().attr;
-        Ok(a)
+        Ok(self.attr_of(&i))
     }
 
     pub fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Lookup);
         let p = self.dir_ref(parent)?;
         if name == b"." {
-            return Ok(p.st.lock().attr);
+            return Ok(self.attr_of(&p));
         }
         if name == b".." {
             let pp = p.st.lock().parent();
@@ -513,8 +628,7 @@ impl Engine {
         }
         let (ino, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         let i = self.inode(ino)?;
-        let a = i.st.lock().attr;
-        Ok(a)
+        Ok(self.attr_of(&i))
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -604,24 +718,9 @@ impl Engine {
         }
         let mut g = self.committer.enter()?;
         let t = now();
-        let (pgid, psgid) = {
-            let mut ps = p.st.lock();
-            if ps.dead {
-                return Err(Error::NotFound);
-            }
-            if kind == Kind::Dir {
-                if ps.attr.nlink >= LINK_MAX {
-                    return Err(Error::TooManyLinks);
-                }
-                ps.attr.nlink += 1;
-            }
-            ps.attr.size += 1;
-            ps.attr.mtime = t;
-            ps.attr.ctime = t;
-            Self::bump(&mut ps);
-            self.emit_inode(&mut g, &mut ps);
-            (ps.attr.gid, ps.attr.perm & 0o2000 != 0)
-        };
+        self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
+        let pdir = p.dir.as_ref().expect("directory");
+        let (pgid, psgid) = (pdir.gid.load(Ordering::Relaxed), pdir.sgid.load(Ordering::Relaxed));
         let ino = self.alloc_ino(&mut g, parent, kind)?;
         let gid = if psgid { pgid } else { ctx.gid };
         let mut perm = perm;
@@ -683,14 +782,7 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         self.put_entry(&mut g, &p, name, 0, kind);
-        {
-            let mut ps = p.st.lock();
-            ps.attr.size -= 1;
-            ps.attr.mtime = t;
-            ps.attr.ctime = t;
-            Self::bump(&mut ps);
-            self.emit_inode(&mut g, &mut ps);
-        }
+        self.dir_update(&mut g, &p, -1, 0, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
         drop(g);
@@ -797,23 +889,9 @@ impl Engine {
         self.check_delete(ctx, &p, &c)?;
         let mut g = self.committer.enter()?;
         let t = now();
-        {
-            let mut cs = c.st.lock();
-            if cs.attr.size != 0 {
-                return Err(Error::NotEmpty);
-            }
-            cs.dead = true;
-        }
+        Self::dir_kill_if_empty(&c)?;
         self.put_entry(&mut g, &p, name, 0, kind);
-        {
-            let mut ps = p.st.lock();
-            ps.attr.size -= 1;
-            ps.attr.nlink -= 1;
-            ps.attr.mtime = t;
-            ps.attr.ctime = t;
-            Self::bump(&mut ps);
-            self.emit_inode(&mut g, &mut ps);
-        }
+        self.dir_update(&mut g, &p, -1, -1, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
         drop(g);
@@ -857,24 +935,14 @@ impl Engine {
             self.emit_inode(&mut g, &mut cs);
             cs.attr
         };
-        {
-            let mut ps = np.st.lock();
-            if !ps.dead {
-                ps.attr.size += 1;
-                ps.attr.mtime = t;
-                ps.attr.ctime = t;
-                Self::bump(&mut ps);
-                self.emit_inode(&mut g, &mut ps);
-            } else {
-                drop(ps);
-                // The new parent was removed meanwhile: give the link back, in
-                // the same epoch, so the store never sees the extra link.
-                let mut cs = c.st.lock();
-                cs.attr.nlink -= 1;
-                Self::bump(&mut cs);
-                self.emit_inode(&mut g, &mut cs);
-                return Err(Error::NotFound);
-            }
+        if let Err(e) = self.dir_update(&mut g, &np, 1, 0, t) {
+            // The new parent was removed meanwhile: give the link back, in the
+            // same epoch, so the store never sees the extra link.
+            let mut cs = c.st.lock();
+            cs.attr.nlink -= 1;
+            Self::bump(&mut cs);
+            self.emit_inode(&mut g, &mut cs);
+            return Err(e);
         }
         self.put_entry(&mut g, &np, newname, ino, c.kind);
         let e = g.epoch;
@@ -969,44 +1037,27 @@ impl Engine {
         }
         let mut g = self.committer.enter()?;
         let t = now();
+        let sdir = skind == Kind::Dir;
+        let replaced_dir = !exchange && d.as_ref().is_some_and(|d| d.kind == Kind::Dir);
+        if replaced_dir {
+            // Before any change: a non-empty target directory fails the rename.
+            Self::dir_kill_if_empty(d.as_ref().expect("target"))?;
+        }
         if cross && !exchange {
-            // The new parent first: if it was removed meanwhile, nothing is changed yet.
-            let mut ps = np.st.lock();
-            if ps.dead {
-                return Err(Error::NotFound);
-            }
-            if d.is_none() {
-                ps.attr.size += 1;
-            }
-            if skind == Kind::Dir {
-                ps.attr.nlink += 1;
-            }
-            if d.as_ref().is_some_and(|d| d.kind == Kind::Dir) {
-                ps.attr.nlink -= 1;
-            }
-            ps.attr.mtime = t;
-            ps.attr.ctime = t;
-            Self::bump(&mut ps);
-            self.emit_inode(&mut g, &mut ps);
+            // The new parent first: if it was removed meanwhile, nothing is
+            // changed yet (it cannot be if it holds the replaced target).
+            self.dir_update(&mut g, &np, d.is_none() as i64, sdir as i64 - replaced_dir as i64, t)?;
         }
         if exchange {
             let d = d.expect("exchange has a target");
             self.put_entry(&mut g, &p, name, d.ino, d.kind);
             self.put_entry(&mut g, &np, newname, sino, skind);
-            let sdir = (skind == Kind::Dir) as i64;
             let ddir = (d.kind == Kind::Dir) as i64;
-            for (dirnode, delta) in [(&p, ddir - sdir), (&np, sdir - ddir)] {
-                let mut ps = dirnode.st.lock();
-                if cross {
-                    ps.attr.nlink = (ps.attr.nlink as i64 + delta) as u32;
-                }
-                ps.attr.mtime = t;
-                ps.attr.ctime = t;
-                Self::bump(&mut ps);
-                self.emit_inode(&mut g, &mut ps);
-                if !cross {
-                    break;
-                }
+            if cross {
+                self.dir_update(&mut g, &p, 0, ddir - sdir as i64, t)?;
+                self.dir_update(&mut g, &np, 0, sdir as i64 - ddir, t)?;
+            } else {
+                self.dir_update(&mut g, &p, 0, 0, t)?;
             }
             for (node, newp) in [(&s, newparent), (&d, parent)] {
                 let mut st = node.st.lock();
@@ -1018,38 +1069,12 @@ impl Engine {
                 self.emit_inode(&mut g, &mut st);
             }
         } else {
-            if let Some(d) = &d {
-                if d.kind == Kind::Dir {
-                    let mut ds = d.st.lock();
-                    if ds.attr.size != 0 {
-                        return Err(Error::NotEmpty);
-                    }
-                    ds.dead = true;
-                }
-            }
             self.put_entry(&mut g, &p, name, 0, skind);
             self.put_entry(&mut g, &np, newname, sino, skind);
-            let sdir = skind == Kind::Dir;
-            let replaced_dir = d.as_ref().is_some_and(|d| d.kind == Kind::Dir);
-            {
-                let mut ps = p.st.lock();
-                ps.attr.size -= 1;
-                if cross && sdir {
-                    ps.attr.nlink -= 1;
-                }
-                if !cross {
-                    if d.is_some() {
-                        ps.attr.size -= 1;
-                        if replaced_dir {
-                            ps.attr.nlink -= 1;
-                        }
-                    }
-                    ps.attr.size += 1;
-                }
-                ps.attr.mtime = t;
-                ps.attr.ctime = t;
-                Self::bump(&mut ps);
-                self.emit_inode(&mut g, &mut ps);
+            if cross {
+                self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
+            } else {
+                self.dir_update(&mut g, &p, -(d.is_some() as i64), -(replaced_dir as i64), t)?;
             }
             {
                 let mut ss = s.st.lock();
@@ -1090,6 +1115,8 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
+        // A directory's pending stripe deltas first, so the record is whole.
+        Self::dir_fold(&i, &mut st);
         if ctx.check_perms {
             let a = st.attr;
             let owner = ctx.uid == 0 || ctx.uid == a.uid;
@@ -1151,6 +1178,10 @@ impl Engine {
         Self::bump(&mut st);
         self.emit_inode(&mut g, &mut st);
         let a = st.attr;
+        if let Some(dir) = &i.dir {
+            dir.gid.store(a.gid, Ordering::Relaxed);
+            dir.sgid.store(a.perm & 0o2000 != 0, Ordering::Relaxed);
+        }
         drop(st);
         let e = g.epoch;
         drop(g);
@@ -1660,8 +1691,17 @@ impl Engine {
                 if i.ino == ROOT_INO || i.lookups.load(Ordering::Relaxed) > 0 || i.opens.load(Ordering::Relaxed) > 0 {
                     return false;
                 }
-                if i.dir.as_ref().is_some_and(|d| d.cached() > 0) {
-                    return false;
+                if let Some(d) = &i.dir {
+                    if d.cached() > 0 {
+                        return false;
+                    }
+                    // Unfolded stripe deltas live only here: keep the directory.
+                    let stripes_clean = d.stripes.iter().all(|s| {
+                        s.try_lock().is_some_and(|s| s.dirty_epoch <= durable && s.entries == 0 && s.subdirs == 0)
+                    });
+                    if !stripes_clean {
+                        return false;
+                    }
                 }
                 match i.st.try_lock() {
                     Some(st) if st.dirty_epoch <= durable => {

@@ -32,9 +32,11 @@ pub enum LockClass {
     Rename,
     /// The reclaim lock (fills share it, batched eviction takes it exclusively).
     Reclaim,
+    /// A thread-stripe of a directory's entry count and times.
+    DirStripe,
 }
 
-pub const LOCK_CLASSES: [LockClass; 7] = [
+pub const LOCK_CLASSES: [LockClass; 8] = [
     LockClass::Name,
     LockClass::Inode,
     LockClass::DirShard,
@@ -42,6 +44,7 @@ pub const LOCK_CLASSES: [LockClass; 7] = [
     LockClass::Gate,
     LockClass::Rename,
     LockClass::Reclaim,
+    LockClass::DirStripe,
 ];
 
 impl LockClass {
@@ -54,6 +57,7 @@ impl LockClass {
             LockClass::Gate => "commit_gate",
             LockClass::Rename => "rename",
             LockClass::Reclaim => "reclaim",
+            LockClass::DirStripe => "dir_stripe",
         }
     }
 }
