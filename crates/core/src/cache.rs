@@ -84,6 +84,22 @@ impl Dir {
         s.get(&hash).and_then(|b| b.iter().find(|(n, _)| &**n == name).map(|(_, d)| *d))
     }
 
+    /// Lookup for name resolution: the entry, and whether a miss is definite.
+    /// `complete` is read under the shard's lock, and eviction clears it under
+    /// the same lock *before* removing anything, so a miss caused by eviction
+    /// is never taken for a definite one.
+    pub fn resolve(&self, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
+        let s = self.shards[dir_shard(hash)].read();
+        let d = s.get(&hash).and_then(|b| b.iter().find(|(n, _)| &**n == name).map(|(_, d)| *d));
+        (d, self.complete.load(Ordering::SeqCst))
+    }
+
+    /// The linear-scan counterpart of `resolve` (the seed-001 "before" switch).
+    pub fn resolve_linear(&self, name: &[u8]) -> (Option<Dent>, bool) {
+        let d = self.get_linear(name);
+        (d, self.complete.load(Ordering::SeqCst))
+    }
+
     /// Linear lookup (the seed-001 "before" switch): compare every cached name.
     pub fn get_linear(&self, name: &[u8]) -> Option<Dent> {
         for sh in &self.shards {
@@ -191,6 +207,10 @@ impl Dir {
         let mut dirty = 0;
         for sh in &self.shards {
             let mut s = sh.write();
+            if s.values().flatten().any(|(_, d)| d.dirty_epoch <= durable) {
+                // Not complete any more, before the first entry goes (see `resolve`).
+                self.complete.store(false, Ordering::SeqCst);
+            }
             s.retain(|_, b| {
                 b.retain(|(_, d)| {
                     if d.dirty_epoch <= durable {
@@ -203,9 +223,6 @@ impl Dir {
                 });
                 !b.is_empty()
             });
-        }
-        if ev > 0 {
-            self.complete.store(false, Ordering::Release);
         }
         (ev, dirty)
     }

@@ -383,16 +383,16 @@ impl Engine {
     fn find(&self, dir: &Inode, name: &[u8]) -> Result<Option<(Ino, Kind)>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
         let h = name_hash(name);
-        let cached = match self.cfg.dir_index {
-            DirIndex::Indexed => d.get(h, name),
-            DirIndex::Linear => d.get_linear(name),
+        let (cached, complete) = match self.cfg.dir_index {
+            DirIndex::Indexed => d.resolve(h, name),
+            DirIndex::Linear => d.resolve_linear(name),
         };
         if let Some(c) = cached {
             if c.ino != 0 || self.cfg.name_cache != NameCache::Off || c.dirty_epoch > self.committer.durable_epoch() {
                 return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind)) });
             }
         }
-        if d.complete.load(Ordering::Acquire) || self.store.is_null() {
+        if complete || self.store.is_null() {
             return Ok(None);
         }
         let _r = self.reclaim.read();
@@ -1464,9 +1464,14 @@ impl Engine {
         let max = max.max(1);
         let mut from = cookie.saturating_add(1).max(3);
         loop {
-            let complete = dir.complete.load(Ordering::Acquire) || self.store.is_null();
+            let complete = dir.complete.load(Ordering::SeqCst) || self.store.is_null();
             if complete {
                 let got = dir.range(from, u64::MAX, max);
+                // Eviction clears `complete` before removing entries: if it ran
+                // meanwhile, this listing may have holes; merge with the store.
+                if !dir.complete.load(Ordering::SeqCst) && !self.store.is_null() {
+                    continue;
+                }
                 return Ok(got
                     .into_iter()
                     .filter(|(_, _, d)| d.ino != 0)
