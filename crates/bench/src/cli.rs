@@ -295,6 +295,7 @@ fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {
 fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String> {
     let cfg = sw.config(a.cache_mb)?;
     let _tmp;
+    let mut store_path = None;
     let store: Arc<dyn Store> = if sw.commit == "none" {
         Arc::new(NullStore)
     } else {
@@ -309,6 +310,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                 _tmp.join("store")
             }
         };
+        store_path = Some(dir.clone());
         let s = shoal_store::FjallStore::create(&dir).map_err(|e| e.to_string())?;
         Engine::mkfs(&s, cfg.ags).map_err(|e| e.to_string())?;
         Arc::new(s)
@@ -364,6 +366,16 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
         }));
     }
     e.shutdown().map_err(|e| e.to_string())?;
+    drop(e);
+    // The benchmark's store is scratch: remove it (and its temporary parent).
+    if let Some(p) = store_path {
+        let _ = std::fs::remove_dir_all(&p);
+        if a.store_dir.is_none() {
+            if let Some(parent) = p.parent() {
+                let _ = std::fs::remove_dir_all(parent);
+            }
+        }
+    }
     Ok((results, cpu1 - cpu0, cs1 - cs0, Value::Object(locks)))
 }
 
