@@ -141,6 +141,9 @@ fn init_logging() {
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // The log may live on the store's own filesystem: when that disk is
+        // full, a failed log write must not become a panic (eprintln! would).
+        .log_internal_errors(false)
         .try_init();
 }
 

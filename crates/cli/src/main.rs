@@ -17,7 +17,9 @@ fn main() {
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("shoal: internal error: {msg}{at} (please report this)");
+        // Never panic here (eprintln! does when stderr's disk is full).
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "shoal: internal error: {msg}{at} (please report this)");
     }));
     let cli = Cli::parse();
     let r = match cli.cmd {
@@ -31,7 +33,8 @@ fn main() {
     match r {
         Ok(code) => std::process::exit(code),
         Err(msg) => {
-            eprintln!("shoal: {msg}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "shoal: {msg}");
             std::process::exit(1);
         }
     }

@@ -59,6 +59,8 @@ pub struct Committer {
     /// Every epoch <= this is in the store (and synced unless Buffered).
     durable: AtomicU64,
     poisoned: AtomicBool,
+    /// The poisoning failure was a full disk: report ENOSPC, not EIO.
+    poisoned_nospace: AtomicBool,
     stop: AtomicBool,
     kick: parking_lot::Mutex<bool>,
     kick_cv: Condvar,
@@ -117,6 +119,7 @@ impl Committer {
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
+            poisoned_nospace: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             kick: parking_lot::Mutex::new(false),
             kick_cv: Condvar::new(),
@@ -152,7 +155,7 @@ impl Committer {
     #[inline]
     pub fn enter(&self) -> Result<Gate<'_>> {
         if self.poisoned.load(Ordering::Relaxed) {
-            return Err(Error::Io("an earlier commit failed; shoal is read-only".into()));
+            return Err(self.poison_error());
         }
         let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -176,7 +179,7 @@ impl Committer {
                 return Ok(());
             }
             if self.poisoned.load(Ordering::Relaxed) {
-                return Err(Error::Io("commit failed".into()));
+                return Err(self.poison_error());
             }
             if self.stop.load(Ordering::SeqCst) {
                 // The committer thread is gone (or going): commit inline.
@@ -208,8 +211,20 @@ impl Committer {
         self.kick_cv.notify_one();
     }
 
+    /// What operations get after a failed commit: ENOSPC if the disk filled, else EIO.
+    fn poison_error(&self) -> Error {
+        if self.poisoned_nospace.load(Ordering::Relaxed) {
+            Error::NoSpace
+        } else {
+            Error::Io("an earlier commit failed; shoal is read-only".into())
+        }
+    }
+
     fn poison(&self, e: Error) -> Error {
         tracing::error!("commit failed, turning read-only: {e}");
+        if e == Error::NoSpace {
+            self.poisoned_nospace.store(true, Ordering::SeqCst);
+        }
         self.poisoned.store(true, Ordering::SeqCst);
         let _g = self.done.lock();
         self.done_cv.notify_all();
