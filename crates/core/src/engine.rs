@@ -1637,8 +1637,9 @@ impl Engine {
         let data = self.cached_data.get().max(0) as u64;
         // Per inode: the padded in-memory inode, its Arc header, table slot and
         // allocator rounding. Per entry: the bucket, the name, the B-tree slot
-        // (calibrated against RSS: 300K files, 16 vs 64 MiB budgets).
-        let per_inode = (std::mem::size_of::<Inode>() + 128) as u64;
+        // (calibrated against RSS: 300K files at 16 vs 64 MiB budgets, and
+        // 270K cached inodes through a mount: about 800 bytes each in all).
+        let per_inode = (std::mem::size_of::<Inode>() + 400) as u64;
         inodes * per_inode + dents * 192 + data
     }
 
