@@ -214,7 +214,6 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     if !mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
-    let pid: Option<i32> = None;
     let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: c is a valid path string.
     let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
@@ -226,7 +225,6 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         }
     }
     // Wait until the daemon has committed and released the store.
-    let _ = pid;
     if !shoal_store::FjallStore::wait_unlocked(Path::new(&src), Duration::from_secs(300)) {
         return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
     }

@@ -201,8 +201,7 @@ impl Dir {
     }
 
     /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
-    pub fn evict_clean(&self, durable: u64, keep_negative_dirty: bool) -> (usize, usize) {
-        let _ = keep_negative_dirty;
+    pub fn evict_clean(&self, durable: u64) -> (usize, usize) {
         let mut ev = 0;
         let mut dirty = 0;
         for sh in &self.shards {

@@ -1158,11 +1158,9 @@ impl Engine {
             st.attr.perm &= !0o6000;
         }
         if let Some(sz) = sa.size {
-            let old = st.attr.size;
+            // truncate(2) updates mtime and ctime even when the size is unchanged.
             self.resize(&mut g, &mut st, sz)?;
-            if sz != old || true {
-                st.attr.mtime = t;
-            }
+            st.attr.mtime = t;
         }
         match sa.atime {
             Some(TimeSet::Now) => st.attr.atime = t,
@@ -1671,7 +1669,7 @@ impl Engine {
             // Directory entries first: a directory's clean entries can go even if the directory stays.
             for i in self.inodes.shard_snapshot(si) {
                 if let Some(d) = &i.dir {
-                    let (ev, _) = d.evict_clean(durable, false);
+                    let (ev, _) = d.evict_clean(durable);
                     if ev > 0 {
                         self.cached_dents.add(-(ev as i64));
                         self.evicted_dents.fetch_add(ev as u64, Ordering::Relaxed);
