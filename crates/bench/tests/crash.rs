@@ -78,39 +78,33 @@ fn one_cut(seed: u64, cfg: &Config) {
     assert!(r.is_clean(), "seed={seed}: fsck after recovery: {:?}", r.problems);
 }
 
-#[test]
-fn power_cut_recovers_a_prefix() {
-    let base = base_seed();
-    let cfg = Config { commit_interval_ms: 1, ..Config::default() };
-    let runs = std::env::var("SHOAL_CRASH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(60u64);
+/// `runs` power cuts with consecutive seeds from `base`.
+fn cuts(base: u64, runs: u64, cfg: &Config) {
     for i in 0..runs {
         let seed = base.wrapping_add(i);
         println!("seed={seed}");
-        one_cut(seed, &cfg);
+        one_cut(seed, cfg);
     }
 }
 
 #[test]
+fn power_cut_recovers_a_prefix() {
+    let cfg = Config { commit_interval_ms: 1, ..Config::default() };
+    let runs = std::env::var("SHOAL_CRASH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(60u64);
+    cuts(base_seed(), runs, &cfg);
+}
+
+#[test]
 fn power_cut_with_buffered_durability() {
-    let base = base_seed() ^ 0xbf;
     let cfg = Config { commit_interval_ms: 1, durability: shoal_core::Durability::Buffered, ..Config::default() };
-    for i in 0..20 {
-        let seed = base.wrapping_add(i);
-        println!("seed={seed}");
-        one_cut(seed, &cfg);
-    }
+    cuts(base_seed() ^ 0xbf, 20, &cfg);
 }
 
 #[test]
 fn power_cut_with_tiny_cache() {
     // Reclaim after every commit: recovery must not depend on what was cached.
-    let base = base_seed() ^ 0x7c;
     let cfg = Config { commit_interval_ms: 1, cache_bytes: 1, ..Config::default() };
-    for i in 0..30 {
-        let seed = base.wrapping_add(i);
-        println!("seed={seed}");
-        one_cut(seed, &cfg);
-    }
+    cuts(base_seed() ^ 0x7c, 30, &cfg);
 }
 
 #[test]

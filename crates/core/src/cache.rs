@@ -78,13 +78,7 @@ impl Dir {
         }
     }
 
-    /// Indexed lookup: O(log n) in one shard.
-    pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
-        let s = self.shards[dir_shard(hash)].read();
-        s.get(&hash).and_then(|b| b.iter().find(|(n, _)| &**n == name).map(|(_, d)| *d))
-    }
-
-    /// Lookup for name resolution: the entry, and whether a miss is definite.
+    /// Indexed lookup, O(log n) in one shard: the entry, and whether a miss is definite.
     /// `complete` is read under the shard's lock, and eviction clears it under
     /// the same lock *before* removing anything, so a miss caused by eviction
     /// is never taken for a definite one.
@@ -112,19 +106,6 @@ impl Dir {
                 }
             }
         }
-        None
-    }
-
-    /// Insert or replace. Returns the previous entry.
-    pub fn set(&self, hash: u64, name: &[u8], d: Dent) -> Option<Dent> {
-        let mut s = self.shards[dir_shard(hash)].write();
-        let b = s.entry(hash).or_default();
-        for (n, old) in b.iter_mut() {
-            if &**n == name {
-                return Some(std::mem::replace(old, d));
-            }
-        }
-        b.push((name.into(), d));
         None
     }
 

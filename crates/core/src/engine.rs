@@ -464,24 +464,37 @@ impl Engine {
     /// inode's state (held by the caller), then the stripes in index order.
     fn dir_fold(d: &Inode, st: &mut InodeState) {
         let Some(dir) = &d.dir else { return };
+        let dirty = Self::add_stripes(dir, &mut st.attr, true);
+        st.dirty_epoch = st.dirty_epoch.max(dirty);
+    }
+
+    /// Add a directory's stripe deltas to `a` (size, nlink, and the newest
+    /// stripe mtime as mtime and ctime: every stripe change is newer than the
+    /// last fold or explicit setattr). With `reset`, the stripes are emptied
+    /// (a fold). Returns the stripes' highest dirty epoch. The caller holds
+    /// the directory's inode lock; stripes are taken in index order.
+    fn add_stripes(dir: &crate::cache::Dir, a: &mut Attr, reset: bool) -> u64 {
         let mut latest: Option<Ts> = None;
+        let mut dirty = 0;
         for s in &dir.stripes {
             let mut s = s.lock();
-            st.attr.size = (st.attr.size as i64 + s.entries) as u64;
-            st.attr.nlink = (st.attr.nlink as i64 + s.subdirs) as u32;
+            a.size = (a.size as i64 + s.entries) as u64;
+            a.nlink = (a.nlink as i64 + s.subdirs) as u32;
             if s.mtime != Ts::default() {
                 latest = latest.max(Some(s.mtime));
             }
-            st.dirty_epoch = st.dirty_epoch.max(s.dirty_epoch);
-            s.entries = 0;
-            s.subdirs = 0;
-            s.mtime = Ts::default();
+            dirty = dirty.max(s.dirty_epoch);
+            if reset {
+                s.entries = 0;
+                s.subdirs = 0;
+                s.mtime = Ts::default();
+            }
         }
         if let Some(m) = latest {
-            // Every stripe change is newer than the last fold (or explicit setattr).
-            st.attr.mtime = m;
-            st.attr.ctime = m;
+            a.mtime = m;
+            a.ctime = m;
         }
+        dirty
     }
 
     /// An inode's current attributes; for a directory, with its stripes' deltas.
@@ -489,19 +502,7 @@ impl Engine {
         let st = i.st.lock();
         let mut a = st.attr;
         if let Some(dir) = &i.dir {
-            let mut latest: Option<Ts> = None;
-            for s in &dir.stripes {
-                let s = s.lock();
-                a.size = (a.size as i64 + s.entries) as u64;
-                a.nlink = (a.nlink as i64 + s.subdirs) as u32;
-                if s.mtime != Ts::default() {
-                    latest = latest.max(Some(s.mtime));
-                }
-            }
-            if let Some(m) = latest {
-                a.mtime = m;
-                a.ctime = m;
-            }
+            Self::add_stripes(dir, &mut a, false);
         }
         a
     }

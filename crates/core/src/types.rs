@@ -73,19 +73,7 @@ pub struct Ts {
 
 impl Ts {
     pub fn now() -> Ts {
-        match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(d) => Ts { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
-            Err(e) => {
-                let d = e.duration();
-                let mut sec = -(d.as_secs() as i64);
-                let mut nsec = d.subsec_nanos();
-                if nsec > 0 {
-                    sec -= 1;
-                    nsec = 1_000_000_000 - nsec;
-                }
-                Ts { sec, nsec }
-            }
-        }
+        Ts::from_system(SystemTime::now())
     }
     pub fn to_system(self) -> SystemTime {
         if self.sec >= 0 {
