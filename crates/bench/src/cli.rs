@@ -70,6 +70,23 @@ pub struct BenchArgs {
     pub plot: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Engine mode with a store: after the run, flush and compact the store
+    /// and report its bytes on disk per file created (use with `create`).
+    #[arg(long)]
+    pub space: bool,
+    /// tree: the tarball to unpack, uncompressed (default: Debian's
+    /// /usr/src/linux-source-*.tar.xz, decompressed once to /var/tmp).
+    #[arg(long)]
+    pub tarball: Option<PathBuf>,
+    /// tree: start every phase cold: engine mode reopens the engine and store
+    /// and drops the page cache; path mode syncs, drops the page cache and
+    /// runs --between.
+    #[arg(long)]
+    pub cold: bool,
+    /// tree, path mode: a shell command run between phases (for example a
+    /// remount); $SHOAL_BENCH_TARGET and $SHOAL_BENCH_PATH name the target.
+    #[arg(long)]
+    pub between: Option<String>,
     /// Internal: run as path-mode worker number N.
     #[arg(long, hide = true)]
     pub worker: Option<usize>,
@@ -79,7 +96,7 @@ pub struct BenchArgs {
     pub root: Option<PathBuf>,
 }
 
-fn rusage() -> (f64, u64) {
+pub(crate) fn rusage() -> (f64, u64) {
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
@@ -96,16 +113,16 @@ fn pct(v: &mut [u64], p: f64) -> u64 {
 }
 
 #[derive(Clone, Debug)]
-struct Switches {
-    lock_scope: String,
-    dir_index: String,
-    name_cache: String,
-    placement: String,
-    commit: String,
+pub(crate) struct Switches {
+    pub(crate) lock_scope: String,
+    pub(crate) dir_index: String,
+    pub(crate) name_cache: String,
+    pub(crate) placement: String,
+    pub(crate) commit: String,
 }
 
 impl Switches {
-    fn config(&self, cache_mb: u64) -> Result<Config, String> {
+    pub(crate) fn config(&self, cache_mb: u64) -> Result<Config, String> {
         let mut c = Config::default();
         c.lock_scope = match self.lock_scope.as_str() {
             "global" => LockScope::Global,
@@ -137,11 +154,11 @@ impl Switches {
         c.cache_bytes = cache_mb << 20;
         Ok(c)
     }
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({"lock_scope": self.lock_scope, "dir_index": self.dir_index, "name_cache": self.name_cache,
                "placement": self.placement, "commit": self.commit})
     }
-    fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         format!("{}/{}/{}/{}/{}", self.lock_scope, self.dir_index, self.name_cache, self.placement, self.commit)
     }
 }
@@ -153,7 +170,7 @@ struct PhaseResult {
     lat: Vec<u64>,
 }
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()
@@ -163,7 +180,7 @@ fn git_commit() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn host() -> String {
+pub(crate) fn host() -> String {
     let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     format!("{h} ({n} cpus)")
@@ -173,10 +190,9 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     if let Some(id) = a.worker {
         return worker_main(&a, id).map(|_| 0);
     }
-    if a.workload == "tree" {
-        return Err("the tree workload runs through scripts/bench-tree.sh (untar/tar/diff/rm on mounted paths)".into());
+    if a.workload != "tree" {
+        workloads::phases(&a.workload)?;
     }
-    workloads::phases(&a.workload)?;
     let mut combos = Vec::new();
     for l in &a.lock_scope {
         for d in &a.dir_index {
@@ -202,6 +218,9 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     } else {
         return Err(format!("--mode {}: use engine or path", a.mode));
     };
+    if a.workload == "tree" {
+        return crate::tree::run(&a, &combos, &targets);
+    }
     let (commit, host) = (git_commit(), host());
     let mut rows: Vec<Value> = Vec::new();
     println!(
@@ -227,7 +246,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                 pb.enable_steady_tick(Duration::from_millis(200));
                 let r = if a.mode == "engine" { run_engine(&p, &sw, &a) } else { run_path(&p, tpath) };
                 pb.finish_and_clear();
-                let (phases, cpu, cs, locks) = r?;
+                let (phases, cpu, cs, locks, extra) = r?;
                 let head = workloads::headline(&a.workload);
                 let hp = phases.iter().find(|x| x.name == head).unwrap();
                 let total_ops: u64 = phases.iter().filter(|x| x.name != "setup").map(|x| x.ops).sum();
@@ -248,6 +267,9 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     a.workload, tname, a.mode, w, if a.mode == "engine" { sw.short() } else { "-".into() },
                     ops_per_s, p50 as f64 / 1e3, p99 as f64 / 1e3, cs_per_op, cpu, lock_txt
                 );
+                if !extra.is_empty() {
+                    println!("{:>12} {}", "", extra.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+                }
                 let row = json!({
                     "workload": a.workload, "target": tname, "mode": a.mode, "workers": w,
                     "ops_per_s": ops_per_s, "cs_per_op": cs_per_op, "cpu_s": cpu,
@@ -259,7 +281,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                                "p50_ns": pct(&mut l, 0.5), "p99_ns": pct(&mut l, 0.99)})
                     }).collect::<Vec<_>>(),
                     "params": serde_json::to_value(&p).unwrap(),
-                    "locks": locks, "git": commit, "host": host,
+                    "locks": locks, "git": commit, "host": host, "extra": extra,
                     "time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
                 });
                 if let Some(j) = &a.json {
@@ -286,7 +308,8 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-type RunOut = (Vec<PhaseResult>, f64, u64, Value);
+/// (phases, cpu seconds, context switches, lock counts, extra facts for the JSON row).
+type RunOut = (Vec<PhaseResult>, f64, u64, Value, serde_json::Map<String, Value>);
 
 fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {
     LOCK_CLASSES.iter().map(|c| lock_counts(*c)).collect()
@@ -296,6 +319,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let cfg = sw.config(a.cache_mb)?;
     let _tmp;
     let mut store_path = None;
+    let mut fjall = None;
     let store: Arc<dyn Store> = if sw.commit == "none" {
         Arc::new(NullStore)
     } else {
@@ -311,12 +335,14 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             }
         };
         store_path = Some(dir.clone());
-        let s = shoal_store::FjallStore::create(&dir).map_err(|e| e.to_string())?;
-        Engine::mkfs(&s, cfg.ags).map_err(|e| e.to_string())?;
-        Arc::new(s)
+        let s = Arc::new(shoal_store::FjallStore::create(&dir).map_err(|e| e.to_string())?);
+        Engine::mkfs(&*s, cfg.ags).map_err(|e| e.to_string())?;
+        fjall = Some(s.clone());
+        s
     };
     let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
     let phases = workloads::phases(&p.workload)?;
+    let rss = RssSampler::start();
     let barrier = Barrier::new(p.workers + 1);
     let locks0 = lock_snapshot();
     let (cpu0, cs0) = rusage();
@@ -365,8 +391,23 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             "wait_ns": locks1[i].wait_ns - locks0[i].wait_ns,
         }));
     }
-    e.shutdown().map_err(|e| e.to_string())?;
-    drop(e);
+    let mut extra = serde_json::Map::new();
+    extra.insert("peak_rss_mb".into(), json!(rss.stop() >> 20));
+    extra.insert("cached_inodes".into(), json!(e.cached_inodes()));
+    if let (true, Some(f)) = (a.space, fjall.take()) {
+        let files = results.iter().filter(|r| r.name == "create").map(|r| r.ops).sum::<u64>().max(1);
+        e.shutdown().map_err(|e| e.to_string())?;
+        drop(e);
+        let before = f.disk_space();
+        f.compact().map_err(|e| e.to_string())?;
+        let after = f.disk_space();
+        extra.insert("store_bytes_per_file".into(), json!(after / files));
+        extra.insert("store_bytes_per_file_before_compaction".into(), json!(before / files));
+    } else {
+        e.shutdown().map_err(|e| e.to_string())?;
+        drop(e);
+    }
+    drop(fjall);
     // The benchmark's store is scratch: remove it (and its temporary parent).
     if let Some(p) = store_path {
         let _ = std::fs::remove_dir_all(&p);
@@ -376,10 +417,41 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             }
         }
     }
-    Ok((results, cpu1 - cpu0, cs1 - cs0, Value::Object(locks)))
+    Ok((results, cpu1 - cpu0, cs1 - cs0, Value::Object(locks), extra))
 }
 
-fn tempfile_dir() -> Result<PathBuf, String> {
+/// Samples this process's resident set every 20 ms on a thread; `stop` gives the peak in bytes.
+pub(crate) struct RssSampler {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    h: std::thread::JoinHandle<u64>,
+}
+
+pub(crate) fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    s.split_whitespace().nth(1).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) * 4096
+}
+
+impl RssSampler {
+    pub(crate) fn start() -> RssSampler {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_bytes());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak.max(rss_bytes())
+        });
+        RssSampler { stop, h }
+    }
+    pub(crate) fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.h.join().unwrap_or(0)
+    }
+}
+
+pub(crate) fn tempfile_dir() -> Result<PathBuf, String> {
     let d = std::env::temp_dir().join(format!("shoal-bench-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos()));
     std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
     Ok(d)
@@ -439,7 +511,7 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
         let _ = k.0.wait();
     }
     let _ = std::fs::remove_dir_all(root.join(&p.top));
-    Ok((results, cpu, cs, Value::Null))
+    Ok((results, cpu, cs, Value::Null, serde_json::Map::new()))
 }
 
 fn worker_main(a: &BenchArgs, id: usize) -> Result<(), String> {

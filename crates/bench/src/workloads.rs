@@ -152,9 +152,11 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "rndrename" => vec!["setup", "create+rename+unlink"],
         "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
         "fsmark" => vec!["setup", "create", "remove"],
+        // fsmark's create phase alone: the files stay (for --space).
+        "create" => vec!["setup", "create"],
         "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
         "lookup" => vec!["setup", "populate", "lookup", "create+unlink"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, mdtest-hard, lookup, tree)")),
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, mdtest-hard, lookup, tree)")),
     })
 }
 
@@ -164,7 +166,7 @@ pub fn headline(w: &str) -> &'static str {
         "crunl" => "create+unlink",
         "rndrename" => "create+rename+unlink",
         "postmark" => "transactions",
-        "fsmark" => "create",
+        "fsmark" | "create" => "create",
         "mdtest-hard" => "write",
         "lookup" => "lookup",
         _ => "",
@@ -184,14 +186,11 @@ pub struct WorkerState<D> {
 
 impl<D> WorkerState<D> {
     pub fn new(seed: u64, id: usize) -> Self {
-        WorkerState {
-            dir: None,
-            pool: vec![],
-            next: 0,
-            rng: SmallRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            data: vec![0x5a; 1 << 16],
-            lat: vec![],
-        }
+        let mut rng = SmallRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        // Random bytes: file data that compresses no better than real data does.
+        let mut data = vec![0u8; 1 << 16];
+        rng.fill(&mut data[..]);
+        WorkerState { dir: None, pool: vec![], next: 0, rng, data, lat: vec![] }
     }
 }
 
@@ -286,7 +285,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.unlink(&d, &name)?);
             }
         }
-        ("fsmark", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
+        ("fsmark" | "create", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
             let d = st.dir.clone().unwrap();
             let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
             for i in 0..p.files {
