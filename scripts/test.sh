@@ -25,7 +25,8 @@ suite "core dependency rule" core_has_no_fuse_or_store
 suite "cargo test" cargo test --release --workspace
 suite "cli" bash tests/scripts/cli.sh
 suite "enospc" bash tests/scripts/enospc.sh
-suite "pjdfstest" bash tests/scripts/pjdfstest.sh
+suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh
+suite "pjdfstest (kernel checks: default_permissions)" env MOUNT_OPTS=allow_other,default_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "tree" bash tests/scripts/tree.sh
 echo

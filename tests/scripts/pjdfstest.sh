@@ -4,7 +4,7 @@
 # (each with its reason). Prints passed/total.
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/../pjdfstest" && pwd)
-MNT=$(mount_fresh pjd)
+MNT=$(mount_fresh pjd "${MOUNT_OPTS:-allow_other}")
 SEC=$WORK/pjd.secondary
 mkdir -p "$SEC"; mountpoint -q "$SEC" || mount -t tmpfs -o size=64m tmpfs "$SEC"
 trap 'umount "$SEC" 2>/dev/null || true' EXIT

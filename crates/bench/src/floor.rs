@@ -245,9 +245,12 @@ impl Filesystem for Floor {
 }
 
 /// Mount the floor at `mnt` and serve until unmounted.
-pub fn mount(mnt: &std::path::Path, threads: usize) -> std::io::Result<()> {
+pub fn mount(mnt: &std::path::Path, threads: usize, kernel_permissions: bool) -> std::io::Result<()> {
     let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![fuser::MountOption::FSName("floor".into()), fuser::MountOption::DefaultPermissions];
+    cfg.mount_options = vec![fuser::MountOption::FSName("floor".into())];
+    if kernel_permissions {
+        cfg.mount_options.push(fuser::MountOption::DefaultPermissions);
+    }
     cfg.n_threads = Some(threads);
     cfg.clone_fd = true;
     cfg.acl = fuser::SessionACL::All;

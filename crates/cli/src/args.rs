@@ -45,9 +45,11 @@ pub struct MountArgs {
     #[arg(short = 'd', long)]
     pub daemon: bool,
     /// Mount options, comma separated, in FUSE's conventions: allow_other,
-    /// default_permissions, ro, and shoal's own: durability=group|sync|buffered,
-    /// commit_ms=N, cache_mb=N, threads=N, entry_ttl_ms=N, attr_ttl_ms=N,
-    /// negative_ttl_ms=N, writeback_cache, noreaddirplus, noverify.
+    /// default_permissions (let the kernel check permissions; by default the
+    /// daemon checks them, which saves round trips), ro, and shoal's own:
+    /// durability=group|sync|buffered, commit_ms=N, cache_mb=N, threads=N,
+    /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
+    /// noreaddirplus, noverify.
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

@@ -40,7 +40,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         };
         match k {
             "allow_other" => p.allow_other = true,
-            "default_permissions" => {}
+            "default_permissions" | "kernel_permissions" => p.fuse.daemon_permissions = false,
             "ro" => {
                 p.cfg.read_only = true;
                 p.mount.push(MountOption::RO);
@@ -73,8 +73,12 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "opendir" => p.fuse.no_opendir = false,
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,
+            "daemon_permissions" => p.fuse.daemon_permissions = true,
             _ => return Err(format!("unknown mount option '{o}' (see `shoal mount --help`)")),
         }
+    }
+    if p.fuse.daemon_permissions {
+        p.mount.retain(|m| *m != MountOption::DefaultPermissions);
     }
     Ok(p)
 }

@@ -31,6 +31,8 @@ pub struct SetAttr {
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
     pub ctime: Option<Ts>,
+    /// Through an open handle (ftruncate): the open already checked write access.
+    pub by_handle: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1134,7 +1136,7 @@ impl Engine {
                     return Err(Error::NotPermitted);
                 }
             }
-            if sa.size.is_some() {
+            if sa.size.is_some() && !sa.by_handle {
                 check_access(ctx, &a, W_OK)?;
             }
             for ts in [sa.atime, sa.mtime].into_iter().flatten() {
@@ -1276,6 +1278,16 @@ impl Engine {
         }
         i.opens.fetch_add(1, Ordering::AcqRel);
         Ok(a)
+    }
+
+    /// Open a directory for listing: a permission check only (handles carry no state).
+    pub fn open_dir(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
+        let i = self.inode(ino)?;
+        if i.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        let a = i.st.lock().attr;
+        check_access(ctx, &a, mask)
     }
 
     /// Close a handle. The last close of an unlinked file reclaims it.

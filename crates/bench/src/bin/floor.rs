@@ -1,12 +1,15 @@
-//! `shoal-floor MOUNTPOINT [THREADS]`: mount the floor filesystem (foreground).
+//! `shoal-floor MOUNTPOINT [THREADS] [kernel_permissions]`: mount the floor
+//! filesystem (foreground). Like shoal's default, the kernel does no
+//! permission checks unless `kernel_permissions` is given (default_permissions).
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(mnt) = args.get(1) else {
-        eprintln!("usage: shoal-floor MOUNTPOINT [THREADS]");
+        eprintln!("usage: shoal-floor MOUNTPOINT [THREADS] [kernel_permissions]");
         std::process::exit(2);
     };
     let threads = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(2);
-    if let Err(e) = shoal_bench::floor::mount(std::path::Path::new(mnt), threads) {
+    let kernel_perms = args.get(3).is_some_and(|a| a == "kernel_permissions");
+    if let Err(e) = shoal_bench::floor::mount(std::path::Path::new(mnt), threads, kernel_perms) {
         eprintln!("shoal-floor: {e}");
         std::process::exit(1);
     }
