@@ -13,8 +13,8 @@ use crate::types::{Attr, Ino, Kind, LockScope};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const DIR_SHARDS: usize = 16;
-const DIR_SHARD_SHIFT: u32 = 63 - 4;
+pub const DIR_SHARDS: usize = 32;
+const DIR_SHARD_SHIFT: u32 = 63 - 5;
 pub const INODE_SHARDS: usize = 64;
 pub const NAME_SLOTS: usize = 4096;
 
@@ -161,9 +161,22 @@ impl Index {
     }
 }
 
+/// One cache line per directory shard: unlike `CachePadded` (128 bytes on
+/// x86-64, for the adjacent-line prefetcher) this keeps a directory at 2 KiB
+/// while giving it 32 shards, which halves shard collisions.
+#[repr(align(64))]
+pub struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 pub struct Dir {
     /// Padded: two threads working on different shards must not share a cache line.
-    shards: [crossbeam_utils::CachePadded<RwLock<Index>>; DIR_SHARDS],
+    shards: [Line<RwLock<Index>>; DIR_SHARDS],
     /// Every live entry of the directory is in the shards: a miss is a definite
     /// "absent" without a store read. Cleared when any entry is evicted.
     pub complete: AtomicBool,
@@ -200,7 +213,7 @@ pub fn dir_shard(hash: u64) -> usize {
 impl Dir {
     pub fn new(complete: bool, gid: u32, sgid: bool) -> Dir {
         Dir {
-            shards: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::DirShard, Index::default()))),
+            shards: std::array::from_fn(|_| Line(RwLock::new(LockClass::DirShard, Index::default()))),
             complete: AtomicBool::new(complete),
             stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
             gid: std::sync::atomic::AtomicU32::new(gid),
