@@ -236,6 +236,27 @@ impl Filesystem for Floor {
         }
         reply.ok()
     }
+    fn symlink(&self, req: &Request, parent: INodeNo, name: &OsStr, link: &std::path::Path, reply: ReplyEntry) {
+        // The target is kept as the node's data (the tree workload has symlinks).
+        match self.make(req, parent.0, name, FileType::Symlink, 0o777) {
+            Ok(mut a) => {
+                let mut s = self.st.lock().unwrap();
+                let n = s.nodes.get_mut(&a.ino.0).unwrap();
+                n.data = link.as_os_str().as_encoded_bytes().to_vec();
+                n.attr.size = n.data.len() as u64;
+                a.size = n.attr.size;
+                reply.entry(&TTL, &a, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.st.lock().unwrap().nodes.get(&ino.0) {
+            Some(n) if n.attr.kind == FileType::Symlink => reply.data(&n.data),
+            Some(_) => reply.error(Errno::EINVAL),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
         match self.make(req, parent.0, name, FileType::RegularFile, mode) {
             Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
