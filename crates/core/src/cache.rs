@@ -10,7 +10,7 @@
 use crate::schema::name_hash;
 use crate::sync::{Arc, AtomicBool, AtomicU32, LockClass, Mutex, MutexGuard, RwLock};
 use crate::types::{Attr, Ino, Kind, LockScope};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const DIR_SHARDS: usize = 32;
@@ -49,6 +49,10 @@ pub struct Index {
     bits: u32,
     len: usize,
     buckets: Vec<Vec<Slot>>,
+    /// Hashes of names evicted from a complete directory: a miss on any other
+    /// hash is still definite, so creating new names never reads the store
+    /// (about 16 bytes per evicted name instead of a cached entry's ~200).
+    pub evicted: HashSet<u64, std::hash::BuildHasherDefault<InoHasher>>,
 }
 
 const MAX_LOAD: usize = 4;
@@ -149,10 +153,12 @@ impl Index {
         }
         self.len = self.buckets.iter().map(|b| b.len()).sum();
         if self.len == 0 {
-            *self = Index::default();
+            let evicted = std::mem::take(&mut self.evicted);
+            *self = Index { evicted, ..Index::default() };
         } else if self.bits > 0 && self.len * 4 * MAX_LOAD < self.buckets.len() {
             let all: Vec<Slot> = std::mem::take(&mut self.buckets).into_iter().flatten().collect();
-            *self = Index::default();
+            let evicted = std::mem::take(&mut self.evicted);
+            *self = Index { evicted, ..Index::default() };
             for s in all {
                 let (h, n, d) = (s.hash, s.name, s.d);
                 self.insert(h, &n, d);
@@ -177,9 +183,16 @@ impl<T> std::ops::Deref for Line<T> {
 pub struct Dir {
     /// Padded: two threads working on different shards must not share a cache line.
     shards: [Line<RwLock<Index>>; DIR_SHARDS],
-    /// Every live entry of the directory is in the shards: a miss is a definite
-    /// "absent" without a store read. Cleared when any entry is evicted.
+    /// Every live entry of the directory is in the shards, except names whose
+    /// hashes are in a shard's `evicted` set: a miss on any other hash is a
+    /// definite "absent" without a store read. False for a directory loaded
+    /// from the store (its entries are not all known).
     pub complete: AtomicBool,
+    /// How many hashes the shards' `evicted` sets hold (0: listing from the
+    /// cache alone is whole). Raised under the shard lock before entries go.
+    pub evicted: AtomicU64,
+    /// The engine-wide count of evicted hashes (cache accounting).
+    acct: Option<Arc<std::sync::atomic::AtomicI64>>,
     /// Per-thread deltas of the directory's entry count, subdirectory count and
     /// times. Creates and unlinks in one directory touch only their thread's
     /// stripe; the committer folds the stripes into the inode once per epoch.
@@ -192,6 +205,14 @@ pub struct Dir {
 }
 
 pub const DIR_STRIPES: usize = 4;
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if let Some(a) = &self.acct {
+            a.fetch_sub(self.evicted.load(Ordering::Relaxed) as i64, Ordering::Relaxed);
+        }
+    }
+}
 
 /// One thread-stripe of a directory's changing counters (see `Dir::stripes`).
 #[derive(Default)]
@@ -211,30 +232,38 @@ pub fn dir_shard(hash: u64) -> usize {
 }
 
 impl Dir {
-    pub fn new(complete: bool, gid: u32, sgid: bool) -> Dir {
+    pub fn new(complete: bool, gid: u32, sgid: bool, acct: Option<Arc<std::sync::atomic::AtomicI64>>) -> Dir {
         Dir {
             shards: std::array::from_fn(|_| Line(RwLock::new(LockClass::DirShard, Index::default()))),
             complete: AtomicBool::new(complete),
+            evicted: AtomicU64::new(0),
+            acct,
             stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
             gid: std::sync::atomic::AtomicU32::new(gid),
             sgid: AtomicBool::new(sgid),
         }
     }
 
-    /// Indexed lookup, O(log n) in one shard: the entry, and whether a miss is definite.
-    /// `complete` is read under the shard's lock, and eviction clears it under
-    /// the same lock *before* removing anything, so a miss caused by eviction
-    /// is never taken for a definite one.
+    /// Indexed lookup in one shard: the entry, and whether a miss is definite.
+    /// The evicted set is read under the shard's lock, and eviction adds a
+    /// name's hash to it under the same write lock *before* removing the
+    /// entry, so a miss caused by eviction is never taken for a definite one.
     pub fn resolve(&self, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
         let s = self.shards[dir_shard(hash)].read();
         let d = s.get(hash, name).copied();
-        (d, self.complete.load(Ordering::SeqCst))
+        (d, self.complete.load(Ordering::SeqCst) && !s.evicted.contains(&hash))
     }
 
     /// The linear-scan counterpart of `resolve` (the seed-001 "before" switch).
     pub fn resolve_linear(&self, name: &[u8]) -> (Option<Dent>, bool) {
         let d = self.get_linear(name);
-        (d, self.complete.load(Ordering::SeqCst))
+        (d, self.listing_complete())
+    }
+
+    /// Every entry is cached: a listing needs no store. Checked again after
+    /// reading the cache, since eviction raises `evicted` before removing.
+    pub fn listing_complete(&self) -> bool {
+        self.complete.load(Ordering::SeqCst) && self.evicted.load(Ordering::SeqCst) == 0
     }
 
     /// Linear lookup (the seed-001 "before" switch): compare every cached name.
@@ -321,9 +350,17 @@ impl Dir {
         let mut dirty = 0;
         for sh in &self.shards {
             let mut s = sh.write();
-            if s.iter().any(|e| e.d.dirty_epoch <= durable) {
-                // Not complete any more, before the first entry goes (see `resolve`).
-                self.complete.store(false, Ordering::SeqCst);
+            if self.complete.load(Ordering::SeqCst) {
+                // Remember the hashes before the entries go (see `resolve`).
+                let hashes: Vec<u64> = s.iter().filter(|e| e.d.dirty_epoch <= durable).map(|e| e.hash).collect();
+                let mut added = 0;
+                for h in hashes {
+                    added += s.evicted.insert(h) as u64;
+                }
+                self.evicted.fetch_add(added, Ordering::SeqCst);
+                if let Some(a) = &self.acct {
+                    a.fetch_add(added as i64, Ordering::Relaxed);
+                }
             }
             s.retain(|e| {
                 if e.d.dirty_epoch <= durable {
@@ -390,13 +427,14 @@ pub struct Inode {
 }
 
 impl Inode {
-    pub fn new(st: InodeState, dir_complete: bool) -> Arc<Inode> {
+    /// `acct`: the engine's count of evicted directory hashes (see `Dir::evicted`).
+    pub fn new(st: InodeState, dir_complete: bool, acct: Option<Arc<std::sync::atomic::AtomicI64>>) -> Arc<Inode> {
         let kind = st.attr.kind;
         Arc::new(Inode {
             ino: st.attr.ino,
             kind,
             dir: if kind == Kind::Dir {
-                Some(Box::new(Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0)))
+                Some(Box::new(Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0, acct)))
             } else {
                 None
             },
@@ -569,7 +607,7 @@ mod tests {
     #[test]
     fn index_matches_an_ordered_map() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let d = Dir::new(true, 0, false);
+        let d = Dir::new(true, 0, false, None);
         let mut model: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
         for round in 0..3 {
             for i in 0..20_000u64 {
@@ -607,12 +645,18 @@ mod tests {
             let (lo, hi) = (1u64 << 60, 3u64 << 60);
             let got = d.range(lo, hi, usize::MAX).len();
             assert_eq!(got, model.keys().filter(|k| k.0 >= lo && k.0 <= hi).count());
-            // Evict everything clean at the end of a round but the last.
+            // Evict everything clean at the end of a round but the last:
+            // every evicted name's miss is no longer definite, others' are.
             if round < 2 {
                 let (ev, dirty) = d.evict_clean(0);
                 assert_eq!((ev, dirty), (model.len(), 0));
+                for (h, n) in model.keys().take(500) {
+                    let (got, definite) = d.resolve(*h, n);
+                    assert!(got.is_none() && !definite);
+                }
+                assert!(d.resolve(name_hash(b"never-created"), b"never-created").1);
+                assert!(!d.listing_complete());
                 model.clear();
-                d.complete.store(true, Ordering::SeqCst);
             }
         }
     }

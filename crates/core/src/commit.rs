@@ -162,6 +162,11 @@ impl Committer {
         Ok(Gate { q, epoch, null: self.store.is_null() })
     }
 
+    /// The open epoch (what `wait` on it covers: everything queued so far).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
     pub fn durable_epoch(&self) -> u64 {
         self.durable.load(Ordering::Acquire)
     }

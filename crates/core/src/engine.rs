@@ -110,6 +110,10 @@ pub struct Engine {
     spread_rr: AtomicU64,
     pub stats: OpStats,
     pub cached_dents: Counter,
+    /// Writers that waited in `throttle`.
+    pub throttled: AtomicU64,
+    /// Hashes held in directories' evicted sets (see `cache::Dir::evicted`).
+    pub evicted_hashes: Arc<std::sync::atomic::AtomicI64>,
     pub cached_data: Counter,
     reclaim_cursor: AtomicUsize,
     pub evicted_inodes: AtomicU64,
@@ -225,6 +229,8 @@ impl Engine {
             spread_rr: AtomicU64::new(0),
             stats: OpStats::default(),
             cached_dents: Counter::default(),
+            evicted_hashes: Arc::default(),
+            throttled: AtomicU64::new(0),
             cached_data: Counter::default(),
             reclaim_cursor: AtomicUsize::new(0),
             evicted_inodes: AtomicU64::new(0),
@@ -238,7 +244,7 @@ impl Engine {
                 ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
                 atime: t, mtime: t, ctime: t, crtime: t, version: 1,
             };
-            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true));
+            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(e.evicted_hashes.clone())));
         } else {
             let root = e.inode(ROOT_INO)?;
             if root.kind != Kind::Dir {
@@ -332,7 +338,7 @@ impl Engine {
             _ => st.blob = extra.blob,
         }
         self.fills.fetch_add(1, Ordering::Relaxed);
-        Ok(self.inodes.fill(Inode::new(st, false)))
+        Ok(self.inodes.fill(Inode::new(st, false, Some(self.evicted_hashes.clone()))))
     }
 
     /// A directory for the duration of one operation, without touching the
@@ -706,6 +712,7 @@ impl Engine {
     }
 
     fn make(&self, ctx: &Ctx, parent: Ino, name: &[u8], kind: Kind, perm: u16, rdev: u32, target: Vec<u8>) -> Result<Attr> {
+        self.throttle();
         self.writable()?;
         if is_dot(name) {
             return Err(Error::Exists);
@@ -738,7 +745,7 @@ impl Engine {
         let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
         let mut st = self.new_state(attr, blob);
         self.emit_inode(&mut g, &mut st);
-        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed));
+        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_hashes.clone())));
         self.put_entry(&mut g, &p, name, ino, kind);
         let e = g.epoch;
         drop(g);
@@ -768,6 +775,7 @@ impl Engine {
     }
 
     pub fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.throttle();
         let _t = self.stats.start(Op::Unlink);
         self.writable()?;
         if is_dot(name) {
@@ -873,6 +881,7 @@ impl Engine {
     }
 
     pub fn rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.throttle();
         let _t = self.stats.start(Op::Rmdir);
         self.writable()?;
         if name == b"." {
@@ -902,6 +911,7 @@ impl Engine {
     }
 
     pub fn link(&self, ctx: &Ctx, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        self.throttle();
         let _t = self.stats.start(Op::Link);
         self.writable()?;
         if is_dot(newname) {
@@ -974,6 +984,7 @@ impl Engine {
     }
 
     pub fn rename(&self, ctx: &Ctx, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
+        self.throttle();
         let _t = self.stats.start(Op::Rename);
         self.writable()?;
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
@@ -1100,6 +1111,7 @@ impl Engine {
     // ---------------------------------------------------------------- attributes
 
     pub fn setattr(&self, ctx: &Ctx, ino: Ino, sa: &SetAttr) -> Result<Attr> {
+        self.throttle();
         let _t = self.stats.start(Op::Setattr);
         self.writable()?;
         let i = self.inode(ino)?;
@@ -1351,6 +1363,7 @@ impl Engine {
     }
 
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        self.throttle();
         let _t = self.stats.start(Op::Write);
         self.writable()?;
         let i = self.inode(ino)?;
@@ -1475,12 +1488,12 @@ impl Engine {
         let max = max.max(1);
         let mut from = cookie.saturating_add(1).max(3);
         loop {
-            let complete = dir.complete.load(Ordering::SeqCst) || self.store.is_null();
+            let complete = dir.listing_complete() || self.store.is_null();
             if complete {
                 let got = dir.range(from, u64::MAX, max);
                 // Eviction clears `complete` before removing entries: if it ran
                 // meanwhile, this listing may have holes; merge with the store.
-                if !dir.complete.load(Ordering::SeqCst) && !self.store.is_null() {
+                if !dir.listing_complete() && !self.store.is_null() {
                     continue;
                 }
                 return Ok(got
@@ -1651,11 +1664,34 @@ impl Engine {
         // (calibrated against RSS: 300K files at 16 vs 64 MiB budgets, and
         // 270K cached inodes through a mount: about 800 bytes each in all).
         let per_inode = (std::mem::size_of::<Inode>() + 400) as u64;
-        inodes * per_inode + dents * 192 + data
+        // An evicted name's hash: 8 bytes in a hash set at 50-90% load.
+        let hashes = self.evicted_hashes.load(Ordering::Relaxed).max(0) as u64;
+        inodes * per_inode + dents * 192 + data + hashes * 16
     }
 
     pub fn cached_inodes(&self) -> usize {
         self.inodes.len()
+    }
+
+    /// Dirty throttling, like the kernel's balance_dirty_pages: a writer that
+    /// finds the cache a quarter over budget waits for the open epoch to
+    /// commit (dirty objects become evictable) and reclaims itself, so memory
+    /// stays bounded when operations outrun the committer's reclaim. Called
+    /// before an operation takes any lock; the estimate is read every 64th
+    /// operation of a thread (it sums the inode-table shards).
+    fn throttle(&self) {
+        thread_local!(static OPS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
+        if self.store.is_null() || OPS.with(|n| { n.set(n.get().wrapping_add(1)); n.get() % 64 != 0 }) {
+            return;
+        }
+        let budget = self.cfg.cache_bytes;
+        if self.cache_usage() <= budget + budget / 4 {
+            return;
+        }
+        self.throttled.fetch_add(1, Ordering::Relaxed);
+        // A failed commit shows up in the operation's own `enter`.
+        let _ = self.committer.wait(self.committer.epoch());
+        self.maybe_reclaim();
     }
 
     /// Batched reclaim (seed 003): when over budget, walk inode-table shards

@@ -114,7 +114,7 @@ impl FjallStore {
         // cache budget; keep it small and bounded: the engine caches what is hot.
         let db = fjall::Database::builder(path.join("db"))
             .manual_journal_persist(true)
-            .cache_size(16 << 20)
+            .cache_size(64 << 20)
             .open()
             .map_err(map_err)?;
         let ks = db
