@@ -395,6 +395,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     extra.insert("peak_rss_mb".into(), json!(rss.stop() >> 20));
     extra.insert("cached_inodes".into(), json!(e.cached_inodes()));
     extra.insert("cache_estimate_mb".into(), json!(e.cache_usage() >> 20));
+    extra.insert("throttled".into(), json!(e.throttled.load(std::sync::atomic::Ordering::Relaxed)));
     if let (true, Some(f)) = (a.space, fjall.take()) {
         let files = results.iter().filter(|r| r.name == "create").map(|r| r.ops).sum::<u64>().max(1);
         e.shutdown().map_err(|e| e.to_string())?;
