@@ -168,6 +168,8 @@ struct PhaseResult {
     ops: u64,
     secs: f64,
     lat: Vec<u64>,
+    /// Store point reads and scans during the phase (engine mode).
+    store_reads: u64,
 }
 
 pub(crate) fn git_commit() -> String {
@@ -277,7 +279,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     "switches": if a.mode == "engine" { sw.json() } else { Value::Null },
                     "phases": phases.iter().map(|x| {
                         let mut l = x.lat.clone();
-                        json!({"name": x.name, "ops": x.ops, "secs": x.secs, "ops_per_s": x.ops as f64 / x.secs.max(1e-9),
+                        json!({"name": x.name, "ops": x.ops, "secs": x.secs, "ops_per_s": x.ops as f64 / x.secs.max(1e-9), "store_reads": x.store_reads,
                                "p50_ns": pct(&mut l, 0.5), "p99_ns": pct(&mut l, 0.99)})
                     }).collect::<Vec<_>>(),
                     "params": serde_json::to_value(&p).unwrap(),
@@ -346,7 +348,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let barrier = Barrier::new(p.workers + 1);
     let locks0 = lock_snapshot();
     let (cpu0, cs0) = rusage();
-    let mut results: Vec<PhaseResult> = phases.iter().map(|n| PhaseResult { name: n.to_string(), ops: 0, secs: 0.0, lat: vec![] }).collect();
+    let mut results: Vec<PhaseResult> = phases.iter().map(|n| PhaseResult { name: n.to_string(), ops: 0, secs: 0.0, lat: vec![], store_reads: 0 }).collect();
     let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..p.workers)
             .map(|id| {
@@ -367,11 +369,16 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                 })
             })
             .collect();
+        let reads = || {
+            let c = e.store().counters();
+            c.gets + c.scans
+        };
         for r in results.iter_mut() {
             barrier.wait();
-            let t = Instant::now();
+            let (t, r0) = (Instant::now(), reads());
             barrier.wait();
             r.secs = t.elapsed().as_secs_f64();
+            r.store_reads = reads() - r0;
         }
         hs.into_iter().map(|h| h.join().map_err(|_| "worker panicked".to_string())?).collect()
     });
@@ -496,7 +503,7 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
         for k in kids.iter_mut() {
             expect(&mut k.2, "done")?;
         }
-        results.push(PhaseResult { name: ph.to_string(), ops: 0, secs: t.elapsed().as_secs_f64(), lat: vec![] });
+        results.push(PhaseResult { name: ph.to_string(), ops: 0, secs: t.elapsed().as_secs_f64(), lat: vec![], store_reads: 0 });
     }
     let (mut cpu, mut cs) = (0.0, 0u64);
     for k in kids.iter_mut() {

@@ -23,6 +23,9 @@ pub trait Fs: Sync {
     fn stat(&self, d: &Self::Dir, name: &str) -> io::Result<u64>;
     /// Look a directory up by name (for workers joining a shared directory).
     fn open_dir(&self, parent: &Self::Dir, name: &str) -> io::Result<Self::Dir>;
+    /// List a directory, streaming; `first` is called once when the first
+    /// entries are back. Returns the number of entries.
+    fn list(&self, d: &Self::Dir, first: &mut dyn FnMut()) -> io::Result<u64>;
 }
 
 fn io_err(e: shoal_core::Error) -> io::Error {
@@ -76,6 +79,18 @@ impl Fs for EngineFs<'_> {
     fn open_dir(&self, p: &Ino, name: &str) -> io::Result<Ino> {
         self.e.lookup(&Ctx::root(), *p, name.as_bytes()).map(|a| a.ino).map_err(io_err)
     }
+    fn list(&self, d: &Ino, first: &mut dyn FnMut()) -> io::Result<u64> {
+        let (mut n, mut cookie) = (0, 0);
+        loop {
+            let got = self.e.readdir(*d, cookie, 1024).map_err(io_err)?;
+            let Some(last) = got.last() else { return Ok(n) };
+            if n == 0 {
+                first();
+            }
+            cookie = last.cookie;
+            n += got.len() as u64;
+        }
+    }
 }
 
 /// A mounted path through system calls.
@@ -125,6 +140,17 @@ impl Fs for PathFs {
     fn open_dir(&self, p: &PathBuf, name: &str) -> io::Result<PathBuf> {
         Ok(p.join(name))
     }
+    fn list(&self, d: &PathBuf, first: &mut dyn FnMut()) -> io::Result<u64> {
+        let mut n = 0;
+        for e in std::fs::read_dir(d)? {
+            e?;
+            if n == 0 {
+                first();
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
 }
 
 /// Parameters of one run (shared by all workers).
@@ -152,11 +178,14 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "rndrename" => vec!["setup", "create+rename+unlink"],
         "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
         "fsmark" => vec!["setup", "create", "remove"],
+        // A big directory (the scale issue): create, random lookups of
+        // existing names, one streaming listing by worker 0, remove.
+        "bigdir" => vec!["setup", "create", "lookup", "readdir", "remove"],
         // fsmark's create phase alone: the files stay (for --space).
         "create" => vec!["setup", "create"],
         "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
         "lookup" => vec!["setup", "populate", "lookup", "create+unlink"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, mdtest-hard, lookup, tree)")),
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, tree)")),
     })
 }
 
@@ -166,7 +195,7 @@ pub fn headline(w: &str) -> &'static str {
         "crunl" => "create+unlink",
         "rndrename" => "create+rename+unlink",
         "postmark" => "transactions",
-        "fsmark" | "create" => "create",
+        "fsmark" | "create" | "bigdir" => "create",
         "mdtest-hard" => "write",
         "lookup" => "lookup",
         _ => "",
@@ -285,7 +314,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.unlink(&d, &name)?);
             }
         }
-        ("fsmark" | "create", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
+        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
             let d = st.dir.clone().unwrap();
             let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
             for i in 0..p.files {
@@ -293,7 +322,27 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
             }
         }
-        ("fsmark", "remove") | ("mdtest-hard", "delete") => {
+        ("bigdir", "lookup") => {
+            // Random existing names of any worker (the directory is shared).
+            let d = st.dir.clone().unwrap();
+            for _ in 0..p.iters {
+                let w = st.rng.gen_range(0..p.workers);
+                let i = st.rng.gen_range(0..p.files.max(1));
+                timed!(fs.stat(&d, &format!("f{w}.{i}"))?);
+            }
+        }
+        ("bigdir", "readdir") => {
+            // Worker 0 streams the listing; its one latency sample is the time
+            // to the first entries (the scale issue asks for < 100 ms).
+            if id == 0 {
+                let d = st.dir.clone().unwrap();
+                let t = std::time::Instant::now();
+                let mut lat = None;
+                n = fs.list(&d, &mut || lat = Some(t.elapsed().as_nanos() as u64))?;
+                st.lat.extend(lat);
+            }
+        }
+        ("fsmark" | "bigdir", "remove") | ("mdtest-hard", "delete") => {
             let d = st.dir.clone().unwrap();
             for i in 0..p.files {
                 timed!(fs.unlink(&d, &format!("f{id}.{i}"))?);
