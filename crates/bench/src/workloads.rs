@@ -26,6 +26,8 @@ pub trait Fs: Sync {
     /// List a directory, streaming; `first` is called once when the first
     /// entries are back. Returns the number of entries.
     fn list(&self, d: &Self::Dir, first: &mut dyn FnMut()) -> io::Result<u64>;
+    /// Stream a directory's names in listing order (what `rm -rf` does before unlinking).
+    fn each_name(&self, d: &Self::Dir, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()>;
 }
 
 fn io_err(e: shoal_core::Error) -> io::Error {
@@ -78,6 +80,17 @@ impl Fs for EngineFs<'_> {
     }
     fn open_dir(&self, p: &Ino, name: &str) -> io::Result<Ino> {
         self.e.lookup(&Ctx::root(), *p, name.as_bytes()).map(|a| a.ino).map_err(io_err)
+    }
+    fn each_name(&self, d: &Ino, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()> {
+        let mut cookie = 0;
+        loop {
+            let got = self.e.readdir(*d, cookie, 1024).map_err(io_err)?;
+            let Some(last) = got.last() else { return Ok(()) };
+            cookie = last.cookie;
+            for x in &got {
+                f(std::str::from_utf8(&x.name).map_err(io::Error::other)?)?;
+            }
+        }
     }
     fn list(&self, d: &Ino, first: &mut dyn FnMut()) -> io::Result<u64> {
         let (mut n, mut cookie) = (0, 0);
@@ -140,6 +153,13 @@ impl Fs for PathFs {
     fn open_dir(&self, p: &PathBuf, name: &str) -> io::Result<PathBuf> {
         Ok(p.join(name))
     }
+    fn each_name(&self, d: &PathBuf, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()> {
+        for e in std::fs::read_dir(d)? {
+            let e = e?;
+            f(e.file_name().to_str().ok_or_else(|| io::Error::other("non-UTF-8 name"))?)?;
+        }
+        Ok(())
+    }
     fn list(&self, d: &PathBuf, first: &mut dyn FnMut()) -> io::Result<u64> {
         let mut n = 0;
         for e in std::fs::read_dir(d)? {
@@ -180,7 +200,7 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "fsmark" => vec!["setup", "create", "remove"],
         // A big directory (the scale issue): create, random lookups of
         // existing names, one streaming listing by worker 0, remove.
-        "bigdir" => vec!["setup", "create", "lookup", "readdir", "remove"],
+        "bigdir" => vec!["setup", "create", "lookup", "readdir", "rm -rf"],
         // fsmark's create phase alone: the files stay (for --space).
         "create" => vec!["setup", "create"],
         "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
@@ -342,7 +362,19 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 st.lat.extend(lat);
             }
         }
-        ("fsmark" | "bigdir", "remove") | ("mdtest-hard", "delete") => {
+        ("bigdir", "rm -rf") => {
+            // Like rm -rf: list, unlink in listing order (hash order, so the
+            // store reads are sequential). Each worker removes its own names.
+            let d = st.dir.clone().unwrap();
+            let mine = format!("f{id}.");
+            fs.each_name(&d, &mut |name| {
+                if name.starts_with(&mine) {
+                    timed!(fs.unlink(&d, name)?);
+                }
+                Ok(())
+            })?;
+        }
+        ("fsmark", "remove") | ("mdtest-hard", "delete") => {
             let d = st.dir.clone().unwrap();
             for i in 0..p.files {
                 timed!(fs.unlink(&d, &format!("f{id}.{i}"))?);

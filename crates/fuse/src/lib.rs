@@ -42,6 +42,10 @@ pub struct FuseOptions {
     /// less per create+unlink. The daemon checks every operation with the
     /// caller's uid, gid and supplementary groups (from /proc/PID/status).
     pub daemon_permissions: bool,
+    /// Keep the kernel's cached pages of a file across opens (FOPEN_KEEP_CACHE).
+    /// Safe because every change to file data comes through this mount's
+    /// kernel (one client): the page cache cannot go stale behind its back.
+    pub keep_cache: bool,
 }
 
 impl Default for FuseOptions {
@@ -56,6 +60,7 @@ impl Default for FuseOptions {
             readdirplus: true,
             no_opendir: true,
             daemon_permissions: true,
+            keep_cache: true,
         }
     }
 }
@@ -167,6 +172,14 @@ fn time(t: TimeOrNow) -> TimeSet {
 impl ShoalFs {
     pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
         ShoalFs { engine, opts }
+    }
+
+    fn fopen(&self) -> FopenFlags {
+        if self.opts.keep_cache {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            FopenFlags::empty()
+        }
     }
 
     /// Who is asking. With kernel permission checks the engine checks nothing.
@@ -336,7 +349,7 @@ impl Filesystem for ShoalFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.engine.open_file(&self.ctx(req), ino.0, open_mask(flags.0)) {
-            Ok(_) => reply.opened(FileHandle(ino.0), FopenFlags::empty()),
+            Ok(_) => reply.opened(FileHandle(ino.0), self.fopen()),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -545,7 +558,7 @@ impl Filesystem for ShoalFs {
         match r.and_then(|a| self.engine.open_file(&c, a.ino, 0).map(|_| a)) {
             Ok(a) => {
                 self.engine.inc_lookup(a.ino);
-                reply.created(&self.opts.entry_ttl, &file_attr(&a), Generation(0), FileHandle(a.ino), FopenFlags::empty());
+                reply.created(&self.opts.entry_ttl, &file_attr(&a), Generation(0), FileHandle(a.ino), self.fopen());
             }
             Err(e) => reply.error(errno(&e)),
         }
