@@ -49,7 +49,7 @@ pub struct MountArgs {
     /// daemon checks them, which saves round trips), ro, and shoal's own:
     /// durability=group|sync|buffered, commit_ms=N, cache_mb=N, threads=N,
     /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
-    /// noreaddirplus, nokeep_cache (drop cached file pages at every open), noverify.
+    /// noreaddirplus, keep_cache (keep cached file pages across opens), noverify.
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

@@ -74,7 +74,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,
             "daemon_permissions" => p.fuse.daemon_permissions = true,
-            "nokeep_cache" => p.fuse.keep_cache = false,
+            "keep_cache" => p.fuse.keep_cache = true,
             _ => return Err(format!("unknown mount option '{o}' (see `shoal mount --help`)")),
         }
     }

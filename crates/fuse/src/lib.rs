@@ -45,6 +45,8 @@ pub struct FuseOptions {
     /// Keep the kernel's cached pages of a file across opens (FOPEN_KEEP_CACHE).
     /// Safe because every change to file data comes through this mount's
     /// kernel (one client): the page cache cannot go stale behind its back.
+    /// Off by default: measured on the tree workload it did not help (tar and
+    /// diff -r within 10% either way, docs/BENCHMARKS.md).
     pub keep_cache: bool,
 }
 
@@ -60,7 +62,7 @@ impl Default for FuseOptions {
             readdirplus: true,
             no_opendir: true,
             daemon_permissions: true,
-            keep_cache: true,
+            keep_cache: false,
         }
     }
 }
