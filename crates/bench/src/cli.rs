@@ -97,11 +97,31 @@ pub struct BenchArgs {
 }
 
 pub(crate) fn rusage() -> (f64, u64) {
+    rusage_of(libc::RUSAGE_SELF)
+}
+
+/// (CPU seconds, voluntary + involuntary context switches) of `who`
+/// (RUSAGE_SELF, or RUSAGE_CHILDREN for waited-for child processes).
+pub(crate) fn rusage_of(who: i32) -> (f64, u64) {
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
+    unsafe { libc::getrusage(who, &mut r) };
     let cpu = r.ru_utime.tv_sec as f64 + r.ru_utime.tv_usec as f64 / 1e6 + r.ru_stime.tv_sec as f64 + r.ru_stime.tv_usec as f64 / 1e6;
     (cpu, (r.ru_nvcsw + r.ru_nivcsw) as u64)
+}
+
+/// Seconds since the epoch, for JSON rows.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Append one JSON line to `--json FILE`, if given.
+pub(crate) fn append_json(path: Option<&PathBuf>, row: &Value) -> Result<(), String> {
+    if let Some(j) = path {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| format!("{}: {e}", j.display()))?;
+        writeln!(f, "{row}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 fn pct(v: &mut [u64], p: f64) -> u64 {
@@ -284,12 +304,9 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     }).collect::<Vec<_>>(),
                     "params": serde_json::to_value(&p).unwrap(),
                     "locks": locks, "git": commit, "host": host, "extra": extra,
-                    "time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+                    "time": unix_now(),
                 });
-                if let Some(j) = &a.json {
-                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| format!("{}: {e}", j.display()))?;
-                    writeln!(f, "{row}").map_err(|e| e.to_string())?;
-                }
+                append_json(a.json.as_ref(), &row)?;
                 rows.push(row);
             }
         }

@@ -11,11 +11,11 @@
 //! phase explain locality (seed 004): where the cures place inodes decides how
 //! many store blocks a cold walk touches.
 
-use crate::cli::{git_commit, host, rusage, tempfile_dir, BenchArgs, Switches};
+use crate::cli::{append_json, git_commit, host, rusage, rusage_of, tempfile_dir, unix_now, BenchArgs, Switches};
 use serde_json::{json, Value};
 use shoal_core::{Attr, Ctx, Engine, Ino, Kind, NullStore, Store, ROOT_INO};
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -92,11 +92,11 @@ pub(crate) fn run(a: &BenchArgs, combos: &[Switches], targets: &[(String, PathBu
             pb.set_message(format!("tree {tname} {}", sw.short()));
             pb.enable_steady_tick(std::time::Duration::from_millis(200));
             let (_, cs0) = rusage();
-            let cs_kids0 = children_cs();
+            let cs_kids0 = rusage_of(libc::RUSAGE_CHILDREN).1;
             let r = if a.mode == "engine" { engine_tree(a, &sw, &tar) } else { path_tree(a, tname, tpath, &tar) };
             pb.finish_and_clear();
             let (entries, ph) = r?;
-            let cs = rusage().1 - cs0 + children_cs() - cs_kids0;
+            let cs = rusage().1 - cs0 + rusage_of(libc::RUSAGE_CHILDREN).1 - cs_kids0;
             let secs = |n: &str| ph[PHASES.iter().position(|x| *x == n).unwrap()].secs;
             let reads: Vec<String> = ph.iter().map(|p| p.reads.to_string()).collect();
             let disk: Vec<String> = ph.iter().map(|p| format!("{:.0}", p.disk as f64 / (1 << 20) as f64)).collect();
@@ -114,12 +114,9 @@ pub(crate) fn run(a: &BenchArgs, combos: &[Switches], targets: &[(String, PathBu
                 "switches": if a.mode == "engine" { sw.json() } else { Value::Null },
                 "phases": PHASES.iter().zip(&ph).map(|(n, p)| json!({"name": n, "secs": p.secs, "store_reads": p.reads, "disk_read_bytes": p.disk})).collect::<Vec<_>>(),
                 "git": commit, "host": host,
-                "time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+                "time": unix_now(),
             });
-            if let Some(j) = &a.json {
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| format!("{}: {e}", j.display()))?;
-                writeln!(f, "{row}").map_err(|e| e.to_string())?;
-            }
+            append_json(a.json.as_ref(), &row)?;
             rows.push(row);
         }
     }
@@ -132,13 +129,6 @@ pub(crate) fn run(a: &BenchArgs, combos: &[Switches], targets: &[(String, PathBu
         }
     }
     Ok(0)
-}
-
-fn children_cs() -> u64 {
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut r) };
-    (r.ru_nvcsw + r.ru_nivcsw) as u64
 }
 
 // ---------------------------------------------------------------- path mode

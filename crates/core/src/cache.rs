@@ -57,14 +57,21 @@ pub struct Index {
 
 const MAX_LOAD: usize = 4;
 
+/// The bucket of `hash` in an array of `2^bits` buckets: the `bits` hash
+/// bits just below the shard bits.
+#[inline]
+fn bucket_at(hash: u64, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        ((hash << (64 - DIR_SHARD_SHIFT)) >> (64 - bits)) as usize
+    }
+}
+
 impl Index {
     #[inline]
     fn bucket_of(&self, hash: u64) -> usize {
-        if self.bits == 0 {
-            0
-        } else {
-            ((hash << (64 - DIR_SHARD_SHIFT)) >> (64 - self.bits)) as usize
-        }
+        bucket_at(hash, self.bits)
     }
 
     fn find(&self, hash: u64, name: &[u8]) -> Option<(usize, usize)> {
@@ -108,7 +115,7 @@ impl Index {
         let mut nb: Vec<Vec<Slot>> = (0..1usize << bits).map(|_| Vec::new()).collect();
         for (i, b) in std::mem::take(&mut self.buckets).into_iter().enumerate() {
             // Bucket i's hashes split by the next bit into 2i and 2i+1, order kept.
-            let split = b.partition_point(|s| ((s.hash << (64 - DIR_SHARD_SHIFT)) >> (64 - bits)) as usize == 2 * i);
+            let split = b.partition_point(|s| bucket_at(s.hash, bits) == 2 * i);
             let mut lo = b;
             let hi = lo.split_off(split);
             nb[2 * i] = lo;
