@@ -1503,16 +1503,28 @@ impl Engine {
                     .map(|(h, n, d)| DirEntry { name: n.into_vec(), ino: d.ino, kind: d.kind, cookie: h })
                     .collect());
             }
-            // Merge the store's range with the cache, which shadows it.
+            // Merge the store's range with the cache, which shadows it. The
+            // cache is read *before* the store: an entry missing from the
+            // store scan was not yet committed, so it was dirty (and not
+            // evictable) when the cache was read. Reading the cache after the
+            // scan would lose an entry committed and evicted in between.
             let limit = max + 16;
+            let cached = dir.range(from, u64::MAX, limit);
+            let cached_bound = if cached.iter().filter(|(_, _, d)| d.ino != 0).count() >= limit {
+                cached.last().map_or(u64::MAX, |c| c.0)
+            } else {
+                u64::MAX
+            };
             let (lo, hi) = schema::entry_range(ino, from);
             let stored = self.store.scan(&lo, &hi, limit)?;
-            let truncated = stored.len() == limit;
-            let bound = if truncated {
+            let store_truncated = stored.len() == limit;
+            let store_bound = if store_truncated {
                 schema::parse_entry_key(&stored.last().unwrap().0)?.1
             } else {
                 u64::MAX
             };
+            let bound = store_bound.min(cached_bound);
+            let truncated = bound != u64::MAX;
             let mut merged: BTreeMap<(u64, Vec<u8>), Option<(Ino, Kind)>> = BTreeMap::new();
             for (k, v) in &stored {
                 let (_, h, name) = schema::parse_entry_key(k)?;
@@ -1521,7 +1533,7 @@ impl Engine {
                 }
                 merged.insert((h, name.to_vec()), Some(schema::decode_entry(v)?));
             }
-            for (h, n, dd) in dir.range(from, bound, usize::MAX) {
+            for (h, n, dd) in cached.into_iter().filter(|c| c.0 <= bound) {
                 merged.insert((h, n.into_vec()), if dd.ino == 0 { None } else { Some((dd.ino, dd.kind)) });
             }
             let out: Vec<DirEntry> = merged
