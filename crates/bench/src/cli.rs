@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// Cache budget in MiB (engine mode).
     #[arg(long, default_value_t = 1024)]
     pub cache_mb: u64,
+    /// Bound on the whole process's resident memory in MiB (engine mode; 0:
+    /// none): the cache budget shrinks to keep the process under it.
+    #[arg(long, default_value_t = 0)]
+    pub memory_mb: u64,
     /// Append one JSON line per run to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -335,7 +339,8 @@ fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {
 }
 
 fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String> {
-    let cfg = sw.config(a.cache_mb)?;
+    let mut cfg = sw.config(a.cache_mb)?;
+    cfg.memory_bytes = a.memory_mb << 20;
     let _tmp;
     let mut store_path = None;
     let mut fjall = None;
@@ -419,6 +424,8 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     extra.insert("peak_rss_mb".into(), json!(rss.stop() >> 20));
     extra.insert("cached_inodes".into(), json!(e.cached_inodes()));
     extra.insert("cache_estimate_mb".into(), json!(e.cache_usage() >> 20));
+    extra.insert("budget_mb".into(), json!(e.budget() >> 20));
+    extra.insert("demoted_hashes".into(), json!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed)));
     extra.insert("throttled".into(), json!(e.throttled.load(std::sync::atomic::Ordering::Relaxed)));
     if let (true, Some(f)) = (a.space, fjall.take()) {
         let files = results.iter().filter(|r| r.name == "create").map(|r| r.ops).sum::<u64>().max(1);

@@ -64,6 +64,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             }
             "commit_ms" => p.cfg.commit_interval_ms = num(v)?,
             "cache_mb" => p.cfg.cache_bytes = num(v)? << 20,
+            "memory_mb" => p.cfg.memory_bytes = num(v)? << 20,
             "threads" => p.fuse.threads = num(v)?.max(1) as usize,
             "entry_ttl_ms" => p.fuse.entry_ttl = Duration::from_millis(num(v)?),
             "attr_ttl_ms" => p.fuse.attr_ttl = Duration::from_millis(num(v)?),

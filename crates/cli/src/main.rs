@@ -11,6 +11,11 @@ use clap::Parser;
 use shoal_core::Error;
 use std::path::Path;
 
+/// mimalloc instead of glibc malloc: the cache allocates and frees millions of
+/// small objects of mixed sizes; measured in docs/BENCHMARKS.md ("Allocator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     std::panic::set_hook(Box::new(|info| {
         let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())

@@ -351,6 +351,26 @@ impl Dir {
         self.shards.iter().map(|s| s.read().len()).sum()
     }
 
+    /// Forget that the directory is complete and drop its evicted-name sets,
+    /// when they have grown to cost more memory than the store reads they
+    /// save (a miss then asks the store, whose filters answer most misses
+    /// without I/O). `complete` is cleared before any set shrinks, and a set
+    /// only changes under its shard's write lock, so `resolve` never sees a
+    /// definite miss for an evicted name. Returns the hashes dropped.
+    pub fn demote(&self) -> u64 {
+        self.complete.store(false, Ordering::SeqCst);
+        let mut dropped = 0u64;
+        for sh in &self.shards {
+            let set = std::mem::take(&mut sh.write().evicted);
+            dropped += set.len() as u64;
+        }
+        self.evicted.fetch_sub(dropped, Ordering::SeqCst);
+        if let Some(a) = &self.acct {
+            a.fetch_sub(dropped as i64, Ordering::Relaxed);
+        }
+        dropped
+    }
+
     /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
     pub fn evict_clean(&self, durable: u64) -> (usize, usize) {
         let mut ev = 0;
@@ -666,5 +686,12 @@ mod tests {
                 model.clear();
             }
         }
+        // Demotion: nothing is definite any more, and the sets are gone.
+        let held = d.evicted.load(Ordering::SeqCst);
+        assert!(held > 0);
+        assert_eq!(d.demote(), held);
+        assert_eq!(d.evicted.load(Ordering::SeqCst), 0);
+        assert!(!d.resolve(name_hash(b"never-created"), b"never-created").1);
+        assert!(!d.listing_complete());
     }
 }

@@ -223,6 +223,11 @@ pub struct Config {
     pub commit_interval_ms: u64,
     /// Cache budget in bytes (inodes, entries, cached data blocks).
     pub cache_bytes: u64,
+    /// Bound on the whole process's resident memory (0: none). The store's
+    /// own memory and allocator slack are outside the cache estimate; with a
+    /// bound, reclaim measures resident memory and shrinks the cache budget
+    /// so that the process stays under it (see `Engine::adapt_budget`).
+    pub memory_bytes: u64,
     /// Number of allocation groups.
     pub ags: u32,
     pub read_only: bool,
@@ -238,6 +243,7 @@ impl Default for Config {
             durability: Durability::Group,
             commit_interval_ms: 5,
             cache_bytes: 256 << 20,
+            memory_bytes: 0,
             ags: 16,
             read_only: false,
         }
