@@ -229,3 +229,24 @@ fn demoted_directory_keeps_every_answer() {
     }
     assert_eq!(seen.len(), n);
 }
+
+/// Writers wait for a commit when the open epoch passes
+/// `Committer::MAX_OPEN` records, so a commit batch (and the memory it
+/// takes to write it) stays bounded even when the interval is long.
+#[test]
+fn open_epoch_is_bounded() {
+    let store = MemStore::new();
+    Engine::mkfs(&*store, 4).unwrap();
+    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
+    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let ctx = Ctx::root();
+    let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
+    let mut peak = 0;
+    for i in 0..200_000 {
+        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
+        peak = peak.max(e.committer.open_records());
+    }
+    let commits = e.committer.stats.commits.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(commits >= 3, "{commits} commits for 200K creates with a 10-minute interval");
+    assert!(peak <= shoal_core::commit::Committer::MAX_OPEN + 64 * 4, "open epoch reached {peak} records");
+}

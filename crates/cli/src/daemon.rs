@@ -123,7 +123,6 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let store: Arc<dyn shoal_core::Store> = Arc::new(store);
     let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let _ = std::fs::write(store_path.join("daemon.pid"), format!("{}\n", std::process::id()));
-    crate::stats::serve(engine.clone(), &store_path);
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     let mut mopts = parsed.mount.clone();
@@ -131,6 +130,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
+    crate::stats::serve(engine.clone(), Some(fs.requests()), &store_path);
     let r = fs.mount(&mnt, mopts, parsed.allow_other);
     let fin = engine.shutdown();
     let _ = std::fs::remove_file(store_path.join("daemon.pid"));

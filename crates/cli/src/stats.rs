@@ -14,7 +14,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub fn snapshot(e: &Engine) -> Value {
+pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
+    let mut fuse = serde_json::Map::new();
+    for (name, n) in requests.map(|r| r.snapshot()).unwrap_or_default() {
+        if n > 0 {
+            fuse.insert(name.into(), json!(n));
+        }
+    }
     let mut ops = serde_json::Map::new();
     for op in OPS {
         let s = e.stats.snapshot(op);
@@ -33,6 +39,7 @@ pub fn snapshot(e: &Engine) -> Value {
     let st = e.store().counters();
     json!({
         "ops": ops,
+        "fuse_requests": fuse,
         "commit": {
             "commits": cs.commits.load(Ordering::Relaxed),
             "records_in": cs.records_in.load(Ordering::Relaxed),
@@ -58,7 +65,7 @@ pub fn snapshot(e: &Engine) -> Value {
     })
 }
 
-pub fn serve(e: Arc<Engine>, store: &Path) {
+pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
     let path = store.join("control.sock");
     let _ = std::fs::remove_file(&path);
     let l = match UnixListener::bind(&path) {
@@ -72,7 +79,7 @@ pub fn serve(e: Arc<Engine>, store: &Path) {
         .name("shoal-stats".into())
         .spawn(move || {
             for mut c in l.incoming().flatten() {
-                let _ = c.write_all(snapshot(&e).to_string().as_bytes());
+                let _ = c.write_all(snapshot(&e, requests.as_deref()).to_string().as_bytes());
             }
         })
         .ok();
@@ -119,6 +126,18 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
                     println!("{:<10} {:>10.0} {:>9}us {:>9}us", name, d as f64 / dt,
                         u(v, &["p50_ns"]) / 1000, u(v, &["p99_ns"]) / 1000);
                 }
+            }
+        }
+        if let Some(reqs) = cur["fuse_requests"].as_object() {
+            let row: Vec<String> = reqs
+                .keys()
+                .filter_map(|k| {
+                    let d = u(&cur, &["fuse_requests", k]) - u(&prev, &["fuse_requests", k]);
+                    (d > 0).then(|| format!("{k} {:.0}", d as f64 / dt))
+                })
+                .collect();
+            if !row.is_empty() {
+                println!("\nFUSE requests/s: {}", row.join("  "));
             }
         }
         let commits = u(&cur, &["commit", "commits"]) - u(&prev, &["commit", "commits"]);

@@ -70,6 +70,8 @@ pub struct Committer {
     durability: Durability,
     interval: Duration,
     pub stats: CommitStats,
+    /// Records queued in the open epoch (approximate while gates are held).
+    open: crate::cache::Counter,
     /// One commit at a time (the thread, or an inline commit after shutdown).
     commit_lock: parking_lot::Mutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
@@ -83,6 +85,18 @@ pub struct Gate<'a> {
     q: crate::sync::MutexGuard<'a, Queue>,
     pub epoch: u64,
     null: bool,
+    /// Records queued through this gate (added to `Committer::open` on drop).
+    added: usize,
+    open: &'a crate::cache::Counter,
+}
+
+impl Drop for Gate<'_> {
+    fn drop(&mut self) {
+        // Runs before the shard guard is released: counted in its epoch.
+        if self.added > 0 {
+            self.open.add(self.added as i64);
+        }
+    }
 }
 
 impl Gate<'_> {
@@ -95,12 +109,14 @@ impl Gate<'_> {
     pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
         if !self.null {
             self.q.recs.push(Record { key, ver, val: Some(val) });
+            self.added += 1;
         }
     }
     #[inline]
     pub fn del(&mut self, key: Vec<u8>, ver: u64) {
         if !self.null {
             self.q.recs.push(Record { key, ver, val: None });
+            self.added += 1;
         }
     }
     /// Have the committer format this inode's state when the epoch closes.
@@ -129,6 +145,7 @@ impl Committer {
             durability,
             interval: Duration::from_millis(interval_ms.max(1)),
             stats: CommitStats::default(),
+            open: Default::default(),
             commit_lock: parking_lot::Mutex::new(()),
             after_commit: parking_lot::Mutex::new(None),
             formatter: parking_lot::Mutex::new(None),
@@ -159,8 +176,20 @@ impl Committer {
         }
         let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
         let epoch = self.epoch.load(Ordering::Acquire);
-        Ok(Gate { q, epoch, null: self.store.is_null() })
+        Ok(Gate { q, epoch, null: self.store.is_null(), added: 0, open: &self.open })
     }
+
+    /// Records queued in the open epoch: writers wait for a commit when it
+    /// passes `Committer::MAX_OPEN` (`Engine::throttle`), which bounds the
+    /// commit batch and the memory it takes to write it.
+    pub fn open_records(&self) -> u64 {
+        self.open.get().max(0) as u64
+    }
+
+    /// The bound on `open_records` (see there). Measured: unbounded, 8
+    /// writers queued about 1M records per epoch while a commit ran, and
+    /// writing that batch took several hundred MB for a moment.
+    pub const MAX_OPEN: u64 = 64 * 1024;
 
     /// The open epoch (what `wait` on it covers: everything queued so far).
     pub fn epoch(&self) -> u64 {
@@ -281,6 +310,8 @@ impl Committer {
                 }
                 marks.append(&mut g.marks);
             }
+            let queued: usize = taken.iter().map(|v| v.len()).sum();
+            self.open.add(-(queued as i64));
             if !marks.is_empty() {
                 // No operation is in flight (every shard is held): the marked
                 // inodes' state is exactly the state after this epoch.

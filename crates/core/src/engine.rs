@@ -15,7 +15,7 @@ use crate::store::Store;
 use crate::sync::{Arc, LockClass, Mutex, RwLock};
 use crate::types::*;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
 /// creating files does not touch a shared counter per file.
@@ -124,6 +124,8 @@ pub struct Engine {
     /// Unix milliseconds of the last reclaim pass that freed more than 5% of
     /// the memory bound (`adapt_budget`).
     big_reclaim_at: AtomicU64,
+    /// The process is near its memory bound: writers stall (`throttle`).
+    over_bound: AtomicBool,
     pub evicted_inodes: AtomicU64,
     pub evicted_dents: AtomicU64,
     /// Evicted-name hashes dropped by demoting directories to incomplete.
@@ -247,6 +249,7 @@ impl Engine {
             budget: AtomicU64::new(cache_bytes),
             budget_sampled: AtomicU64::new(0),
             big_reclaim_at: AtomicU64::new(0),
+            over_bound: AtomicBool::new(false),
             evicted_inodes: AtomicU64::new(0),
             evicted_dents: AtomicU64::new(0),
             demoted_hashes: AtomicU64::new(0),
@@ -1723,13 +1726,21 @@ impl Engine {
         if ms < last + 50 || self.budget_sampled.compare_exchange(last, ms, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             return;
         }
+        let Some(rss) = resident_bytes() else { return };
+        // Over 92%: every writer waits for a commit and reclaims before its
+        // next operation, until a sample finds the process back under.
+        self.over_bound.store(rss > bound / 100 * 85, Ordering::Relaxed);
         if ms < self.big_reclaim_at.load(Ordering::Relaxed) + 300 {
             return;
         }
-        let Some(rss) = resident_bytes() else { return };
-        let overhead = rss.saturating_sub(self.cache_usage());
-        let b = (bound / 10 * 7).saturating_sub(overhead).clamp(16 << 20, self.cfg.cache_bytes.max(16 << 20));
-        self.budget.store(b, Ordering::Relaxed);
+        let usage = self.cache_usage();
+        let overhead = rss.saturating_sub(usage);
+        let mut b = (bound / 10 * 7).saturating_sub(overhead);
+        if rss > bound / 100 * 80 {
+            // Near the bound whatever the estimate says: shrink from here.
+            b = b.min(usage / 10 * 8);
+        }
+        self.budget.store(b.clamp(16 << 20, self.cfg.cache_bytes.max(16 << 20)), Ordering::Relaxed);
     }
 
     pub fn cached_inodes(&self) -> usize {
@@ -1744,12 +1755,21 @@ impl Engine {
     /// operation of a thread (it sums the inode-table shards).
     fn throttle(&self) {
         thread_local!(static OPS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
-        if self.store.is_null() || OPS.with(|n| { n.set(n.get().wrapping_add(1)); n.get() % 64 != 0 }) {
-            return;
-        }
-        let budget = self.budget();
-        if self.cache_usage() <= budget + budget / 4 {
-            return;
+        let over_bound = self.over_bound.load(Ordering::Relaxed);
+        if !over_bound {
+            if self.store.is_null() || OPS.with(|n| { n.set(n.get().wrapping_add(1)); n.get() % 64 != 0 }) {
+                return;
+            }
+            if self.committer.open_records() > Committer::MAX_OPEN {
+                // The open epoch is full: wait for it to commit (bounded batches).
+                self.throttled.fetch_add(1, Ordering::Relaxed);
+                let _ = self.committer.wait(self.committer.epoch());
+                return;
+            }
+            let budget = self.budget();
+            if self.cache_usage() <= budget + budget / 4 {
+                return;
+            }
         }
         self.throttled.fetch_add(1, Ordering::Relaxed);
         // A failed commit shows up in the operation's own `enter`.

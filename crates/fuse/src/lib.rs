@@ -12,7 +12,7 @@
 //! stat in one trip.
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
@@ -20,6 +20,7 @@ use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -70,7 +71,37 @@ impl Default for FuseOptions {
 pub struct ShoalFs {
     engine: Arc<Engine>,
     opts: FuseOptions,
+    requests: Arc<Requests>,
 }
+
+/// FUSE requests received, by type: round trips are the cost through a
+/// mount, so `shoal stats` shows them next to the engine's operations.
+/// One relaxed atomic add per request (a round trip costs microseconds).
+pub struct Requests {
+    counts: [AtomicU64; REQUEST_NAMES.len()],
+}
+
+/// The request types counted, in `Requests` order. `forget` counts inodes
+/// forgotten (the kernel batches them), not requests.
+pub const REQUEST_NAMES: [&str; 31] = ["lookup", "forget", "getattr", "setattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "open", "read", "write", "flush", "release", "fsync", "opendir", "readdir", "readdirplus", "releasedir", "fsyncdir", "statfs", "access", "setxattr", "getxattr", "listxattr", "removexattr", "create", "fallocate"];
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests { counts: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl Requests {
+    #[inline]
+    fn count(&self, i: usize) {
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+    /// (name, count) for every request type.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        REQUEST_NAMES.iter().zip(&self.counts).map(|(n, c)| (*n, c.load(Ordering::Relaxed))).collect()
+    }
+}
+
 
 /// The one place an engine error becomes an errno.
 pub fn errno(e: &Error) -> Errno {
@@ -173,7 +204,12 @@ fn time(t: TimeOrNow) -> TimeSet {
 
 impl ShoalFs {
     pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
-        ShoalFs { engine, opts }
+        ShoalFs { engine, opts, requests: Arc::default() }
+    }
+
+    /// The request counters (shared with the stats socket).
+    pub fn requests(&self) -> Arc<Requests> {
+        self.requests.clone()
     }
 
     fn fopen(&self) -> FopenFlags {
@@ -238,6 +274,18 @@ impl ShoalFs {
 }
 
 impl Filesystem for ShoalFs {
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.requests.count(15);
+        // Nothing to flush (writes go to the engine at once); ENOSYS makes the
+        // kernel stop sending FLUSH on every close of this mount.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.requests.count(21);
+        reply.ok();
+    }
+
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let mut want = InitFlags::FUSE_PARALLEL_DIROPS;
         if self.opts.readdirplus {
@@ -259,6 +307,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.requests.count(0);
         match self.engine.lookup(&self.ctx(req), parent.0, name.as_bytes()) {
             Err(Error::NotFound) if !self.opts.negative_ttl.is_zero() => {
                 // A negative entry: the kernel caches the miss (seed 001's negative cache, one level up).
@@ -274,10 +323,12 @@ impl Filesystem for ShoalFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.requests.count(1);
         self.engine.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.requests.count(2);
         match self.engine.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -290,6 +341,7 @@ impl Filesystem for ShoalFs {
         _crtime: Option<SystemTime>, _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
         _flags: Option<fuser::BsdFileFlags>, reply: ReplyAttr,
     ) {
+        self.requests.count(3);
         let sa = SetAttr {
             mode,
             uid,
@@ -307,6 +359,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.requests.count(4);
         match self.engine.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -314,24 +367,29 @@ impl Filesystem for ShoalFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.requests.count(5);
         let r = self.engine.mknod(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777), rdev);
         self.entry(reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.requests.count(6);
         let r = self.engine.mkdir(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777));
         self.entry(reply, r);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.requests.count(7);
         Self::empty(reply, self.engine.unlink(&self.ctx(req), parent.0, name.as_bytes()));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.requests.count(8);
         Self::empty(reply, self.engine.rmdir(&self.ctx(req), parent.0, name.as_bytes()));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.requests.count(9);
         let r = self.engine.symlink(&self.ctx(req), parent.0, link_name.as_bytes(), target.as_os_str().as_bytes());
         self.entry(reply, r);
     }
@@ -340,16 +398,19 @@ impl Filesystem for ShoalFs {
         &self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.requests.count(10);
         let r = self.engine.rename(&self.ctx(req), parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         Self::empty(reply, r);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.requests.count(11);
         let r = self.engine.link(&self.ctx(req), ino.0, newparent.0, newname.as_bytes());
         self.entry(reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.requests.count(12);
         match self.engine.open_file(&self.ctx(req), ino.0, open_mask(flags.0)) {
             Ok(_) => reply.opened(FileHandle(ino.0), self.fopen()),
             Err(e) => reply.error(errno(&e)),
@@ -360,6 +421,7 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags,
         _lock: Option<fuser::LockOwner>, reply: ReplyData,
     ) {
+        self.requests.count(13);
         match self.engine.read(ino.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -370,6 +432,7 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
         _flags: OpenFlags, _lock: Option<fuser::LockOwner>, reply: ReplyWrite,
     ) {
+        self.requests.count(14);
         match self.engine.write(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
@@ -380,14 +443,17 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<fuser::LockOwner>,
         _flush: bool, reply: ReplyEmpty,
     ) {
+        self.requests.count(16);
         Self::empty(reply, self.engine.release(ino.0));
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.requests.count(17);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.requests.count(18);
         if self.opts.daemon_permissions {
             // The daemon checks: OPENDIR stays on so listing needs read permission.
             match self.engine.open_dir(&self.ctx(req), ino.0, open_mask(flags.0)) {
@@ -404,6 +470,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.requests.count(19);
         if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
             return reply.ok();
         }
@@ -436,6 +503,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        self.requests.count(20);
         let zero = Duration::ZERO;
         if offset == 0 {
             match self.engine.getattr(ino.0) {
@@ -489,10 +557,12 @@ impl Filesystem for ShoalFs {
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.requests.count(22);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.requests.count(23);
         match self.engine.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply.error(errno(&e)),
@@ -500,11 +570,13 @@ impl Filesystem for ShoalFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        self.requests.count(24);
         // Sent only without default_permissions (access(2), chdir, exec).
         Self::empty(reply, self.engine.access(&self.ctx(req), ino.0, mask.bits() as u32));
     }
 
     fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _pos: u32, reply: ReplyEmpty) {
+        self.requests.count(25);
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
@@ -513,6 +585,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.requests.count(26);
         if let Err(e) = self.xattr_check(req, ino.0, name, false) {
             return reply.error(errno(&e));
         }
@@ -525,6 +598,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.requests.count(27);
         match self.engine.listxattr(ino.0) {
             Ok(names) => {
                 let mut buf = Vec::new();
@@ -545,6 +619,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.requests.count(28);
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
@@ -552,6 +627,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+        self.requests.count(29);
         let c = self.ctx(req);
         let r = match Kind::from_mode(mode) {
             Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777)),
@@ -567,6 +643,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        self.requests.count(30);
         let m = mode as u32;
         let mut em = 0;
         if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
