@@ -71,6 +71,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "negative_ttl_ms" => p.fuse.negative_ttl = Duration::from_millis(num(v)?),
             "writeback_cache" => p.fuse.writeback_cache = true,
             "noreaddirplus" => p.fuse.readdirplus = false,
+            "noxattr" => p.fuse.xattr = false,
             "opendir" => p.fuse.no_opendir = false,
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,

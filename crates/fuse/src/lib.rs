@@ -49,6 +49,12 @@ pub struct FuseOptions {
     /// Off by default: measured on the tree workload it did not help (tar and
     /// diff -r within 10% either way, docs/BENCHMARKS.md).
     pub keep_cache: bool,
+    /// Extended attributes. Off (`noxattr`): every xattr request is answered
+    /// ENOSYS once and the kernel stops sending them, which saves the two
+    /// GETXATTR round trips `ls -l` makes per entry (security.selinux and
+    /// system.posix_acl_access; FUSE caches neither). Users then get
+    /// EOPNOTSUPP for xattrs.
+    pub xattr: bool,
 }
 
 impl Default for FuseOptions {
@@ -59,6 +65,7 @@ impl Default for FuseOptions {
             negative_ttl: Duration::from_secs(1),
             threads: 2,
             clone_fd: true,
+            xattr: true,
             writeback_cache: false,
             readdirplus: true,
             no_opendir: true,
@@ -84,6 +91,41 @@ pub struct Requests {
 /// The request types counted, in `Requests` order. `forget` counts inodes
 /// forgotten (the kernel batches them), not requests.
 pub const REQUEST_NAMES: [&str; 31] = ["lookup", "forget", "getattr", "setattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "open", "read", "write", "flush", "release", "fsync", "opendir", "readdir", "readdirplus", "releasedir", "fsyncdir", "statfs", "access", "setxattr", "getxattr", "listxattr", "removexattr", "create", "fallocate"];
+
+/// Indexes into `REQUEST_NAMES`.
+mod req {
+    pub const LOOKUP: usize = 0;
+    pub const FORGET: usize = 1;
+    pub const GETATTR: usize = 2;
+    pub const SETATTR: usize = 3;
+    pub const READLINK: usize = 4;
+    pub const MKNOD: usize = 5;
+    pub const MKDIR: usize = 6;
+    pub const UNLINK: usize = 7;
+    pub const RMDIR: usize = 8;
+    pub const SYMLINK: usize = 9;
+    pub const RENAME: usize = 10;
+    pub const LINK: usize = 11;
+    pub const OPEN: usize = 12;
+    pub const READ: usize = 13;
+    pub const WRITE: usize = 14;
+    pub const FLUSH: usize = 15;
+    pub const RELEASE: usize = 16;
+    pub const FSYNC: usize = 17;
+    pub const OPENDIR: usize = 18;
+    pub const READDIR: usize = 19;
+    pub const READDIRPLUS: usize = 20;
+    pub const RELEASEDIR: usize = 21;
+    pub const FSYNCDIR: usize = 22;
+    pub const STATFS: usize = 23;
+    pub const ACCESS: usize = 24;
+    pub const SETXATTR: usize = 25;
+    pub const GETXATTR: usize = 26;
+    pub const LISTXATTR: usize = 27;
+    pub const REMOVEXATTR: usize = 28;
+    pub const CREATE: usize = 29;
+    pub const FALLOCATE: usize = 30;
+}
 
 impl Default for Requests {
     fn default() -> Self {
@@ -275,14 +317,14 @@ impl ShoalFs {
 
 impl Filesystem for ShoalFs {
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.requests.count(15);
+        self.requests.count(req::FLUSH);
         // Nothing to flush (writes go to the engine at once); ENOSYS makes the
         // kernel stop sending FLUSH on every close of this mount.
         reply.error(Errno::ENOSYS);
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        self.requests.count(21);
+        self.requests.count(req::RELEASEDIR);
         reply.ok();
     }
 
@@ -307,7 +349,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.requests.count(0);
+        self.requests.count(req::LOOKUP);
         match self.engine.lookup(&self.ctx(req), parent.0, name.as_bytes()) {
             Err(Error::NotFound) if !self.opts.negative_ttl.is_zero() => {
                 // A negative entry: the kernel caches the miss (seed 001's negative cache, one level up).
@@ -323,12 +365,12 @@ impl Filesystem for ShoalFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.requests.count(1);
+        self.requests.count(req::FORGET);
         self.engine.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.requests.count(2);
+        self.requests.count(req::GETATTR);
         match self.engine.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -341,7 +383,7 @@ impl Filesystem for ShoalFs {
         _crtime: Option<SystemTime>, _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
         _flags: Option<fuser::BsdFileFlags>, reply: ReplyAttr,
     ) {
-        self.requests.count(3);
+        self.requests.count(req::SETATTR);
         let sa = SetAttr {
             mode,
             uid,
@@ -359,7 +401,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.requests.count(4);
+        self.requests.count(req::READLINK);
         match self.engine.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -367,29 +409,29 @@ impl Filesystem for ShoalFs {
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        self.requests.count(5);
+        self.requests.count(req::MKNOD);
         let r = self.engine.mknod(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777), rdev);
         self.entry(reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        self.requests.count(6);
+        self.requests.count(req::MKDIR);
         let r = self.engine.mkdir(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777));
         self.entry(reply, r);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.requests.count(7);
+        self.requests.count(req::UNLINK);
         Self::empty(reply, self.engine.unlink(&self.ctx(req), parent.0, name.as_bytes()));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.requests.count(8);
+        self.requests.count(req::RMDIR);
         Self::empty(reply, self.engine.rmdir(&self.ctx(req), parent.0, name.as_bytes()));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.requests.count(9);
+        self.requests.count(req::SYMLINK);
         let r = self.engine.symlink(&self.ctx(req), parent.0, link_name.as_bytes(), target.as_os_str().as_bytes());
         self.entry(reply, r);
     }
@@ -398,19 +440,19 @@ impl Filesystem for ShoalFs {
         &self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.requests.count(10);
+        self.requests.count(req::RENAME);
         let r = self.engine.rename(&self.ctx(req), parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         Self::empty(reply, r);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        self.requests.count(11);
+        self.requests.count(req::LINK);
         let r = self.engine.link(&self.ctx(req), ino.0, newparent.0, newname.as_bytes());
         self.entry(reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.requests.count(12);
+        self.requests.count(req::OPEN);
         match self.engine.open_file(&self.ctx(req), ino.0, open_mask(flags.0)) {
             Ok(_) => reply.opened(FileHandle(ino.0), self.fopen()),
             Err(e) => reply.error(errno(&e)),
@@ -421,7 +463,7 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags,
         _lock: Option<fuser::LockOwner>, reply: ReplyData,
     ) {
-        self.requests.count(13);
+        self.requests.count(req::READ);
         match self.engine.read(ino.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -432,7 +474,7 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
         _flags: OpenFlags, _lock: Option<fuser::LockOwner>, reply: ReplyWrite,
     ) {
-        self.requests.count(14);
+        self.requests.count(req::WRITE);
         match self.engine.write(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
@@ -443,17 +485,17 @@ impl Filesystem for ShoalFs {
         &self, _req: &Request, ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<fuser::LockOwner>,
         _flush: bool, reply: ReplyEmpty,
     ) {
-        self.requests.count(16);
+        self.requests.count(req::RELEASE);
         Self::empty(reply, self.engine.release(ino.0));
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.requests.count(17);
+        self.requests.count(req::FSYNC);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        self.requests.count(18);
+        self.requests.count(req::OPENDIR);
         if self.opts.daemon_permissions {
             // The daemon checks: OPENDIR stays on so listing needs read permission.
             match self.engine.open_dir(&self.ctx(req), ino.0, open_mask(flags.0)) {
@@ -470,7 +512,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.requests.count(19);
+        self.requests.count(req::READDIR);
         if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
             return reply.ok();
         }
@@ -503,7 +545,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        self.requests.count(20);
+        self.requests.count(req::READDIRPLUS);
         let zero = Duration::ZERO;
         if offset == 0 {
             match self.engine.getattr(ino.0) {
@@ -557,12 +599,12 @@ impl Filesystem for ShoalFs {
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.requests.count(22);
+        self.requests.count(req::FSYNCDIR);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.requests.count(23);
+        self.requests.count(req::STATFS);
         match self.engine.statfs() {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
             Err(e) => reply.error(errno(&e)),
@@ -570,13 +612,16 @@ impl Filesystem for ShoalFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        self.requests.count(24);
+        self.requests.count(req::ACCESS);
         // Sent only without default_permissions (access(2), chdir, exec).
         Self::empty(reply, self.engine.access(&self.ctx(req), ino.0, mask.bits() as u32));
     }
 
     fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _pos: u32, reply: ReplyEmpty) {
-        self.requests.count(25);
+        self.requests.count(req::SETXATTR);
+        if !self.opts.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
@@ -585,7 +630,10 @@ impl Filesystem for ShoalFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.requests.count(26);
+        self.requests.count(req::GETXATTR);
+        if !self.opts.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         if let Err(e) = self.xattr_check(req, ino.0, name, false) {
             return reply.error(errno(&e));
         }
@@ -598,7 +646,10 @@ impl Filesystem for ShoalFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.requests.count(27);
+        self.requests.count(req::LISTXATTR);
+        if !self.opts.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         match self.engine.listxattr(ino.0) {
             Ok(names) => {
                 let mut buf = Vec::new();
@@ -619,7 +670,10 @@ impl Filesystem for ShoalFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.requests.count(28);
+        self.requests.count(req::REMOVEXATTR);
+        if !self.opts.xattr {
+            return reply.error(Errno::ENOSYS);
+        }
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
@@ -627,7 +681,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
-        self.requests.count(29);
+        self.requests.count(req::CREATE);
         let c = self.ctx(req);
         let r = match Kind::from_mode(mode) {
             Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777)),
@@ -643,7 +697,7 @@ impl Filesystem for ShoalFs {
     }
 
     fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        self.requests.count(30);
+        self.requests.count(req::FALLOCATE);
         let m = mode as u32;
         let mut em = 0;
         if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
