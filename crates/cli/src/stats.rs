@@ -40,6 +40,7 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     json!({
         "ops": ops,
         "fuse_requests": fuse,
+        "fuse_invalidations": requests.map_or(0, |r| r.invalidations.load(Ordering::Relaxed)),
         "commit": {
             "commits": cs.commits.load(Ordering::Relaxed),
             "records_in": cs.records_in.load(Ordering::Relaxed),
