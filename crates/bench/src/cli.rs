@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// Cache budget in MiB (engine mode).
     #[arg(long, default_value_t = 1024)]
     pub cache_mb: u64,
+    /// evict: the cache budget in MiB the `lookup (evicting)` phase drops to
+    /// (the run starts with --cache-mb).
+    #[arg(long, default_value_t = 64)]
+    pub evict_to_mb: u64,
     /// Bound on the whole process's resident memory in MiB (engine mode; 0:
     /// none): the cache budget shrinks to keep the process under it.
     #[arg(long, default_value_t = 0)]
@@ -266,6 +270,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     shared_dir: !a.own_dirs,
                     top: format!("bench-{}-{}-{}", a.workload, std::process::id(), rows.len()),
                     seed: a.seed,
+                    evict_to: a.evict_to_mb << 20,
                 };
                 let pb = indicatif::ProgressBar::new_spinner();
                 pb.set_message(format!("{} {} w={} {}", a.workload, tname, w, sw.short()));

@@ -28,6 +28,10 @@ pub trait Fs: Sync {
     fn list(&self, d: &Self::Dir, first: &mut dyn FnMut()) -> io::Result<u64>;
     /// Stream a directory's names in listing order (what `rm -rf` does before unlinking).
     fn each_name(&self, d: &Self::Dir, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()>;
+    /// Lower the cache budget to `bytes` (engine mode: the `evict` workload).
+    fn set_cache_budget(&self, _bytes: u64) -> io::Result<()> {
+        Err(io::Error::other("the evict workload runs in engine mode only"))
+    }
 }
 
 fn io_err(e: shoal_core::Error) -> io::Error {
@@ -41,6 +45,10 @@ pub struct EngineFs<'a> {
 
 impl Fs for EngineFs<'_> {
     type Dir = Ino;
+    fn set_cache_budget(&self, bytes: u64) -> io::Result<()> {
+        self.e.set_budget(bytes);
+        Ok(())
+    }
     fn root(&self) -> Ino {
         ROOT_INO
     }
@@ -188,6 +196,8 @@ pub struct Params {
     /// The run's top directory name under the target root.
     pub top: String,
     pub seed: u64,
+    /// evict: the cache budget (bytes) the eviction phase drops to.
+    pub evict_to: u64,
 }
 
 /// The phases of a workload, in order; the first one is the reported rate
@@ -205,7 +215,12 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "create" => vec!["setup", "create"],
         "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
         "lookup" => vec!["setup", "populate", "lookup", "create+unlink"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, tree)")),
+        // Reclaim under load (the scale issue): fill a large cache, then
+        // look up a hot set of names while the budget drops to --cache-mb
+        // and reclaim evicts everything cold; the same lookups before, with
+        // the cache full, are the baseline.
+        "evict" => vec!["setup", "populate", "lookup (full cache)", "lookup (evicting)"],
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, evict, tree)")),
     })
 }
 
@@ -218,6 +233,7 @@ pub fn headline(w: &str) -> &'static str {
         "fsmark" | "create" | "bigdir" => "create",
         "mdtest-hard" => "write",
         "lookup" => "lookup",
+        "evict" => "lookup (evicting)",
         _ => "",
     }
 }
@@ -340,6 +356,28 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             for i in 0..p.files {
                 let name = format!("f{id}.{i}");
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
+            }
+        }
+        ("evict", "populate") => {
+            let d = st.dir.clone().unwrap();
+            for i in 0..p.files {
+                timed!(fs.create(&d, &format!("f{id}.{i}"), &[])?);
+            }
+        }
+        ("evict", "lookup (full cache)" | "lookup (evicting)") => {
+            // The hot set: each worker's first 10K names. Every lookup is
+            // timed (p99 is the figure).
+            if phase == "lookup (evicting)" && id == 0 {
+                fs.set_cache_budget(p.evict_to)?;
+            }
+            let d = st.dir.clone().unwrap();
+            let hot = p.files.clamp(1, 10_000);
+            for _ in 0..p.iters {
+                let i = st.rng.gen_range(0..hot);
+                let t = std::time::Instant::now();
+                fs.stat(&d, &format!("f{id}.{i}"))?;
+                st.lat.push(t.elapsed().as_nanos() as u64);
+                n += 1;
             }
         }
         ("bigdir", "lookup") => {

@@ -1699,6 +1699,13 @@ impl Engine {
         inodes * per_inode + dents * 192 + data + hashes * 16
     }
 
+    /// Change the cache budget (bytes) of a running engine; reclaim brings
+    /// the cache under it in batches after the next commits. Under a memory
+    /// bound the next sample recomputes it.
+    pub fn set_budget(&self, bytes: u64) {
+        self.budget.store(bytes, Ordering::Relaxed);
+    }
+
     /// The cache budget in force (bytes).
     pub fn budget(&self) -> u64 {
         self.budget.load(Ordering::Relaxed)
