@@ -1717,8 +1717,10 @@ impl Engine {
     /// and give the cache what is left of 70% of the bound (throttling lets
     /// the cache run a quarter over its budget, and the estimate runs ahead
     /// of a shrinking budget: measured, 3M creates under a 700 MiB bound
-    /// peaked at 767 MiB with 80% and at 603 MiB with 70%). Feedback rather than a model of the store's memory, which
-    /// we do not own. For 300 ms after a reclaim pass that freed more than
+    /// peaked at 767 MiB with 80% and at 603 MiB with 70%). Feedback rather
+    /// than a model of the store's memory, which we do not own. Above 80% of
+    /// the bound the budget is cut below the current estimate; above 85%
+    /// writers stall (`throttle`). For 300 ms after a reclaim pass that freed more than
     /// 5% of the bound, the overhead is not re-measured: the allocator has
     /// not yet returned the freed memory, and taking that lag for overhead
     /// emptied the cache (measured: the budget swung between 16 MiB and
@@ -1734,7 +1736,7 @@ impl Engine {
             return;
         }
         let Some(rss) = resident_bytes() else { return };
-        // Over 92%: every writer waits for a commit and reclaims before its
+        // Over 85%: every writer waits for a commit and reclaims before its
         // next operation, until a sample finds the process back under.
         self.over_bound.store(rss > bound / 100 * 85, Ordering::Relaxed);
         if ms < self.big_reclaim_at.load(Ordering::Relaxed) + 300 {
