@@ -207,6 +207,7 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "crunl" => vec!["setup", "create+unlink"],
         "rndrename" => vec!["setup", "create+rename+unlink"],
         "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
+        // remove: like rm -rf, names in listing order (seed 003 timed rm -rf).
         "fsmark" => vec!["setup", "create", "remove"],
         // A big directory (the scale issue): create, random lookups of
         // existing names, one streaming listing by worker 0, remove.
@@ -400,7 +401,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 st.lat.extend(lat);
             }
         }
-        ("bigdir", "rm -rf") => {
+        ("bigdir", "rm -rf") | ("fsmark", "remove") => {
             // Like rm -rf: list, unlink in listing order (hash order, so the
             // store reads are sequential). Each worker removes its own names.
             let d = st.dir.clone().unwrap();
@@ -412,7 +413,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 Ok(())
             })?;
         }
-        ("fsmark", "remove") | ("mdtest-hard", "delete") => {
+        ("mdtest-hard", "delete") => {
             let d = st.dir.clone().unwrap();
             for i in 0..p.files {
                 timed!(fs.unlink(&d, &format!("f{id}.{i}"))?);

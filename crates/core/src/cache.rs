@@ -308,13 +308,14 @@ impl Dir {
 
     /// Insert only if the name is not cached (fills from the store never
     /// overwrite a newer in-memory entry).
-    pub fn fill(&self, hash: u64, name: &[u8], d: Dent) -> Dent {
+    /// Returns the entry now cached and whether this call inserted it.
+    pub fn fill(&self, hash: u64, name: &[u8], d: Dent) -> (Dent, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get(hash, name) {
-            return *old;
+            return (*old, false);
         }
         s.insert(hash, name, d);
-        d
+        (d, true)
     }
 
     /// Cached entries (positive and negative) with `from <= hash <= to`, in

@@ -431,8 +431,8 @@ impl Engine {
             return Ok(got);
         }
         let dent = Dent { ino: got.map_or(0, |g| g.0), kind: got.map_or(Kind::File, |g| g.1), ver: 0, dirty_epoch: 0 };
-        let d2 = d.fill(h, name, dent);
-        if d2.ino == dent.ino {
+        let (d2, inserted) = d.fill(h, name, dent);
+        if inserted {
             self.cached_dents.add(1);
         }
         Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind)) })
@@ -1533,6 +1533,9 @@ impl Engine {
             } else {
                 u64::MAX
             };
+            // Shared `reclaim` from the scan to the fills below (rule 5): no
+            // eviction can drop a newer negative entry in between.
+            let reclaim = self.reclaim.read();
             let (lo, hi) = schema::entry_range(ino, from);
             let stored = self.store.scan(&lo, &hi, limit)?;
             let store_truncated = stored.len() == limit;
@@ -1549,8 +1552,19 @@ impl Engine {
                 if h > bound {
                     continue;
                 }
-                merged.insert((h, name.to_vec()), Some(schema::decode_entry(v)?));
+                let (eino, kind) = schema::decode_entry(v)?;
+                merged.insert((h, name.to_vec()), Some((eino, kind)));
+                // Prime the cache with what the scan read: rm -rf unlinks
+                // every listed name next, and a cached entry saves each
+                // unlink a store read. Fills never replace a cached entry.
+                if self.cfg.name_cache != NameCache::Off {
+                    let dent = Dent { ino: eino, kind, ver: 0, dirty_epoch: 0 };
+                    if dir.fill(h, name, dent).1 {
+                        self.cached_dents.add(1);
+                    }
+                }
             }
+            drop(reclaim);
             for (h, n, dd) in cached.into_iter().filter(|c| c.0 <= bound) {
                 merged.insert((h, n.into_vec()), if dd.ino == 0 { None } else { Some((dd.ino, dd.kind)) });
             }
