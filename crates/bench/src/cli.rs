@@ -406,6 +406,11 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             barrier.wait();
             r.secs = t.elapsed().as_secs_f64();
             r.store_reads = reads() - r0;
+            // Long runs: say when each phase ends (the table comes at the end).
+            if r.secs > 10.0 {
+                eprintln!("  phase {} done in {:.1} s ({} store reads, RSS now {} MB)", r.name, r.secs, r.store_reads,
+                    shoal_core::engine::resident_bytes().unwrap_or(0) >> 20);
+            }
         }
         hs.into_iter().map(|h| h.join().map_err(|_| "worker panicked".to_string())?).collect()
     });
