@@ -72,6 +72,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "writeback_cache" => p.fuse.writeback_cache = true,
             "noreaddirplus" => p.fuse.readdirplus = false,
             "noxattr" => p.fuse.xattr = false,
+            "readdirplus_always" => p.fuse.readdirplus_auto = false,
             "opendir" => p.fuse.no_opendir = false,
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,

@@ -36,6 +36,11 @@ pub struct FuseOptions {
     pub clone_fd: bool,
     pub writeback_cache: bool,
     pub readdirplus: bool,
+    /// Let the kernel choose between READDIR and READDIRPLUS per directory
+    /// (FUSE_READDIRPLUS_AUTO: plus only once names get looked up). Off
+    /// (`readdirplus_always`): every listing returns attributes, so a
+    /// `find | xargs stat` costs no LOOKUP per file while entries are cached.
+    pub readdirplus_auto: bool,
     pub no_opendir: bool,
     /// Check permissions in the daemon instead of the kernel (no
     /// `default_permissions`). The kernel then does not refresh a directory's
@@ -66,6 +71,7 @@ impl Default for FuseOptions {
             threads: 2,
             clone_fd: true,
             xattr: true,
+            readdirplus_auto: true,
             writeback_cache: false,
             readdirplus: true,
             no_opendir: true,
@@ -409,7 +415,10 @@ impl Filesystem for ShoalFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let mut want = InitFlags::FUSE_PARALLEL_DIROPS;
         if self.opts.readdirplus {
-            want |= InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+            want |= InitFlags::FUSE_DO_READDIRPLUS;
+            if self.opts.readdirplus_auto {
+                want |= InitFlags::FUSE_READDIRPLUS_AUTO;
+            }
         }
         if self.opts.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
