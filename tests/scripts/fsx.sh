@@ -4,7 +4,7 @@
 source "$(dirname "$0")/lib.sh"
 N=${FSX_OPS:-100000}
 SEED=${FSX_SEED:-7}
-MNT=$(mount_fresh fsx)
+MNT=$(mount_fresh fsx "${MOUNT_OPTS:-allow_other}")
 cd "$MNT"
 t=$(now)
 fsx -N "$N" -S "$SEED" -P "$WORK" "$MNT/fsx.dat" > "$WORK/fsx.log" 2>&1 || { tail -40 "$WORK/fsx.log"; exit 1; }
