@@ -32,6 +32,10 @@ pub trait Fs: Sync {
     fn set_cache_budget(&self, _bytes: u64) -> io::Result<()> {
         Err(io::Error::other("the evict workload runs in engine mode only"))
     }
+    /// Whether the cache is still over its budget (engine mode).
+    fn cache_over_budget(&self) -> bool {
+        false
+    }
 }
 
 fn io_err(e: shoal_core::Error) -> io::Error {
@@ -48,6 +52,9 @@ impl Fs for EngineFs<'_> {
     fn set_cache_budget(&self, bytes: u64) -> io::Result<()> {
         self.e.set_budget(bytes);
         Ok(())
+    }
+    fn cache_over_budget(&self) -> bool {
+        self.e.cache_usage() > self.e.budget()
     }
     fn root(&self) -> Ino {
         ROOT_INO
@@ -373,12 +380,16 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
             let d = st.dir.clone().unwrap();
             let hot = p.files.clamp(1, 10_000);
-            for _ in 0..p.iters {
+            // While evicting: at least --iters lookups, and on until reclaim
+            // has brought the cache under the new budget.
+            let mut k = 0;
+            while k < p.iters || (phase == "lookup (evicting)" && fs.cache_over_budget()) {
                 let i = st.rng.gen_range(0..hot);
                 let t = std::time::Instant::now();
                 fs.stat(&d, &format!("f{id}.{i}"))?;
                 st.lat.push(t.elapsed().as_nanos() as u64);
                 n += 1;
+                k += 1;
             }
         }
         ("bigdir", "lookup") => {

@@ -374,32 +374,37 @@ impl Dir {
 
     /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
     pub fn evict_clean(&self, durable: u64) -> (usize, usize) {
+        (0..DIR_SHARDS).map(|si| self.evict_clean_shard(si, durable)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// `evict_clean` for one of the directory's shards: reclaim takes its
+    /// exclusive lock per shard, so a huge directory's eviction never stalls
+    /// fills for longer than one shard's worth.
+    pub fn evict_clean_shard(&self, si: usize, durable: u64) -> (usize, usize) {
         let mut ev = 0;
         let mut dirty = 0;
-        for sh in &self.shards {
-            let mut s = sh.write();
-            if self.complete.load(Ordering::SeqCst) {
-                // Remember the hashes before the entries go (see `resolve`).
-                let hashes: Vec<u64> = s.iter().filter(|e| e.d.dirty_epoch <= durable).map(|e| e.hash).collect();
-                let mut added = 0;
-                for h in hashes {
-                    added += s.evicted.insert(h) as u64;
-                }
-                self.evicted.fetch_add(added, Ordering::SeqCst);
-                if let Some(a) = &self.acct {
-                    a.fetch_add(added as i64, Ordering::Relaxed);
-                }
+        let mut s = self.shards[si].write();
+        if self.complete.load(Ordering::SeqCst) {
+            // Remember the hashes before the entries go (see `resolve`).
+            let hashes: Vec<u64> = s.iter().filter(|e| e.d.dirty_epoch <= durable).map(|e| e.hash).collect();
+            let mut added = 0;
+            for h in hashes {
+                added += s.evicted.insert(h) as u64;
             }
-            s.retain(|e| {
-                if e.d.dirty_epoch <= durable {
-                    ev += 1;
-                    false
-                } else {
-                    dirty += 1;
-                    true
-                }
-            });
+            self.evicted.fetch_add(added, Ordering::SeqCst);
+            if let Some(a) = &self.acct {
+                a.fetch_add(added as i64, Ordering::Relaxed);
+            }
         }
+        s.retain(|e| {
+            if e.d.dirty_epoch <= durable {
+                ev += 1;
+                false
+            } else {
+                dirty += 1;
+                true
+            }
+        });
         (ev, dirty)
     }
 }
