@@ -409,7 +409,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             // Long runs: say when each phase ends (the table comes at the end).
             if r.secs > 10.0 {
                 eprintln!("  phase {} done in {:.1} s ({} store reads, RSS now {} MB)", r.name, r.secs, r.store_reads,
-                    shoal_core::engine::resident_bytes().unwrap_or(0) >> 20);
+                    rss_bytes() >> 20);
             }
         }
         hs.into_iter().map(|h| h.join().map_err(|_| "worker panicked".to_string())?).collect()
@@ -470,8 +470,7 @@ pub(crate) struct RssSampler {
 }
 
 pub(crate) fn rss_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    s.split_whitespace().nth(1).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) * 4096
+    shoal_core::engine::resident_bytes().unwrap_or(0)
 }
 
 impl RssSampler {

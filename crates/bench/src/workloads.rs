@@ -25,7 +25,17 @@ pub trait Fs: Sync {
     fn open_dir(&self, parent: &Self::Dir, name: &str) -> io::Result<Self::Dir>;
     /// List a directory, streaming; `first` is called once when the first
     /// entries are back. Returns the number of entries.
-    fn list(&self, d: &Self::Dir, first: &mut dyn FnMut()) -> io::Result<u64>;
+    fn list(&self, d: &Self::Dir, first: &mut dyn FnMut()) -> io::Result<u64> {
+        let mut n = 0;
+        self.each_name(d, &mut |_| {
+            if n == 0 {
+                first();
+            }
+            n += 1;
+            Ok(())
+        })?;
+        Ok(n)
+    }
     /// Stream a directory's names in listing order (what `rm -rf` does before unlinking).
     fn each_name(&self, d: &Self::Dir, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()>;
     /// Lower the cache budget to `bytes` (engine mode: the `evict` workload).
@@ -107,18 +117,6 @@ impl Fs for EngineFs<'_> {
             }
         }
     }
-    fn list(&self, d: &Ino, first: &mut dyn FnMut()) -> io::Result<u64> {
-        let (mut n, mut cookie) = (0, 0);
-        loop {
-            let got = self.e.readdir(*d, cookie, 1024).map_err(io_err)?;
-            let Some(last) = got.last() else { return Ok(n) };
-            if n == 0 {
-                first();
-            }
-            cookie = last.cookie;
-            n += got.len() as u64;
-        }
-    }
 }
 
 /// A mounted path through system calls.
@@ -174,17 +172,6 @@ impl Fs for PathFs {
             f(e.file_name().to_str().ok_or_else(|| io::Error::other("non-UTF-8 name"))?)?;
         }
         Ok(())
-    }
-    fn list(&self, d: &PathBuf, first: &mut dyn FnMut()) -> io::Result<u64> {
-        let mut n = 0;
-        for e in std::fs::read_dir(d)? {
-            e?;
-            if n == 0 {
-                first();
-            }
-            n += 1;
-        }
-        Ok(n)
     }
 }
 
@@ -358,18 +345,12 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.unlink(&d, &name)?);
             }
         }
-        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup", "populate") => {
+        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup" | "evict", "populate") => {
             let d = st.dir.clone().unwrap();
             let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
             for i in 0..p.files {
                 let name = format!("f{id}.{i}");
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
-            }
-        }
-        ("evict", "populate") => {
-            let d = st.dir.clone().unwrap();
-            for i in 0..p.files {
-                timed!(fs.create(&d, &format!("f{id}.{i}"), &[])?);
             }
         }
         ("evict", "lookup (full cache)" | "lookup (evicting)") => {

@@ -134,6 +134,33 @@ fn memory_only_engine_matches_model() {
     assert!(got == m.state(&own), "seed={seed}:\n{}", model::diff(&got, &m.state(&own)));
 }
 
+/// An engine on a memory store with a 1-byte cache budget and a 1 ms commit
+/// interval (reclaim after every commit), and a directory `d` holding
+/// `files` files `f0`, `f1`, ...
+fn tiny_cache_dir(files: usize) -> (Arc<Engine>, shoal_core::Ino) {
+    let store = MemStore::new();
+    Engine::mkfs(&*store, 4).unwrap();
+    let cfg = Config { cache_bytes: 1, commit_interval_ms: 1, ..Config::default() };
+    let e = Engine::open(store as Arc<dyn Store>, cfg).unwrap();
+    let ctx = Ctx::root();
+    let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
+    for i in 0..files {
+        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
+    }
+    (e, d)
+}
+
+/// Every name a paged readdir of `d` returns, `page` entries per call.
+fn list_all(e: &Engine, d: shoal_core::Ino, page: usize) -> Vec<Vec<u8>> {
+    let (mut names, mut cookie) = (Vec::new(), 0);
+    loop {
+        let ents = e.readdir(d, cookie, page).unwrap();
+        let Some(last) = ents.last() else { return names };
+        cookie = last.cookie;
+        names.extend(ents.into_iter().map(|en| en.name));
+    }
+}
+
 /// Regression: eviction of a directory's entries used to clear the directory's
 /// "complete" flag only after removing them, so a lookup in between took a
 /// miss for a definite "absent" (ENOENT for an existing file; found by
@@ -141,15 +168,8 @@ fn memory_only_engine_matches_model() {
 /// while reclaim runs after every commit.
 #[test]
 fn lookups_never_miss_during_eviction() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { cache_bytes: 1, commit_interval_ms: 1, ..Config::default() };
-    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let (e, d) = tiny_cache_dir(2000);
     let ctx = Ctx::root();
-    let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
-    for i in 0..2000 {
-        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
-    }
     let stop = std::sync::atomic::AtomicBool::new(false);
     let result = std::thread::scope(|sc| {
         sc.spawn(|| {
@@ -169,17 +189,9 @@ fn lookups_never_miss_during_eviction() {
                 // Raw readdir (entries of the churning names may vanish between
                 // listing and stat): every f* name exactly once.
                 let mut seen = std::collections::BTreeMap::new();
-                let mut cookie = 0;
-                loop {
-                    let ents = e.readdir(d, cookie, 100).unwrap();
-                    if ents.is_empty() {
-                        break;
-                    }
-                    for en in ents {
-                        cookie = en.cookie;
-                        if en.name.starts_with(b"f") {
-                            *seen.entry(en.name).or_insert(0) += 1;
-                        }
+                for name in list_all(&e, d, 100) {
+                    if name.starts_with(b"f") {
+                        *seen.entry(name).or_insert(0) += 1;
                     }
                 }
                 let dup = seen.values().filter(|c| **c > 1).count();
@@ -200,16 +212,9 @@ fn lookups_never_miss_during_eviction() {
 /// EEXIST, and a listing must still be whole.
 #[test]
 fn demoted_directory_keeps_every_answer() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { cache_bytes: 1, commit_interval_ms: 1, ..Config::default() };
-    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
-    let ctx = Ctx::root();
-    let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
     let n = 12_000;
-    for i in 0..n {
-        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
-    }
+    let (e, d) = tiny_cache_dir(n);
+    let ctx = Ctx::root();
     e.sync().unwrap();
     e.maybe_reclaim();
     assert!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed) > 0, "the directory was not demoted");
@@ -219,14 +224,7 @@ fn demoted_directory_keeps_every_answer() {
         assert_eq!(err, shoal_core::Error::Exists, "create over f{i}");
     }
     assert_eq!(e.lookup(&ctx, d, b"absent").unwrap_err(), shoal_core::Error::NotFound);
-    let mut seen = std::collections::BTreeSet::new();
-    let mut cookie = 0;
-    loop {
-        let ents = e.readdir(d, cookie, 500).unwrap();
-        let Some(last) = ents.last() else { break };
-        cookie = last.cookie;
-        seen.extend(ents.into_iter().map(|en| en.name));
-    }
+    let seen: std::collections::BTreeSet<_> = list_all(&e, d, 500).into_iter().collect();
     assert_eq!(seen.len(), n);
 }
 

@@ -1810,12 +1810,12 @@ impl Engine {
         self.adapt_budget();
         let budget = self.budget();
         let off = self.cfg.name_cache == NameCache::Off;
-        if self.cache_usage() <= budget && !off {
+        let before = self.cache_usage();
+        if before <= budget && !off {
             return;
         }
         let target = budget / 10 * 9;
-        let before = self.cache_usage();
-        let _big = BigReclaim { e: self, before };
+        let _big = (self.cfg.memory_bytes > 0).then_some(BigReclaim { e: self, before });
         let n = self.inodes.shard_count();
         for _ in 0..n {
             if self.cache_usage() <= target && !off {
@@ -1898,8 +1898,8 @@ impl Engine {
     }
 }
 
-/// Notes, when a reclaim pass ends, whether it freed more than 5% of the
-/// memory bound (see `Engine::adapt_budget`).
+/// Under a memory bound, notes when a reclaim pass ends whether it freed
+/// more than 5% of the bound (see `Engine::adapt_budget`).
 struct BigReclaim<'a> {
     e: &'a Engine,
     before: u64,
@@ -1907,8 +1907,7 @@ struct BigReclaim<'a> {
 
 impl Drop for BigReclaim<'_> {
     fn drop(&mut self) {
-        let bound = self.e.cfg.memory_bytes;
-        if bound > 0 && self.before.saturating_sub(self.e.cache_usage()) > bound / 20 {
+        if self.before.saturating_sub(self.e.cache_usage()) > self.e.cfg.memory_bytes / 20 {
             self.e.big_reclaim_at.store(unix_ms(), Ordering::Relaxed);
         }
     }

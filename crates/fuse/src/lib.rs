@@ -107,8 +107,12 @@ impl Handed {
     /// At most this many remembered entries (older ones are dropped unsent).
     const CAP: usize = 1 << 21;
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
+        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn push(&self, parent: u64, name: &[u8]) {
-        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.lock();
         if q.len() >= Self::CAP {
             q.pop_front();
         }
@@ -116,13 +120,13 @@ impl Handed {
     }
 
     fn pop(&self, n: usize) -> Vec<(u64, Box<[u8]>)> {
-        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.lock();
         let n = n.min(q.len());
         q.drain(..n).collect()
     }
 
     fn len(&self) -> usize {
-        self.q.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock().len()
     }
 }
 
@@ -190,7 +194,6 @@ impl Requests {
         REQUEST_NAMES.iter().zip(&self.counts).map(|(n, c)| (*n, c.load(Ordering::Relaxed))).collect()
     }
 }
-
 
 /// The one place an engine error becomes an errno.
 pub fn errno(e: &Error) -> Errno {
