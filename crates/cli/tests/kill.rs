@@ -2,7 +2,9 @@
 //! unlinks, hard links, fsyncs) runs through the kernel while the daemon is
 //! killed with SIGKILL at a random moment; then fsck must be clean, and after
 //! remounting, the tree must equal the model after some operation at or after
-//! the last acknowledged fsync (a prefix state). KILL_POINTS sets how many
+//! the last acknowledged fsync (a prefix state), or such a state plus a
+//! page-aligned prefix of the write that followed it (the kernel splits one
+//! write(2) into several requests; docs/design.md). KILL_POINTS sets how many
 //! kills (50 by default; a longer local run: KILL_POINTS=500). The seed is
 //! printed on failure; rerun with SHOAL_SEED=... .
 
@@ -22,12 +24,26 @@ fn can_mount() -> bool {
 }
 
 fn mount(store: &Path, mnt: &Path) {
-    let out = shoal().arg("mount").arg("-d").arg(store).arg(mnt).output().unwrap();
-    assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = shoal()
+        .arg("mount")
+        .arg("-d")
+        .arg(store)
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mount failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn daemon_pid(store: &Path) -> i32 {
-    std::fs::read_to_string(store.join("daemon.pid")).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(store.join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 fn fsck_clean(store: &Path) -> Result<(), String> {
@@ -35,7 +51,8 @@ fn fsck_clean(store: &Path) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+        Err(String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr))
     }
 }
 
@@ -43,14 +60,26 @@ fn fsck_clean(store: &Path) -> Result<(), String> {
 fn sigkill_recovers_a_prefix_with_fsynced_data() {
     use rand::{Rng, SeedableRng};
     if !can_mount() {
-        assert!(std::env::var("SHOAL_REQUIRE_MOUNT").is_err(), "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here");
+        assert!(
+            std::env::var("SHOAL_REQUIRE_MOUNT").is_err(),
+            "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here"
+        );
         eprintln!("skipped: needs root and /dev/fuse");
         return;
     }
-    let seed: u64 = std::env::var("SHOAL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    let points: usize = std::env::var("KILL_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let seed: u64 = std::env::var("SHOAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let points: usize = std::env::var("KILL_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
     println!("seed={seed} kill points={points}");
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -72,10 +101,19 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
     for point in 0..points {
         // models[i] = the model after i ops of this round; synced = last index known durable.
         let models = Arc::new(Mutex::new(vec![m.clone()]));
+        let ops = Arc::new(Mutex::new(Vec::<String>::new()));
+        // (i, state): a write that followed models[i], applied up to a page boundary.
+        let partials = Arc::new(Mutex::new(Vec::<(usize, Model)>::new()));
         let synced = Arc::new(Mutex::new(0usize));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = {
-            let (models, synced, stop) = (models.clone(), synced.clone(), stop.clone());
+            let (models, synced, stop, ops, partials) = (
+                models.clone(),
+                synced.clone(),
+                stop.clone(),
+                ops.clone(),
+                partials.clone(),
+            );
             let mnt = mnt.clone();
             let mut gen_m = m.clone();
             let mut g = std::mem::replace(&mut gen, Gen::new(0, 0));
@@ -83,8 +121,32 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
                 let t = PathTarget { root: mnt };
                 while !stop.load(Ordering::Relaxed) {
                     let op = g.next(&gen_m);
+                    let before = gen_m.clone();
                     let want = gen_m.apply(&op);
+                    if let (Op::Write(p, off, data), Ok(())) = (&op, &want) {
+                        // The kernel sends a write(2) that starts inside a page it
+                        // does not hold as several WRITE requests split at page
+                        // boundaries (fuse_fill_write_pages), each its own engine
+                        // operation, so a kill can keep a page-aligned prefix of one
+                        // write, as on any Linux filesystem. Those states are allowed.
+                        let i = models.lock().unwrap().len() - 1;
+                        let mut b = (off / 4096 + 1) * 4096;
+                        while b < off + data.len() as u64 {
+                            let mut mm = before.clone();
+                            mm.apply(&Op::Write(
+                                p.clone(),
+                                *off,
+                                data[..(b - off) as usize].to_vec(),
+                            ))
+                            .unwrap();
+                            partials.lock().unwrap().push((i, mm));
+                            b += 4096;
+                        }
+                    }
                     let got = model::run(&t, &op);
+                    ops.lock()
+                        .unwrap()
+                        .push(format!("{op:?} -> {got:?}").chars().take(160).collect());
                     if let Err(model::E::Other(_)) = &got {
                         // The daemon is gone (ENOTCONN). The request may or may not
                         // have been applied: the state with it is allowed too.
@@ -107,12 +169,19 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         unsafe { libc::kill(pid, libc::SIGKILL) };
         // Wait for the process to be gone, then clear the dead mount.
         // A zombie counts as gone (PID 1 here reaps lazily).
-        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z ")) {
+        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|st| !st.contains(") Z "))
+        {
             std::thread::sleep(Duration::from_millis(2));
         }
+        // Stop the worker before clearing the mount: after `umount -l` its paths
+        // would name the empty directory underneath. With the daemon gone, every
+        // request fails at once (ENOTCONN), so the join does not wait long.
         stop.store(true, Ordering::Relaxed);
+        gen = worker
+            .join()
+            .unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
         let _ = Command::new("umount").arg("-l").arg(&mnt).status();
-        gen = worker.join().unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
         if let Err(e) = fsck_clean(&store) {
             panic!("seed={seed}: fsck after kill point {point}:\n{e}");
         }
@@ -121,15 +190,53 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let models = models.lock().unwrap();
         let synced = *synced.lock().unwrap();
         // The op in flight at the kill may or may not have happened: allow one past the last completed.
-        let at = models.iter().rposition(|mm| mm.state(&own) == got);
-        match at {
-            Some(j) if j >= synced => m = models[j].clone(),
-            Some(j) => panic!("seed={seed}: kill point {point}: recovered state {j} is older than the last fsync {synced}"),
-            None => {
-                panic!("seed={seed}: kill point {point}: recovered tree is no prefix state ({} ops, synced {synced})", models.len() - 1)
+        // at = (index of the last whole op kept, the state recovered).
+        let mut at = models
+            .iter()
+            .rposition(|mm| mm.state(&own) == got)
+            .map(|j| (j, models[j].clone()));
+        if at.is_none() {
+            if let Some((i, mm)) = partials
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|(_, mm)| mm.state(&own) == got)
+            {
+                println!(
+                    "kill point {point}: the write after state {i} was kept up to a page boundary"
+                );
+                at = Some((*i, mm.clone()));
             }
         }
-        println!("kill point {point}: {} ops, recovered state {}, last fsync {synced}", models.len() - 1, at.unwrap());
+        let kept = at.as_ref().map(|(j, _)| *j);
+        match at {
+            Some((j, mm)) if j >= synced => m = mm,
+            Some((j, _)) => panic!("seed={seed}: kill point {point}: recovered state {j} is older than the last fsync {synced}"),
+            None => {
+                // Name the closest prefix state and how the recovered tree differs from it.
+                let (k, d) = models
+                    .iter()
+                    .enumerate()
+                    .map(|(k, mm)| (k, model::diff(&got, &mm.state(&own))))
+                    .min_by_key(|(_, d)| d.lines().count())
+                    .unwrap();
+                let ops = ops.lock().unwrap();
+                let from = synced.saturating_sub(3);
+                let tail: Vec<String> = ops.iter().enumerate().skip(from).map(|(i, o)| format!("  op {}: {o}", i + 1)).collect();
+                panic!(
+                    "seed={seed}: kill point {point}: recovered tree is no prefix state ({} ops, synced {synced}); closest is state {k}:\n{d}ops from {}:\n{}",
+                    models.len() - 1,
+                    from + 1,
+                    tail.join("\n")
+                )
+            }
+        }
+        println!(
+            "kill point {point}: {} ops, recovered state {}, last fsync {synced}",
+            models.len() - 1,
+            kept.unwrap()
+        );
     }
     assert!(shoal().arg("umount").arg(&mnt).status().unwrap().success());
     fsck_clean(&store).unwrap();
