@@ -436,6 +436,9 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     extra.insert("cache_estimate_mb".into(), json!(e.cache_usage() >> 20));
     extra.insert("budget_mb".into(), json!(e.budget() >> 20));
     extra.insert("demoted_hashes".into(), json!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed)));
+    let cs = &e.committer.stats;
+    extra.insert("keys_written".into(), json!(cs.keys_out.load(std::sync::atomic::Ordering::Relaxed)));
+    extra.insert("keys_elided".into(), json!(cs.keys_elided.load(std::sync::atomic::Ordering::Relaxed)));
     extra.insert("throttled".into(), json!(e.throttled.load(std::sync::atomic::Ordering::Relaxed)));
     if let (true, Some(f)) = (a.space, fjall.take()) {
         let files = results.iter().filter(|r| r.name == "create").map(|r| r.ops).sum::<u64>().max(1);

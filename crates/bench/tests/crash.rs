@@ -101,6 +101,14 @@ fn power_cut_with_buffered_durability() {
 }
 
 #[test]
+fn power_cut_with_long_epochs() {
+    // Many operations per epoch: names and files created and removed within
+    // one epoch are elided from the batch, and recovery must not notice.
+    let cfg = Config { commit_interval_ms: 40, ..Config::default() };
+    cuts(base_seed() ^ 0x1e, 300, &cfg);
+}
+
+#[test]
 fn power_cut_with_tiny_cache() {
     // Reclaim after every commit: recovery must not depend on what was cached.
     let cfg = Config { commit_interval_ms: 1, cache_bytes: 1, ..Config::default() };

@@ -45,6 +45,7 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
             "commits": cs.commits.load(Ordering::Relaxed),
             "records_in": cs.records_in.load(Ordering::Relaxed),
             "keys_out": cs.keys_out.load(Ordering::Relaxed),
+            "keys_elided": cs.keys_elided.load(Ordering::Relaxed),
             "commit_ns": cs.commit_ns.load(Ordering::Relaxed),
             "durable_epoch": e.committer.durable_epoch(),
             "read_only": e.committer.is_poisoned(),
@@ -144,9 +145,10 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
         let commits = u(&cur, &["commit", "commits"]) - u(&prev, &["commit", "commits"]);
         let recs = u(&cur, &["commit", "records_in"]) - u(&prev, &["commit", "records_in"]);
         let keys = u(&cur, &["commit", "keys_out"]) - u(&prev, &["commit", "keys_out"]);
-        println!("\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  read-only {}",
+        let elided = u(&cur, &["commit", "keys_elided"]) - u(&prev, &["commit", "keys_elided"]);
+        println!("\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  elided/commit {:.1}  read-only {}",
             commits as f64 / dt, recs as f64 / commits.max(1) as f64, keys as f64 / commits.max(1) as f64,
-            cur["commit"]["read_only"]);
+            elided as f64 / commits.max(1) as f64, cur["commit"]["read_only"]);
         println!("cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
             u(&cur, &["cache", "bytes"]) >> 20, u(&cur, &["cache", "budget"]) >> 20,
             u(&cur, &["cache", "inodes"]), u(&cur, &["cache", "dents"]),

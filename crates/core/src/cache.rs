@@ -287,16 +287,39 @@ impl Dir {
     }
 
     /// Set a name's entry to `ino` (0 = negative) with the next version, in
-    /// one critical section. Returns (new version, whether the name was new).
-    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, epoch: u64) -> (u64, bool) {
+    /// one critical section. Returns (new version, whether the name was new to
+    /// the cache, whether no earlier change of this epoch touched it).
+    pub fn set_next(
+        &self,
+        hash: u64,
+        name: &[u8],
+        ino: Ino,
+        kind: Kind,
+        epoch: u64,
+    ) -> (u64, bool, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get_mut(hash, name) {
             let ver = old.ver + 1;
-            *old = Dent { ino, kind, ver, dirty_epoch: epoch };
-            return (ver, false);
+            let first = old.dirty_epoch < epoch;
+            *old = Dent {
+                ino,
+                kind,
+                ver,
+                dirty_epoch: epoch,
+            };
+            return (ver, false, first);
         }
-        s.insert(hash, name, Dent { ino, kind, ver: 1, dirty_epoch: epoch });
-        (1, true)
+        s.insert(
+            hash,
+            name,
+            Dent {
+                ino,
+                kind,
+                ver: 1,
+                dirty_epoch: epoch,
+            },
+        );
+        (1, true, true)
     }
 
     /// Remove a name's cached entry. Returns whether it was cached.

@@ -12,7 +12,11 @@
 //!
 //! Records carry a per-key version; merging a closed epoch keeps the highest
 //! version of each key, so repeated changes to one inode collapse into one
-//! store write, and queue order does not matter.
+//! store write, and queue order does not matter. A key that was absent when
+//! the epoch opened and is deleted when it closes (a file created and removed
+//! within one epoch, a temporary name renamed away) is not written at all:
+//! the store never sees short-lived objects (XFS's delayed logging keeps them
+//! out of the log the same way).
 
 use crate::error::{Error, Result};
 use crate::store::{BatchItem, Store};
@@ -31,6 +35,8 @@ pub struct Record {
     pub key: Vec<u8>,
     pub ver: u64,
     pub val: Option<Vec<u8>>,
+    /// The key had no value when this record's epoch opened.
+    pub fresh: bool,
 }
 
 /// A gate shard's queue: records, and inodes to format when the epoch closes.
@@ -38,6 +44,9 @@ pub struct Record {
 pub struct Queue {
     recs: Vec<Record>,
     marks: Vec<u64>,
+    /// Inodes created in the open epoch: none of their keys is in the store
+    /// (inode numbers are never reused).
+    born: Vec<u64>,
 }
 
 /// Formats the marked inodes' current state at epoch close (delayed logging).
@@ -49,6 +58,8 @@ pub struct CommitStats {
     pub commits: AtomicU64,
     pub records_in: AtomicU64,
     pub keys_out: AtomicU64,
+    /// Keys absent before their epoch and deleted by its end: not written.
+    pub keys_elided: AtomicU64,
     pub commit_ns: AtomicU64,
 }
 
@@ -108,15 +119,31 @@ impl Gate<'_> {
     #[inline]
     pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
         if !self.null {
-            self.q.recs.push(Record { key, ver, val: Some(val) });
+            self.q.recs.push(Record { key, ver, val: Some(val), fresh: false });
+            self.added += 1;
+        }
+    }
+    /// A put of a key the caller knows had no value when this epoch opened.
+    #[inline]
+    pub fn put_new(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
+        if !self.null {
+            self.q.recs.push(Record { key, ver, val: Some(val), fresh: true });
             self.added += 1;
         }
     }
     #[inline]
     pub fn del(&mut self, key: Vec<u8>, ver: u64) {
         if !self.null {
-            self.q.recs.push(Record { key, ver, val: None });
+            self.q.recs.push(Record { key, ver, val: None, fresh: false });
             self.added += 1;
+        }
+    }
+    /// Inode `ino` was created in this epoch: if it is gone by the end of the
+    /// epoch, none of its keys is written.
+    #[inline]
+    pub fn born(&mut self, ino: u64) {
+        if !self.null {
+            self.q.born.push(ino);
         }
     }
     /// Have the committer format this inode's state when the epoch closes.
@@ -299,6 +326,7 @@ impl Committer {
         let t0 = Instant::now();
         // Close the epoch: all shards, in index order (the only place more than one is held).
         let mut taken = Vec::new();
+        let mut born = Vec::new();
         let closed;
         {
             let mut guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
@@ -309,6 +337,7 @@ impl Committer {
                     taken.push(std::mem::take(&mut g.recs));
                 }
                 marks.append(&mut g.marks);
+                born.append(&mut g.born);
             }
             let queued: usize = taken.iter().map(|v| v.len()).sum();
             self.open.add(-(queued as i64));
@@ -325,21 +354,35 @@ impl Committer {
         }
         let nrec: usize = taken.iter().map(|v| v.len()).sum();
         if nrec > 0 {
-            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> = HashMap::with_capacity(nrec);
+            // Per key: (highest version, its value, absent when the epoch opened).
+            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> = HashMap::with_capacity(nrec);
             for r in taken.into_iter().flatten() {
                 match merged.get_mut(&r.key) {
-                    Some(slot) if slot.0 > r.ver => {}
-                    Some(slot) => *slot = (r.ver, r.val),
+                    Some(slot) => {
+                        slot.2 |= r.fresh;
+                        if slot.0 <= r.ver {
+                            (slot.0, slot.1) = (r.ver, r.val);
+                        }
+                    }
                     None => {
-                        merged.insert(r.key, (r.ver, r.val));
+                        merged.insert(r.key, (r.ver, r.val, r.fresh));
                     }
                 }
             }
-            let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, (_, v))| (k, v)).collect();
+            let born: std::collections::HashSet<u64> = born.into_iter().collect();
+            let before = merged.len();
+            // Absent before the epoch and deleted at its end: nothing to write.
+            merged.retain(|k, (_, v, fresh)| {
+                v.is_some() || !(*fresh || crate::schema::owner_ino(k).is_some_and(|i| born.contains(&i)))
+            });
+            self.stats.keys_elided.fetch_add((before - merged.len()) as u64, Ordering::Relaxed);
+            let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, (_, v, _))| (k, v)).collect();
             batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             crate::fault::point("commit.before_write")?;
             let sync = self.durability != Durability::Buffered;
-            if let Err(e) = self.store.write(&batch, sync) {
+            // Everything elided: nothing to write, and earlier epochs are already in the store.
+            let wrote = if batch.is_empty() { Ok(()) } else { self.store.write(&batch, sync) };
+            if let Err(e) = wrote {
                 return Err(self.poison(e));
             }
             self.stats.records_in.fetch_add(nrec as u64, Ordering::Relaxed);

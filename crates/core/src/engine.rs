@@ -438,8 +438,10 @@ impl Engine {
         Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind)) })
     }
 
-    /// Set an entry (positive or negative) in the directory cache and queue its record.
-    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind) {
+    /// Set an entry (positive or negative) in the directory cache and queue its
+    /// record. `was_absent`: the caller found no entry under this name (it holds
+    /// the name's lock, so that is still true).
+    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind, was_absent: bool) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
         if g.is_null() && ino == 0 {
@@ -450,7 +452,7 @@ impl Engine {
             return;
         }
         // The version grows per key under the name slot the caller holds.
-        let (ver, fresh) = d.set_next(h, name, ino, kind, g.epoch);
+        let (ver, fresh, first_in_epoch) = d.set_next(h, name, ino, kind, g.epoch);
         if fresh {
             self.cached_dents.add(1);
         }
@@ -460,6 +462,10 @@ impl Engine {
         let key = schema::entry_key(dir.ino, h, name);
         if ino == 0 {
             g.del(key, ver);
+        } else if was_absent && first_in_epoch {
+            // Absent now and unchanged since the epoch opened: absent then too
+            // (dirty entries are never evicted, so "not cached" means unchanged).
+            g.put_new(key, ver, schema::encode_entry(ino, kind));
         } else {
             g.put(key, ver, schema::encode_entry(ino, kind));
         }
@@ -566,7 +572,7 @@ impl Engine {
             Self::bump(&mut st);
             st.dirty_epoch = st.dirty_epoch.max(epoch);
             let (key, ver, val) = Self::inode_record(&st);
-            out.push(Record { key, ver, val: Some(val) });
+            out.push(Record { key, ver, val: Some(val), fresh: false });
         }
         out
     }
@@ -750,6 +756,7 @@ impl Engine {
         let pdir = p.dir.as_ref().expect("directory");
         let (pgid, psgid) = (pdir.gid.load(Ordering::Relaxed), pdir.sgid.load(Ordering::Relaxed));
         let ino = self.alloc_ino(&mut g, parent, kind)?;
+        g.born(ino);
         let gid = if psgid { pgid } else { ctx.gid };
         let mut perm = perm;
         if kind == Kind::Dir && psgid {
@@ -764,7 +771,7 @@ impl Engine {
         let mut st = self.new_state(attr, blob);
         self.emit_inode(&mut g, &mut st);
         self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_hashes.clone())));
-        self.put_entry(&mut g, &p, name, ino, kind);
+        self.put_entry(&mut g, &p, name, ino, kind, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -810,7 +817,7 @@ impl Engine {
         self.check_delete(ctx, &p, &c)?;
         let mut g = self.committer.enter()?;
         let t = now();
-        self.put_entry(&mut g, &p, name, 0, kind);
+        self.put_entry(&mut g, &p, name, 0, kind, false);
         self.dir_update(&mut g, &p, -1, 0, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
@@ -920,7 +927,7 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         Self::dir_kill_if_empty(&c)?;
-        self.put_entry(&mut g, &p, name, 0, kind);
+        self.put_entry(&mut g, &p, name, 0, kind, false);
         self.dir_update(&mut g, &p, -1, -1, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
@@ -975,7 +982,7 @@ impl Engine {
             self.emit_inode(&mut g, &mut cs);
             return Err(e);
         }
-        self.put_entry(&mut g, &np, newname, ino, c.kind);
+        self.put_entry(&mut g, &np, newname, ino, c.kind, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -1082,8 +1089,8 @@ impl Engine {
         }
         if exchange {
             let d = d.expect("exchange has a target");
-            self.put_entry(&mut g, &p, name, d.ino, d.kind);
-            self.put_entry(&mut g, &np, newname, sino, skind);
+            self.put_entry(&mut g, &p, name, d.ino, d.kind, false);
+            self.put_entry(&mut g, &np, newname, sino, skind, false);
             let ddir = (d.kind == Kind::Dir) as i64;
             if cross {
                 self.dir_update(&mut g, &p, 0, ddir - sdir as i64, t)?;
@@ -1101,8 +1108,8 @@ impl Engine {
                 self.emit_inode(&mut g, &mut st);
             }
         } else {
-            self.put_entry(&mut g, &p, name, 0, skind);
-            self.put_entry(&mut g, &np, newname, sino, skind);
+            self.put_entry(&mut g, &p, name, 0, skind, false);
+            self.put_entry(&mut g, &np, newname, sino, skind, d.is_none());
             if cross {
                 self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
             } else {
