@@ -400,35 +400,70 @@ impl Dir {
         (0..DIR_SHARDS).map(|si| self.evict_clean_shard(si, durable)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
-    /// `evict_clean` for one of the directory's shards: reclaim takes its
-    /// exclusive lock per shard, so a huge directory's eviction never stalls
-    /// fills for longer than one shard's worth.
+    /// `evict_clean` for one of the directory's shards, a chunk at a time.
     pub fn evict_clean_shard(&self, si: usize, durable: u64) -> (usize, usize) {
-        let mut ev = 0;
-        let mut dirty = 0;
-        let mut s = self.shards[si].write();
+        let (mut ev, mut dirty, mut from) = (0, 0, 0);
+        loop {
+            let (e, d, next) = self.evict_clean_chunk(si, durable, from, usize::MAX);
+            (ev, dirty) = (ev + e, dirty + d);
+            match next {
+                Some(h) => from = h,
+                None => return (ev, dirty),
+            }
+        }
+    }
+
+    /// Evict the clean entries of shard `si` in the buckets holding hashes
+    /// from `from` on, stopping after about `max` entries: reclaim holds its
+    /// exclusive lock per chunk, so evicting a huge directory never stalls a
+    /// fill for longer than one chunk. Returns (evicted, still dirty, where
+    /// the next chunk starts: None when the shard is done). The cursor is a
+    /// hash, so it stays right if the array grows or shrinks between chunks.
+    pub fn evict_clean_chunk(&self, si: usize, durable: u64, from: u64, max: usize) -> (usize, usize, Option<u64>) {
+        let mut guard = self.shards[si].write();
+        let s: &mut Index = &mut guard;
+        let n = s.buckets.len();
+        let b0 = if n == 0 { 0 } else { s.bucket_of(from.max((si as u64) << DIR_SHARD_SHIFT)) };
+        let mut b1 = b0;
+        let mut visited = 0;
+        while b1 < n && visited < max {
+            visited += s.buckets[b1].len();
+            b1 += 1;
+        }
         if self.complete.load(Ordering::SeqCst) {
             // Remember the hashes before the entries go (see `resolve`).
-            let hashes: Vec<u64> = s.iter().filter(|e| e.d.dirty_epoch <= durable).map(|e| e.hash).collect();
             let mut added = 0;
-            for h in hashes {
-                added += s.evicted.insert(h) as u64;
+            for b in &s.buckets[b0..b1] {
+                for e in b.iter().filter(|e| e.d.dirty_epoch <= durable) {
+                    added += s.evicted.insert(e.hash) as u64;
+                }
             }
             self.evicted.fetch_add(added, Ordering::SeqCst);
             if let Some(a) = &self.acct {
                 a.fetch_add(added as i64, Ordering::Relaxed);
             }
         }
-        s.retain(|e| {
-            if e.d.dirty_epoch <= durable {
-                ev += 1;
-                false
-            } else {
-                dirty += 1;
-                true
-            }
-        });
-        (ev, dirty)
+        let (mut ev, mut dirty) = (0, 0);
+        for b in &mut s.buckets[b0..b1] {
+            b.retain(|e| {
+                if e.d.dirty_epoch <= durable {
+                    ev += 1;
+                    false
+                } else {
+                    dirty += 1;
+                    true
+                }
+            });
+        }
+        s.len -= ev;
+        if b1 < n {
+            // The lowest hash of bucket b1.
+            let next = ((si as u64) << DIR_SHARD_SHIFT) | ((b1 as u64) << (DIR_SHARD_SHIFT - s.bits));
+            return (ev, dirty, Some(next));
+        }
+        // Done: shrink the array if it has become sparse.
+        s.retain(|_| true);
+        (ev, dirty, None)
     }
 }
 
@@ -590,6 +625,22 @@ impl InodeTable {
         s.retain(|_, inode| !(Arc::strong_count(inode) == 1 && pred(inode)));
         before - s.len()
     }
+    /// `evict_shard` for the listed inodes of shard `i` only (reclaim evicts
+    /// a shard in bounded chunks).
+    pub fn evict_listed(&self, i: usize, inos: &[Ino], mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
+        let mut s = self.shards[i].write();
+        let mut ev = 0;
+        for ino in inos {
+            if s.get(ino).is_some_and(|inode| Arc::strong_count(inode) == 1 && pred(inode)) {
+                s.remove(ino);
+                ev += 1;
+            }
+        }
+        if ev > 0 && s.capacity() > 64 && s.len() * 8 < s.capacity() {
+            s.shrink_to_fit();
+        }
+        ev
+    }
 }
 
 /// The name-lock table (pdirops). A fixed array of mutexes; an operation on
@@ -722,5 +773,58 @@ mod tests {
         assert_eq!(d.evicted.load(Ordering::SeqCst), 0);
         assert!(!d.resolve(name_hash(b"never-created"), b"never-created").1);
         assert!(!d.listing_complete());
+    }
+
+    /// Chunked eviction with a hash cursor: names inserted between chunks (so
+    /// the bucket array grows under the cursor) are not skipped wrongly or
+    /// lost, dirty names stay, and every evicted name's miss stops being definite.
+    #[test]
+    fn chunked_eviction_survives_growth_between_chunks() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let d = Dir::new(true, 0, false, None);
+        let mut clean: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
+        let mut dirty: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
+        for i in 0..20_000u64 {
+            let name = format!("n{i}").into_bytes();
+            let h = name_hash(&name);
+            // Epoch 1 is durable (clean), epoch 5 is not (dirty).
+            let e = if rng.gen_bool(0.1) { 5 } else { 1 };
+            d.set_next(h, &name, i + 1, Kind::File, e);
+            if e == 1 { clean.insert((h, name), i + 1) } else { dirty.insert((h, name), i + 1) };
+        }
+        let mut added: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
+        let mut ev_total = 0;
+        let mut k = 0u64;
+        for si in 0..DIR_SHARDS {
+            let mut from = 0;
+            loop {
+                let (ev, _, next) = d.evict_clean_chunk(si, 1, from, 37);
+                ev_total += ev;
+                // New dirty names between chunks make the shard's array grow.
+                for _ in 0..40 {
+                    let name = format!("late{k}").into_bytes();
+                    k += 1;
+                    let h = name_hash(&name);
+                    d.set_next(h, &name, 1_000_000 + k, Kind::File, 5);
+                    added.insert((h, name), 1_000_000 + k);
+                }
+                match next {
+                    Some(h) => {
+                        assert!(h >= from && dir_shard(h) == si, "the cursor moves forward within the shard");
+                        from = h;
+                    }
+                    None => break,
+                }
+            }
+        }
+        assert_eq!(ev_total, clean.len());
+        for ((h, n), ino) in dirty.iter().chain(added.iter()) {
+            assert_eq!(d.resolve(*h, n).0.map(|x| x.ino), Some(*ino));
+        }
+        for (h, n) in clean.keys() {
+            let (got, definite) = d.resolve(*h, n);
+            assert!(got.is_none() && !definite);
+        }
+        assert_eq!(d.cached(), dirty.len() + added.len());
     }
 }
