@@ -1896,6 +1896,10 @@ impl Engine {
                     if i.ino == ROOT_INO || i.lookups.load(Ordering::Relaxed) > 0 || i.opens.load(Ordering::Relaxed) > 0 {
                         return false;
                     }
+                    // Used since the last pass: a second chance (CLOCK).
+                    if i.referenced.swap(false, Ordering::Relaxed) {
+                        return false;
+                    }
                     if let Some(d) = &i.dir {
                         if d.cached() > 0 {
                             return false;
