@@ -56,6 +56,26 @@ fn fsck_clean(store: &Path) -> Result<(), String> {
     }
 }
 
+/// On a failed assertion, do not leave a daemon running (it would keep
+/// waking up on the machine that runs the next benchmark) or a dead mount.
+struct Cleanup {
+    store: PathBuf,
+    mnt: PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(pid) = std::fs::read_to_string(self.store.join("daemon.pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() && std::thread::panicking() {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        if std::thread::panicking() {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+    }
+}
+
 #[test]
 fn sigkill_recovers_a_prefix_with_fsynced_data() {
     use rand::{Rng, SeedableRng};
@@ -87,6 +107,7 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
     std::fs::create_dir(&mnt).unwrap();
     assert!(shoal().arg("mkfs").arg(&store).status().unwrap().success());
     mount(&store, &mnt);
+    let _cleanup = Cleanup { store: store.clone(), mnt: mnt.clone() };
     let t = PathTarget { root: mnt.clone() };
     let mut m = Model::default();
     for s in ["s0", "s1"] {
