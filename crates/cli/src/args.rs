@@ -49,7 +49,9 @@ pub struct MountArgs {
     /// daemon checks them, which saves round trips), ro, and shoal's own:
     /// durability=group|sync|buffered, commit_ms=N, cache_mb=N, threads=N,
     /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
-    /// noreaddirplus, keep_cache (keep cached file pages across opens), noverify.
+    /// noreaddirplus, keep_cache (keep cached file pages across opens), noverify,
+    /// memory_mb=N, noxattr, readdirplus_always, placement=near|spread (where
+    /// new directories go: the parent's allocation group, or round-robin).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

@@ -78,6 +78,13 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "noverify" => p.verify = false,
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
+            "placement" => {
+                p.cfg.placement = match v {
+                    Some("near") => shoal_core::Placement::Near,
+                    Some("spread") => shoal_core::Placement::Spread,
+                    _ => return Err(format!("option {o}: use placement=near|spread")),
+                }
+            }
             _ => return Err(format!("unknown mount option '{o}' (see `shoal mount --help`)")),
         }
     }
