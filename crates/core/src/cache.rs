@@ -29,10 +29,43 @@ pub struct Dent {
     pub dirty_epoch: u64,
 }
 
+/// A cached name: up to 22 bytes in place (most file names), longer ones on
+/// the heap. Written by hand because it is the index's hot path: a lookup in a
+/// big directory that finds its hash then compares the name without a further
+/// pointer chase (a cache miss at 1M entries), and a short name costs no
+/// allocation of its own.
+pub enum Name {
+    Inline { len: u8, bytes: [u8; 22] },
+    Heap(Box<[u8]>),
+}
+
+impl Name {
+    pub fn new(n: &[u8]) -> Name {
+        if n.len() <= 22 {
+            let mut bytes = [0u8; 22];
+            bytes[..n.len()].copy_from_slice(n);
+            Name::Inline { len: n.len() as u8, bytes }
+        } else {
+            Name::Heap(n.into())
+        }
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Name::Inline { len, bytes } => &bytes[..*len as usize],
+            Name::Heap(b) => b,
+        }
+    }
+}
+
 /// One cached name of a directory shard.
 pub struct Slot {
     pub hash: u64,
-    pub name: Box<[u8]>,
+    pub name: Name,
     pub d: Dent,
     /// Looked up since reclaim last passed (CLOCK's reference bit): reclaim
     /// clears it and keeps the entry once, so a hot set survives eviction.
@@ -113,7 +146,7 @@ impl Index {
         let bi = self.bucket_of(hash);
         let b = &mut self.buckets[bi];
         let i = b.partition_point(|s| s.hash <= hash);
-        b.insert(i, Slot { hash, name: name.into(), d, referenced: AtomicBool::new(false) });
+        b.insert(i, Slot { hash, name: Name::new(name), d, referenced: AtomicBool::new(false) });
         self.len += 1;
     }
 
@@ -371,7 +404,7 @@ impl Dir {
                 if pos >= max_pos && last != Some(e.hash) {
                     return out;
                 }
-                out.push((e.hash, e.name.clone(), e.d));
+                out.push((e.hash, Box::<[u8]>::from(&*e.name), e.d));
                 if e.d.ino != 0 {
                     pos += 1;
                 }
