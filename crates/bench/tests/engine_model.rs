@@ -228,15 +228,22 @@ fn demoted_directory_keeps_every_answer() {
     assert_eq!(seen.len(), n);
 }
 
+/// An engine on a memory store whose committer waits ten minutes between
+/// commits: an epoch closes only when a test syncs or the open epoch fills.
+fn slow_commit_engine() -> (Arc<MemStore>, Config, Arc<Engine>) {
+    let store = MemStore::new();
+    Engine::mkfs(&*store, 4).unwrap();
+    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
+    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
+    (store, cfg, e)
+}
+
 /// Writers wait for a commit when the open epoch passes
 /// `Committer::MAX_OPEN` records, so a commit batch (and the memory it
 /// takes to write it) stays bounded even when the interval is long.
 #[test]
 fn open_epoch_is_bounded() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
-    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let (_, _, e) = slow_commit_engine();
     let ctx = Ctx::root();
     let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
     let mut peak = 0;
@@ -256,10 +263,7 @@ fn open_epoch_is_bounded() {
 #[test]
 fn short_lived_keys_are_not_written() {
     use std::sync::atomic::Ordering::Relaxed;
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
-    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
+    let (store, cfg, e) = slow_commit_engine();
     let ctx = Ctx::root();
     let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
     e.create(&ctx, d, b"old", 0o644).unwrap();

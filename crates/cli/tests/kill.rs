@@ -24,26 +24,12 @@ fn can_mount() -> bool {
 }
 
 fn mount(store: &Path, mnt: &Path) {
-    let out = shoal()
-        .arg("mount")
-        .arg("-d")
-        .arg(store)
-        .arg(mnt)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mount failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = shoal().arg("mount").arg("-d").arg(store).arg(mnt).output().unwrap();
+    assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn daemon_pid(store: &Path) -> i32 {
-    std::fs::read_to_string(store.join("daemon.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+fn daemon_pid(store: &Path) -> Option<i32> {
+    std::fs::read_to_string(store.join("daemon.pid")).ok()?.trim().parse().ok()
 }
 
 fn fsck_clean(store: &Path) -> Result<(), String> {
@@ -51,8 +37,7 @@ fn fsck_clean(store: &Path) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr))
+        Err(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
     }
 }
 
@@ -65,14 +50,13 @@ struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Some(pid) = std::fs::read_to_string(self.store.join("daemon.pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
-            if std::path::Path::new(&format!("/proc/{pid}")).exists() && std::thread::panicking() {
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+        if !std::thread::panicking() {
+            return;
         }
-        if std::thread::panicking() {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        if let Some(pid) = daemon_pid(&self.store) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
     }
 }
 
@@ -80,26 +64,14 @@ impl Drop for Cleanup {
 fn sigkill_recovers_a_prefix_with_fsynced_data() {
     use rand::{Rng, SeedableRng};
     if !can_mount() {
-        assert!(
-            std::env::var("SHOAL_REQUIRE_MOUNT").is_err(),
-            "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here"
-        );
+        assert!(std::env::var("SHOAL_REQUIRE_MOUNT").is_err(), "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here");
         eprintln!("skipped: needs root and /dev/fuse");
         return;
     }
-    let seed: u64 = std::env::var("SHOAL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    let points: usize = std::env::var("KILL_POINTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+    let seed: u64 = std::env::var("SHOAL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    let points: usize = std::env::var("KILL_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
     println!("seed={seed} kill points={points}");
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -128,13 +100,7 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let synced = Arc::new(Mutex::new(0usize));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = {
-            let (models, synced, stop, ops, partials) = (
-                models.clone(),
-                synced.clone(),
-                stop.clone(),
-                ops.clone(),
-                partials.clone(),
-            );
+            let (models, synced, stop, ops, partials) = (models.clone(), synced.clone(), stop.clone(), ops.clone(), partials.clone());
             let mnt = mnt.clone();
             let mut gen_m = m.clone();
             let mut g = std::mem::replace(&mut gen, Gen::new(0, 0));
@@ -154,20 +120,13 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
                         let mut b = (off / 4096 + 1) * 4096;
                         while b < off + data.len() as u64 {
                             let mut mm = before.clone();
-                            mm.apply(&Op::Write(
-                                p.clone(),
-                                *off,
-                                data[..(b - off) as usize].to_vec(),
-                            ))
-                            .unwrap();
+                            mm.apply(&Op::Write(p.clone(), *off, data[..(b - off) as usize].to_vec())).unwrap();
                             partials.lock().unwrap().push((i, mm));
                             b += 4096;
                         }
                     }
                     let got = model::run(&t, &op);
-                    ops.lock()
-                        .unwrap()
-                        .push(format!("{op:?} -> {got:?}").chars().take(160).collect());
+                    ops.lock().unwrap().push(format!("{op:?} -> {got:?}").chars().take(160).collect());
                     if let Err(model::E::Other(_)) = &got {
                         // The daemon is gone (ENOTCONN). The request may or may not
                         // have been applied: the state with it is allowed too.
@@ -186,22 +145,18 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
             })
         };
         std::thread::sleep(Duration::from_millis(rng.gen_range(5..250)));
-        let pid = daemon_pid(&store);
+        let pid = daemon_pid(&store).expect("the daemon wrote its pid");
         unsafe { libc::kill(pid, libc::SIGKILL) };
         // Wait for the process to be gone, then clear the dead mount.
         // A zombie counts as gone (PID 1 here reaps lazily).
-        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|st| !st.contains(") Z "))
-        {
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z ")) {
             std::thread::sleep(Duration::from_millis(2));
         }
         // Stop the worker before clearing the mount: after `umount -l` its paths
         // would name the empty directory underneath. With the daemon gone, every
         // request fails at once (ENOTCONN), so the join does not wait long.
         stop.store(true, Ordering::Relaxed);
-        gen = worker
-            .join()
-            .unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
+        gen = worker.join().unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
         let _ = Command::new("umount").arg("-l").arg(&mnt).status();
         if let Err(e) = fsck_clean(&store) {
             panic!("seed={seed}: fsck after kill point {point}:\n{e}");
@@ -212,27 +167,18 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let synced = *synced.lock().unwrap();
         // The op in flight at the kill may or may not have happened: allow one past the last completed.
         // at = (index of the last whole op kept, the state recovered).
-        let mut at = models
-            .iter()
-            .rposition(|mm| mm.state(&own) == got)
-            .map(|j| (j, models[j].clone()));
+        let mut at = models.iter().rposition(|mm| mm.state(&own) == got).map(|j| (j, models[j].clone()));
         if at.is_none() {
-            if let Some((i, mm)) = partials
-                .lock()
-                .unwrap()
-                .iter()
-                .rev()
-                .find(|(_, mm)| mm.state(&own) == got)
-            {
-                println!(
-                    "kill point {point}: the write after state {i} was kept up to a page boundary"
-                );
+            if let Some((i, mm)) = partials.lock().unwrap().iter().rev().find(|(_, mm)| mm.state(&own) == got) {
+                println!("kill point {point}: the write after state {i} was kept up to a page boundary");
                 at = Some((*i, mm.clone()));
             }
         }
-        let kept = at.as_ref().map(|(j, _)| *j);
-        match at {
-            Some((j, mm)) if j >= synced => m = mm,
+        let kept = match at {
+            Some((j, mm)) if j >= synced => {
+                m = mm;
+                j
+            }
             Some((j, _)) => panic!("seed={seed}: kill point {point}: recovered state {j} is older than the last fsync {synced}"),
             None => {
                 // Name the closest prefix state and how the recovered tree differs from it.
@@ -252,12 +198,8 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
                     tail.join("\n")
                 )
             }
-        }
-        println!(
-            "kill point {point}: {} ops, recovered state {}, last fsync {synced}",
-            models.len() - 1,
-            kept.unwrap()
-        );
+        };
+        println!("kill point {point}: {} ops, recovered state {kept}, last fsync {synced}", models.len() - 1);
     }
     assert!(shoal().arg("umount").arg(&mnt).status().unwrap().success());
     fsck_clean(&store).unwrap();

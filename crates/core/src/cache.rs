@@ -62,6 +62,15 @@ impl std::ops::Deref for Name {
     }
 }
 
+/// Set a CLOCK reference bit. Only the first use after a reclaim pass writes,
+/// so a hot object's cache line is not dirtied by every lookup.
+#[inline]
+fn touch(referenced: &AtomicBool) {
+    if !referenced.load(Ordering::Relaxed) {
+        referenced.store(true, Ordering::Relaxed);
+    }
+}
+
 /// One cached name of a directory shard.
 pub struct Slot {
     pub hash: u64,
@@ -299,10 +308,7 @@ impl Dir {
         let s = self.shards[dir_shard(hash)].read();
         let slot = s.get_slot(hash, name);
         if let Some(sl) = slot {
-            // Only a first use writes (a hot entry's line is not dirtied per lookup).
-            if !sl.referenced.load(Ordering::Relaxed) {
-                sl.referenced.store(true, Ordering::Relaxed);
-            }
+            touch(&sl.referenced);
         }
         let d = slot.map(|sl| sl.d);
         (d, self.complete.load(Ordering::SeqCst) && !s.evicted.contains(&hash))
@@ -336,36 +342,15 @@ impl Dir {
     /// Set a name's entry to `ino` (0 = negative) with the next version, in
     /// one critical section. Returns (new version, whether the name was new to
     /// the cache, whether no earlier change of this epoch touched it).
-    pub fn set_next(
-        &self,
-        hash: u64,
-        name: &[u8],
-        ino: Ino,
-        kind: Kind,
-        epoch: u64,
-    ) -> (u64, bool, bool) {
+    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, epoch: u64) -> (u64, bool, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get_mut(hash, name) {
             let ver = old.ver + 1;
             let first = old.dirty_epoch < epoch;
-            *old = Dent {
-                ino,
-                kind,
-                ver,
-                dirty_epoch: epoch,
-            };
+            *old = Dent { ino, kind, ver, dirty_epoch: epoch };
             return (ver, false, first);
         }
-        s.insert(
-            hash,
-            name,
-            Dent {
-                ino,
-                kind,
-                ver: 1,
-                dirty_epoch: epoch,
-            },
-        );
+        s.insert(hash, name, Dent { ino, kind, ver: 1, dirty_epoch: epoch });
         (1, true, true)
     }
 
@@ -444,20 +429,8 @@ impl Dir {
 
     /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
     pub fn evict_clean(&self, durable: u64) -> (usize, usize) {
-        (0..DIR_SHARDS).map(|si| self.evict_clean_shard(si, durable)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-    }
-
-    /// `evict_clean` for one of the directory's shards, a chunk at a time.
-    pub fn evict_clean_shard(&self, si: usize, durable: u64) -> (usize, usize) {
-        let (mut ev, mut dirty, mut from) = (0, 0, 0);
-        loop {
-            let (e, d, next) = self.evict_clean_chunk(si, durable, from, usize::MAX);
-            (ev, dirty) = (ev + e, dirty + d);
-            match next {
-                Some(h) => from = h,
-                None => return (ev, dirty),
-            }
-        }
+        // An unbounded chunk is the whole shard.
+        (0..DIR_SHARDS).map(|si| self.evict_clean_chunk(si, durable, 0, usize::MAX)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
     /// Evict the clean entries of shard `si` in the buckets holding hashes
@@ -639,9 +612,7 @@ impl InodeTable {
     pub fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
         let i = self.shards[ino_shard(ino)].read().get(&ino).cloned();
         if let Some(i) = &i {
-            if !i.referenced.load(Ordering::Relaxed) {
-                i.referenced.store(true, Ordering::Relaxed);
-            }
+            touch(&i.referenced);
         }
         i
     }
@@ -676,17 +647,10 @@ impl InodeTable {
     pub fn shard_snapshot(&self, i: usize) -> Vec<Arc<Inode>> {
         self.shards[i].read().values().cloned().collect()
     }
-    /// Evict from shard `i` the inodes `pred` approves, holding the shard's
-    /// write lock (so nobody can take a new reference meanwhile). Batched: one
-    /// lock acquisition for the whole shard, as XFS's gang lookups.
-    pub fn evict_shard(&self, i: usize, mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
-        let mut s = self.shards[i].write();
-        let before = s.len();
-        s.retain(|_, inode| !(Arc::strong_count(inode) == 1 && pred(inode)));
-        before - s.len()
-    }
-    /// `evict_shard` for the listed inodes of shard `i` only (reclaim evicts
-    /// a shard in bounded chunks).
+    /// Evict from shard `i` those of the listed inodes that nobody else holds
+    /// and `pred` approves, holding the shard's write lock (so nobody can take
+    /// a new reference meanwhile). Batched like XFS's gang lookups; reclaim
+    /// passes a bounded chunk of a shard at a time.
     pub fn evict_listed(&self, i: usize, inos: &[Ino], mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
         let mut s = self.shards[i].write();
         let mut ev = 0;

@@ -117,26 +117,24 @@ impl Gate<'_> {
         self.null
     }
     #[inline]
-    pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
+    fn push(&mut self, r: Record) {
         if !self.null {
-            self.q.recs.push(Record { key, ver, val: Some(val), fresh: false });
+            self.q.recs.push(r);
             self.added += 1;
         }
+    }
+    #[inline]
+    pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
+        self.push(Record { key, ver, val: Some(val), fresh: false });
     }
     /// A put of a key the caller knows had no value when this epoch opened.
     #[inline]
     pub fn put_new(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
-        if !self.null {
-            self.q.recs.push(Record { key, ver, val: Some(val), fresh: true });
-            self.added += 1;
-        }
+        self.push(Record { key, ver, val: Some(val), fresh: true });
     }
     #[inline]
     pub fn del(&mut self, key: Vec<u8>, ver: u64) {
-        if !self.null {
-            self.q.recs.push(Record { key, ver, val: None, fresh: false });
-            self.added += 1;
-        }
+        self.push(Record { key, ver, val: None, fresh: false });
     }
     /// Inode `ino` was created in this epoch: if it is gone by the end of the
     /// epoch, none of its keys is written.

@@ -1816,6 +1816,27 @@ impl Engine {
         self.maybe_reclaim();
     }
 
+    /// Evict a directory's clean entries, one `RECLAIM_CHUNK` under each
+    /// exclusive hold of the `reclaim` lock.
+    fn evict_dents(&self, d: &crate::cache::Dir, durable: u64) {
+        for ds in 0..crate::cache::DIR_SHARDS {
+            let mut from = 0;
+            loop {
+                let r = self.reclaim.write();
+                let (ev, _, next) = d.evict_clean_chunk(ds, durable, from, RECLAIM_CHUNK);
+                drop(r);
+                if ev > 0 {
+                    self.cached_dents.add(-(ev as i64));
+                    self.evicted_dents.fetch_add(ev as u64, Ordering::Relaxed);
+                }
+                match next {
+                    Some(h) => from = h,
+                    None => break,
+                }
+            }
+        }
+    }
+
     /// Batched reclaim (seed 003): when over budget, walk inode-table shards
     /// from a cursor and evict clean, unreferenced objects a shard at a time,
     /// until under 90% of the budget. Dirty objects are never evicted.
@@ -1847,22 +1868,7 @@ impl Engine {
             // needed a store fill for about 107 ms each.
             for i in &snapshot {
                 if let Some(d) = &i.dir {
-                    for ds in 0..crate::cache::DIR_SHARDS {
-                        let mut from = 0;
-                        loop {
-                            let r = self.reclaim.write();
-                            let (ev, _, next) = d.evict_clean_chunk(ds, durable, from, RECLAIM_CHUNK);
-                            drop(r);
-                            if ev > 0 {
-                                self.cached_dents.add(-(ev as i64));
-                                self.evicted_dents.fetch_add(ev as u64, Ordering::Relaxed);
-                            }
-                            match next {
-                                Some(h) => from = h,
-                                None => break,
-                            }
-                        }
-                    }
+                    self.evict_dents(d, durable);
                     // Evicted-name sets past a quarter of the budget: large
                     // directories give up "complete" (see `Dir::demote`).
                     let hash_bytes = self.evicted_hashes.load(Ordering::Relaxed).max(0) as u64 * 16;

@@ -91,17 +91,15 @@ fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(b[..8].try_into().unwrap())
 }
 
-/// Parse an entry key into (parent, hash, name).
 /// The inode an inode, data or orphan key belongs to (None for other keys).
 pub fn owner_ino(k: &[u8]) -> Option<Ino> {
     match k.first() {
-        Some(&K_INODE) | Some(&K_DATA) | Some(&K_ORPHAN) if k.len() >= 9 => {
-            Some(u64::from_be_bytes(k[1..9].try_into().expect("8 bytes")))
-        }
+        Some(&K_INODE) | Some(&K_DATA) | Some(&K_ORPHAN) if k.len() >= 9 => Some(be64(&k[1..])),
         _ => None,
     }
 }
 
+/// Parse an entry key into (parent, hash, name).
 pub fn parse_entry_key(k: &[u8]) -> Result<(Ino, u64, &[u8])> {
     if k.len() < 18 || k[0] != K_ENTRY {
         return Err(Error::Corrupted(format!("bad entry key {k:?}")));
