@@ -115,8 +115,8 @@ pub struct Engine {
     pub cached_dents: Counter,
     /// Writers that waited in `throttle`.
     pub throttled: AtomicU64,
-    /// Hashes held in directories' evicted sets (see `cache::Dir::evicted`).
-    pub evicted_hashes: Arc<std::sync::atomic::AtomicI64>,
+    /// Bytes of directories' evicted-name filters (see `cache::EvictedFilter`).
+    pub evicted_filter_bytes: Arc<std::sync::atomic::AtomicI64>,
     pub cached_data: Counter,
     reclaim_cursor: AtomicUsize,
     /// The cache budget in force: `cfg.cache_bytes`, lowered under a
@@ -245,7 +245,7 @@ impl Engine {
             spread_rr: AtomicU64::new(0),
             stats: OpStats::default(),
             cached_dents: Counter::default(),
-            evicted_hashes: Arc::default(),
+            evicted_filter_bytes: Arc::default(),
             throttled: AtomicU64::new(0),
             cached_data: Counter::default(),
             reclaim_cursor: AtomicUsize::new(0),
@@ -265,7 +265,7 @@ impl Engine {
                 ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
                 atime: t, mtime: t, ctime: t, crtime: t, version: 1,
             };
-            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(e.evicted_hashes.clone())));
+            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(e.evicted_filter_bytes.clone())));
         } else {
             let root = e.inode(ROOT_INO)?;
             if root.kind != Kind::Dir {
@@ -359,7 +359,7 @@ impl Engine {
             _ => st.blob = extra.blob,
         }
         self.fills.fetch_add(1, Ordering::Relaxed);
-        Ok(self.inodes.fill(Inode::new(st, false, Some(self.evicted_hashes.clone()))))
+        Ok(self.inodes.fill(Inode::new(st, false, Some(self.evicted_filter_bytes.clone()))))
     }
 
     /// A directory for the duration of one operation, without touching the
@@ -773,7 +773,7 @@ impl Engine {
         let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
         let mut st = self.new_state(attr, blob);
         self.emit_inode(&mut g, &mut st);
-        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_hashes.clone())));
+        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_filter_bytes.clone())));
         self.put_entry(&mut g, &p, name, ino, kind, true);
         let e = g.epoch;
         drop(g);
@@ -1724,9 +1724,9 @@ impl Engine {
         // (calibrated against RSS: 300K files at 16 vs 64 MiB budgets, and
         // 270K cached inodes through a mount: about 800 bytes each in all).
         let per_inode = (std::mem::size_of::<Inode>() + 400) as u64;
-        // An evicted name's hash: 8 bytes in a hash set at 50-90% load.
-        let hashes = self.evicted_hashes.load(Ordering::Relaxed).max(0) as u64;
-        inodes * per_inode + dents * 192 + data + hashes * 16
+        // Evicted names: the bytes of their directories' filters.
+        let filters = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
+        inodes * per_inode + dents * 192 + data + filters
     }
 
     /// Change the cache budget (bytes) of a running engine; reclaim brings
@@ -1869,9 +1869,9 @@ impl Engine {
             for i in &snapshot {
                 if let Some(d) = &i.dir {
                     self.evict_dents(d, durable);
-                    // Evicted-name sets past a quarter of the budget: large
+                    // Evicted-name filters past a quarter of the budget: large
                     // directories give up "complete" (see `Dir::demote`).
-                    let hash_bytes = self.evicted_hashes.load(Ordering::Relaxed).max(0) as u64 * 16;
+                    let hash_bytes = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
                     if hash_bytes > budget / 4 && d.evicted.load(Ordering::Relaxed) >= 4096 {
                         let n = d.demote();
                         self.demoted_hashes.fetch_add(n, Ordering::Relaxed);
