@@ -436,7 +436,9 @@ impl Dir {
             touch(&sl.referenced);
         }
         let d = slot.map(|sl| sl.d);
-        (d, self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash))
+        // Only a miss or a negative entry asks whether the absence is definite
+        // (a positive hit skips the filter probes; the flag is then unused).
+        (d, d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash))
     }
 
     /// The linear-scan counterpart of `resolve` (the seed-001 "before" switch).
