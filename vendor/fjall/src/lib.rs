@@ -79,6 +79,7 @@
 #![warn(clippy::expect_used)]
 #![allow(clippy::missing_const_for_fn, clippy::significant_drop_tightening)]
 #![warn(clippy::multiple_crate_versions)]
+#![allow(warnings)] // shoal: a vendored crate; cargo caps lints for registry crates, this does the same (PATCHED.md)
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 macro_rules! fail_iter {
