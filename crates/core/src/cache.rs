@@ -135,7 +135,8 @@ const FILTER_FIRST: usize = 4 * FILTER_EXACT;
 const FILTER_BITS_PER_NAME: usize = 10;
 const FILTER_PROBES: u32 = 7;
 
-/// splitmix64's finaliser: the stage seed makes each stage's probes independent.
+/// splitmix64's finaliser (the inode hasher's, and the evicted filter's
+/// probes, where a per-stage seed makes each stage's probes independent).
 #[inline]
 fn mix64(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -157,12 +158,19 @@ impl FilterStage {
         (block, mix64(x))
     }
 
+    /// Probe `j`'s word in the block and bit in the word (9 bits of `bits` each).
+    #[inline]
+    fn bit(bits: u64, j: u32) -> (usize, u64) {
+        let p = (bits >> (9 * j)) & 511;
+        ((p >> 6) as usize, 1 << (p & 63))
+    }
+
     fn contains(&self, hash: u64, seed: u64) -> bool {
         let (b, bits) = self.probes(hash, seed);
         let blk = &self.blocks[b];
         (0..FILTER_PROBES).all(|j| {
-            let p = (bits >> (9 * j)) & 511;
-            blk[(p >> 6) as usize] & (1 << (p & 63)) != 0
+            let (w, m) = Self::bit(bits, j);
+            blk[w] & m != 0
         })
     }
 
@@ -170,8 +178,8 @@ impl FilterStage {
         let (b, bits) = self.probes(hash, seed);
         let blk = &mut self.blocks[b];
         for j in 0..FILTER_PROBES {
-            let p = (bits >> (9 * j)) & 511;
-            blk[(p >> 6) as usize] |= 1 << (p & 63);
+            let (w, m) = Self::bit(bits, j);
+            blk[w] |= m;
         }
         self.n += 1;
     }
@@ -368,7 +376,7 @@ pub struct Dir {
     /// definite "absent" without a store read. False for a directory loaded
     /// from the store (its entries are not all known).
     pub complete: AtomicBool,
-    /// How many hashes the shards' `evicted` sets hold (0: listing from the
+    /// How many hashes the shards' `evicted` filters hold (0: listing from the
     /// cache alone is whole). Raised under the shard lock before entries go.
     pub evicted: AtomicU64,
     /// The engine-wide bytes of evicted-name filters (cache accounting).
@@ -537,8 +545,8 @@ impl Dir {
     /// Forget that the directory is complete and drop its evicted-name filters,
     /// when they have grown to cost more memory than the store reads they
     /// save (a miss then asks the store, whose filters answer most misses
-    /// without I/O). `complete` is cleared before any set shrinks, and a set
-    /// only changes under its shard's write lock, so `resolve` never sees a
+    /// without I/O). `complete` is cleared before any filter is dropped, and a
+    /// filter only changes under its shard's write lock, so `resolve` never sees a
     /// definite miss for an evicted name. Returns the hashes dropped.
     pub fn demote(&self) -> u64 {
         self.complete.store(false, Ordering::SeqCst);
@@ -707,10 +715,7 @@ pub struct InoHasher(u64);
 
 impl std::hash::Hasher for InoHasher {
     fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
+        mix64(self.0)
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {

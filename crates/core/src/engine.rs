@@ -1871,8 +1871,8 @@ impl Engine {
                     self.evict_dents(d, durable);
                     // Evicted-name filters past a quarter of the budget: large
                     // directories give up "complete" (see `Dir::demote`).
-                    let hash_bytes = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
-                    if hash_bytes > budget / 4 && d.evicted.load(Ordering::Relaxed) >= 4096 {
+                    let filter_bytes = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
+                    if filter_bytes > budget / 4 && d.evicted.load(Ordering::Relaxed) >= 4096 {
                         let n = d.demote();
                         self.demoted_hashes.fetch_add(n, Ordering::Relaxed);
                     }
