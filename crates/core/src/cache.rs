@@ -25,6 +25,9 @@ pub const NAME_SLOTS: usize = 4096;
 pub struct Dent {
     pub ino: Ino,
     pub kind: Kind,
+    /// The entry's sole flag (`schema::encode_entry`): unlink may delete the
+    /// inode without reading it.
+    pub sole: bool,
     pub ver: u64,
     pub dirty_epoch: u64,
 }
@@ -477,15 +480,15 @@ impl Dir {
     /// Set a name's entry to `ino` (0 = negative) with the next version, in
     /// one critical section. Returns (new version, whether the name was new to
     /// the cache, whether no earlier change of this epoch touched it).
-    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, epoch: u64) -> (u64, bool, bool) {
+    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, sole: bool, epoch: u64) -> (u64, bool, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get_mut(hash, name) {
             let ver = old.ver + 1;
             let first = old.dirty_epoch < epoch;
-            *old = Dent { ino, kind, ver, dirty_epoch: epoch };
+            *old = Dent { ino, kind, sole, ver, dirty_epoch: epoch };
             return (ver, false, first);
         }
-        s.insert(hash, name, Dent { ino, kind, ver: 1, dirty_epoch: epoch });
+        s.insert(hash, name, Dent { ino, kind, sole, ver: 1, dirty_epoch: epoch });
         (1, true, true)
     }
 
@@ -650,6 +653,11 @@ pub struct InodeState {
     /// yet (truncate). Reset when the inode is clean and its blocks are evicted.
     pub holes_from: u64,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `(parent, name hash)` of the entry naming this inode with the sole
+    /// flag; `None` once the inode may have a second name or data blocks.
+    /// Only create sets it and only rename moves it; `Engine::unshare`
+    /// clears it (and the entry's flag) before anything breaks the flag's promise.
+    pub primary: Option<(Ino, u64)>,
 }
 
 impl InodeState {
@@ -820,11 +828,16 @@ impl NameLocks {
         NameLocks { slots: (0..NAME_SLOTS).map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ()))).collect(), scope }
     }
     pub fn slot(&self, dir: Ino, name: &[u8]) -> usize {
+        self.slot_of_hash(dir, name_hash(name))
+    }
+    /// The slot of a name given its hash (`schema::name_hash`): the same
+    /// slot `slot` picks for the name itself.
+    pub fn slot_of_hash(&self, dir: Ino, hash: u64) -> usize {
         match self.scope {
             LockScope::Global => 0,
             LockScope::Dir => (dir.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS,
             LockScope::Name => {
-                (name_hash(name) ^ dir.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) as usize
+                (hash ^ dir.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) as usize
                     >> 7
                     & (NAME_SLOTS - 1)
             }
@@ -832,6 +845,10 @@ impl NameLocks {
     }
     pub fn lock(&self, dir: Ino, name: &[u8]) -> NameGuard<'_> {
         NameGuard { _a: self.slots[self.slot(dir, name)].lock(), _b: None }
+    }
+    /// Lock every name of `dir` with this hash (the slot of any of them).
+    pub fn lock_hash(&self, dir: Ino, hash: u64) -> NameGuard<'_> {
+        NameGuard { _a: self.slots[self.slot_of_hash(dir, hash)].lock(), _b: None }
     }
     /// Lock two names, lower slot first; one lock if they share a slot.
     pub fn lock2(&self, d1: Ino, n1: &[u8], d2: Ino, n2: &[u8]) -> NameGuard<'_> {
@@ -880,7 +897,7 @@ mod tests {
                 // Force some equal hashes: two names per hash in a tenth of the cases.
                 let h = if i % 10 == 0 { name_hash(&name[..2.min(name.len())]) } else { name_hash(&name) };
                 if rng.gen_bool(0.7) {
-                    d.set_next(h, &name, i + 1, Kind::File, 0);
+                    d.set_next(h, &name, i + 1, Kind::File, false, 0);
                     model.insert((h, name), i + 1);
                 } else {
                     assert_eq!(d.remove(h, &name), model.remove(&(h, name.clone())).is_some());
@@ -982,7 +999,7 @@ mod tests {
             let h = name_hash(&name);
             // Epoch 1 is durable (clean), epoch 5 is not (dirty).
             let e = if rng.gen_bool(0.1) { 5 } else { 1 };
-            d.set_next(h, &name, i + 1, Kind::File, e);
+            d.set_next(h, &name, i + 1, Kind::File, false, e);
             if e == 1 { clean.insert((h, name), i + 1) } else { dirty.insert((h, name), i + 1) };
         }
         let mut added: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
@@ -998,7 +1015,7 @@ mod tests {
                     let name = format!("late{k}").into_bytes();
                     k += 1;
                     let h = name_hash(&name);
-                    d.set_next(h, &name, 1_000_000 + k, Kind::File, 5);
+                    d.set_next(h, &name, 1_000_000 + k, Kind::File, false, 5);
                     added.insert((h, name), 1_000_000 + k);
                 }
                 match next {
@@ -1019,5 +1036,16 @@ mod tests {
             assert!(got.is_none() && !definite);
         }
         assert_eq!(d.cached(), dirty.len() + added.len());
+    }
+}
+#[cfg(test)]
+mod size_guard {
+    /// Every cached inode and entry costs this much: 10M of each is the
+    /// cache at scale, so growth here is a memory regression (the budget's
+    /// per-inode estimate is `size_of::<Inode>() + 400`).
+    #[test]
+    fn cached_objects_stay_small() {
+        assert!(std::mem::size_of::<super::Inode>() <= 384, "Inode is {} bytes", std::mem::size_of::<super::Inode>());
+        assert!(std::mem::size_of::<super::Dent>() <= 32, "Dent is {} bytes", std::mem::size_of::<super::Dent>());
     }
 }

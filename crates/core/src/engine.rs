@@ -135,6 +135,8 @@ pub struct Engine {
     pub demoted_hashes: AtomicU64,
     pub reclaim_batches: AtomicU64,
     pub fills: AtomicU64,
+    /// Unlinks that deleted their inode without reading it (sole entries).
+    pub unread_unlinks: AtomicU64,
 }
 
 fn now() -> Ts {
@@ -197,7 +199,7 @@ impl Engine {
         };
         let mut b = vec![
             (schema::super_key(), Some(schema::encode_super(ags))),
-            (schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &ROOT_INO.to_le_bytes(), &[]))),
+            (schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &ROOT_INO.to_le_bytes(), &[], None))),
         ];
         for ag in 0..ags {
             b.push((schema::ag_key(ag), Some(schema::encode_u64(if ag == 0 { 2 } else { 1 }))));
@@ -215,7 +217,13 @@ impl Engine {
             let sb = store
                 .get(&schema::super_key())?
                 .ok_or_else(|| Error::Corrupted("no superblock: not a shoal store (run `shoal mkfs`)".into()))?;
-            cfg.ags = schema::decode_super(&sb)?;
+            let (ags, format) = schema::decode_super_format(&sb)?;
+            cfg.ags = ags;
+            if format < schema::FORMAT && !cfg.read_only {
+                // Records of the newer format may follow: mark the store so an
+                // older shoal refuses it instead of calling them corrupt.
+                store.write(&[(schema::super_key(), Some(schema::encode_super(ags)))], true)?;
+            }
         }
         let committer = Committer::new(store.clone(), cfg.durability, cfg.commit_interval_ms);
         let cache_bytes = cfg.cache_bytes;
@@ -258,6 +266,7 @@ impl Engine {
             demoted_hashes: AtomicU64::new(0),
             reclaim_batches: AtomicU64::new(0),
             fills: AtomicU64::new(0),
+            unread_unlinks: AtomicU64::new(0),
         });
         if store.is_null() {
             let t = now();
@@ -317,6 +326,7 @@ impl Engine {
             dirty_epoch: 0,
             dead: false,
             destroyed: false,
+            primary: None,
         }
     }
 
@@ -345,6 +355,7 @@ impl Engine {
         let (attr, extra) = schema::decode_inode(ino, &v)?;
         let mut st = self.new_state(attr, Vec::new());
         st.xattrs = extra.xattrs;
+        st.primary = extra.primary;
         match attr.kind {
             Kind::File => {
                 if attr.size <= INLINE_MAX {
@@ -409,7 +420,8 @@ impl Engine {
 
     /// Resolve a name in a directory: the cache first; the store only when
     /// the directory is not known complete.
-    fn find(&self, dir: &Inode, name: &[u8]) -> Result<Option<(Ino, Kind)>> {
+    /// Returns (child, kind, sole flag).
+    fn find(&self, dir: &Inode, name: &[u8]) -> Result<Option<(Ino, Kind, bool)>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
         let h = name_hash(name);
         let (cached, complete) = match self.cfg.dir_index {
@@ -418,7 +430,7 @@ impl Engine {
         };
         if let Some(c) = cached {
             if c.ino != 0 || self.cfg.name_cache != NameCache::Off || c.dirty_epoch > self.committer.durable_epoch() {
-                return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind)) });
+                return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind, c.sole)) });
             }
         }
         if complete || self.store.is_null() {
@@ -433,18 +445,22 @@ impl Engine {
         if self.cfg.name_cache == NameCache::Off {
             return Ok(got);
         }
-        let dent = Dent { ino: got.map_or(0, |g| g.0), kind: got.map_or(Kind::File, |g| g.1), ver: 0, dirty_epoch: 0 };
+        let dent = Dent {
+            ino: got.map_or(0, |g| g.0), kind: got.map_or(Kind::File, |g| g.1), sole: got.is_some_and(|g| g.2), ver: 0, dirty_epoch: 0,
+        };
         let (d2, inserted) = d.fill(h, name, dent);
         if inserted {
             self.cached_dents.add(1);
         }
-        Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind)) })
+        Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind, d2.sole)) })
     }
 
     /// Set an entry (positive or negative) in the directory cache and queue its
     /// record. `was_absent`: the caller found no entry under this name (it holds
-    /// the name's lock, so that is still true).
-    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind, was_absent: bool) {
+    /// the name's lock, so that is still true). `sole`: the entry's sole flag
+    /// (the caller keeps the inode's `primary` in step).
+    #[allow(clippy::too_many_arguments)]
+    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind, sole: bool, was_absent: bool) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
         if g.is_null() && ino == 0 {
@@ -455,7 +471,8 @@ impl Engine {
             return;
         }
         // The version grows per key under the name slot the caller holds.
-        let (ver, fresh, first_in_epoch) = d.set_next(h, name, ino, kind, g.epoch);
+        let sole = sole && ino != 0;
+        let (ver, fresh, first_in_epoch) = d.set_next(h, name, ino, kind, sole, g.epoch);
         if fresh {
             self.cached_dents.add(1);
         }
@@ -468,9 +485,9 @@ impl Engine {
         } else if was_absent && first_in_epoch {
             // Absent now and unchanged since the epoch opened: absent then too
             // (dirty entries are never evicted, so "not cached" means unchanged).
-            g.put_new(key, ver, schema::encode_entry(ino, kind));
+            g.put_new(key, ver, schema::encode_entry(ino, kind, sole));
         } else {
-            g.put(key, ver, schema::encode_entry(ino, kind));
+            g.put(key, ver, schema::encode_entry(ino, kind, sole));
         }
     }
 
@@ -593,7 +610,9 @@ impl Engine {
             Kind::File => &[],
             _ => &st.blob,
         };
-        (schema::inode_key(a.ino), a.version, schema::encode_inode(a, b, &st.xattrs))
+        // The sole flag promises no data blocks (see `Engine::unshare`).
+        debug_assert!(st.primary.is_none() || (a.kind != Kind::Dir && a.nlink <= 1 && (a.kind != Kind::File || a.size <= INLINE_MAX)));
+        (schema::inode_key(a.ino), a.version, schema::encode_inode(a, b, &st.xattrs, st.primary))
     }
 
     /// Queue the inode record (attributes, inline data or symlink target or
@@ -662,7 +681,7 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, X_OK)?;
         }
-        let (ino, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        let (ino, _, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         let i = self.inode(ino)?;
         Ok(self.attr_of(&i))
     }
@@ -772,9 +791,14 @@ impl Engine {
         };
         let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
         let mut st = self.new_state(attr, blob);
+        // A new non-directory has one name and no data blocks: its entry is sole.
+        let sole = kind != Kind::Dir;
+        if sole {
+            st.primary = Some((parent, name_hash(name)));
+        }
         self.emit_inode(&mut g, &mut st);
         self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_filter_bytes.clone())));
-        self.put_entry(&mut g, &p, name, ino, kind, true);
+        self.put_entry(&mut g, &p, name, ino, kind, sole, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -791,15 +815,22 @@ impl Engine {
 
     /// Sticky-directory rule for library callers.
     fn check_delete(&self, ctx: &Ctx, p: &Inode, child: &Inode) -> Result<()> {
-        if !ctx.check_perms {
-            return Ok(());
-        }
-        let pa = p.st.lock().attr;
-        check_access(ctx, &pa, W_OK | X_OK)?;
-        if pa.perm & 0o1000 != 0 && ctx.uid != 0 && ctx.uid != pa.uid && ctx.uid != child.st.lock().attr.uid {
+        if self.check_delete_dir(ctx, p)? && ctx.uid != child.st.lock().attr.uid {
             return Err(Error::NotPermitted);
         }
         Ok(())
+    }
+
+    /// The part of `check_delete` that needs only the directory. Returns
+    /// whether the child's owner must be checked too (a sticky directory the
+    /// caller does not own).
+    fn check_delete_dir(&self, ctx: &Ctx, p: &Inode) -> Result<bool> {
+        if !ctx.check_perms {
+            return Ok(false);
+        }
+        let pa = p.st.lock().attr;
+        check_access(ctx, &pa, W_OK | X_OK)?;
+        Ok(pa.perm & 0o1000 != 0 && ctx.uid != 0 && ctx.uid != pa.uid)
     }
 
     pub fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
@@ -812,15 +843,32 @@ impl Engine {
         check_name(name)?;
         let p = self.dir_ref(parent)?;
         let _n = self.names.lock(parent, name);
-        let (ino, kind) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        let (ino, kind, sole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind == Kind::Dir {
             return Err(Error::IsDir);
+        }
+        if sole && !self.store.is_null() && self.inodes.get(ino).is_none() && !self.check_delete_dir(ctx, &p)? {
+            // The entry is the inode's only name and the inode has no record
+            // but its `I` key, and nothing holds it (the kernel's and open
+            // handles' inodes are pinned in the cache): delete it unread.
+            // This is rm -rf's store read per file saved.
+            let mut g = self.committer.enter()?;
+            let t = now();
+            self.put_entry(&mut g, &p, name, 0, kind, false, false);
+            self.dir_update(&mut g, &p, -1, 0, t)?;
+            // No record of an uncached inode is queued (dirty inodes are not
+            // evicted), so this delete is the key's only record in the epoch.
+            g.del(schema::inode_key(ino), u64::MAX);
+            self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
+            let e = g.epoch;
+            drop(g);
+            return self.after_mutation(e);
         }
         let c = self.inode(ino)?;
         self.check_delete(ctx, &p, &c)?;
         let mut g = self.committer.enter()?;
         let t = now();
-        self.put_entry(&mut g, &p, name, 0, kind, false);
+        self.put_entry(&mut g, &p, name, 0, kind, false, false);
         self.dir_update(&mut g, &p, -1, 0, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
@@ -828,10 +876,87 @@ impl Engine {
         self.after_mutation(e)
     }
 
+    /// Clear the sole flag of `c`'s entry, and its `primary` pointer, before
+    /// an operation breaks the flag's promise: a second name (link) or data
+    /// blocks (a size past INLINE_MAX). A separate step before the caller's
+    /// own locks, because it takes the entry's name lock; clearing the flag
+    /// is always safe (the entry then just costs unlink a read), so it need
+    /// not be atomic with the caller's change, only committed no later.
+    /// Nothing sets `primary` again once it is clear.
+    fn unshare(&self, c: &Inode) -> Result<()> {
+        loop {
+            let Some((parent, h)) = c.st.lock().primary else { return Ok(()) };
+            let p = match self.dir_ref(parent) {
+                Ok(p) => p,
+                Err(Error::NotFound) => return self.lost_primary(c),
+                Err(e) => return Err(e),
+            };
+            let _n = self.names.lock_hash(parent, h);
+            if c.st.lock().primary != Some((parent, h)) {
+                continue; // renamed meanwhile: its rename moved the pointer
+            }
+            let Some(name) = self.name_at(&p, h, c.ino)? else { return self.lost_primary(c) };
+            let mut g = self.committer.enter()?;
+            self.put_entry(&mut g, &p, &name, c.ino, c.kind, false, false);
+            let mut cs = c.st.lock();
+            cs.primary = None;
+            Self::bump(&mut cs);
+            self.emit_inode(&mut g, &mut cs);
+            return Ok(());
+        }
+    }
+
+    /// The name of `dir` with hash `h` that names `ino`, if any.
+    fn name_at(&self, dir: &Inode, h: u64, ino: Ino) -> Result<Option<Vec<u8>>> {
+        let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
+        let mut names: Vec<Vec<u8>> = d.range(h, h, usize::MAX).into_iter().map(|(_, n, _)| n.into_vec()).collect();
+        if !d.listing_complete() && !self.store.is_null() {
+            let (mut lo, hi) = schema::entry_range(dir.ino, h);
+            'scan: loop {
+                let got = self.store.scan(&lo, &hi, 16)?;
+                for (k, _) in &got {
+                    let (_, kh, name) = schema::parse_entry_key(k)?;
+                    if kh != h {
+                        break 'scan;
+                    }
+                    names.push(name.to_vec());
+                }
+                match got.last() {
+                    Some((k, _)) if got.len() == 16 => {
+                        lo = k.clone();
+                        lo.push(0);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        for n in names {
+            if self.find(dir, &n)?.is_some_and(|f| f.0 == ino) {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `c` says a sole entry names it, but none does: an unlink deleted it
+    /// unread while this thread loaded it from the store by number (the
+    /// window between that unlink and its commit). It is gone.
+    fn lost_primary(&self, c: &Inode) -> Result<()> {
+        let mut cs = c.st.lock();
+        cs.primary = None;
+        cs.attr.nlink = 0;
+        cs.destroyed = true;
+        drop(cs);
+        self.inodes.remove_if(c.ino, |x| x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0);
+        Err(Error::NotFound)
+    }
+
     /// One name of `c` is gone: nlink - 1, and destroy or orphan at zero.
     fn drop_link(&self, g: &mut Gate<'_>, c: &Inode, t: Ts) -> Result<()> {
         let mut cs = c.st.lock();
         cs.attr.nlink = cs.attr.nlink.saturating_sub(1);
+        // A sole entry is the only name, and it is the one going.
+        cs.primary = None;
         if c.kind == Kind::Dir {
             cs.attr.nlink = 0;
             cs.dead = true;
@@ -927,7 +1052,7 @@ impl Engine {
         check_name(name)?;
         let p = self.dir_ref(parent)?;
         let _n = self.names.lock(parent, name);
-        let (ino, kind) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        let (ino, kind, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind != Kind::Dir {
             return Err(Error::NotDir);
         }
@@ -936,7 +1061,7 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         Self::dir_kill_if_empty(&c)?;
-        self.put_entry(&mut g, &p, name, 0, kind, false);
+        self.put_entry(&mut g, &p, name, 0, kind, false, false);
         self.dir_update(&mut g, &p, -1, -1, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
@@ -957,6 +1082,9 @@ impl Engine {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
         }
         let c = self.inode(ino)?;
+        // Before the name lock (unshare takes the old name's). A no-op for
+        // directories, which are never sole.
+        self.unshare(&c)?;
         let _n = self.names.lock(newparent, newname);
         if self.find(&np, newname)?.is_some() {
             return Err(Error::Exists);
@@ -976,6 +1104,8 @@ impl Engine {
             if cs.attr.nlink >= LINK_MAX {
                 return Err(Error::TooManyLinks);
             }
+            // Only create sets `primary`, and unshare cleared it above.
+            debug_assert!(cs.primary.is_none());
             cs.attr.nlink += 1;
             cs.attr.ctime = t;
             Self::bump(&mut cs);
@@ -991,7 +1121,7 @@ impl Engine {
             self.emit_inode(&mut g, &mut cs);
             return Err(e);
         }
-        self.put_entry(&mut g, &np, newname, ino, c.kind, true);
+        self.put_entry(&mut g, &np, newname, ino, c.kind, false, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -1036,14 +1166,14 @@ impl Engine {
         let cross = parent != newparent;
         let _r = if cross { Some(self.rename_lock.lock()) } else { None };
         let _n = self.names.lock2(parent, name, newparent, newname);
-        let (sino, skind) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        let (sino, skind, ssole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         let dst = self.find(&np, newname)?;
         let s = self.inode(sino)?;
         self.check_delete(ctx, &p, &s)?;
         if ctx.check_perms {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
         }
-        if let Some((dino, _)) = dst {
+        if let Some((dino, _, _)) = dst {
             if dino == sino {
                 return Ok(());
             }
@@ -1056,9 +1186,13 @@ impl Engine {
             return Err(Error::NotFound);
         }
         let d = match dst {
-            Some((dino, _)) => Some(self.inode(dino)?),
+            Some((dino, _, _)) => Some(self.inode(dino)?),
             None => None,
         };
+        let dsole = dst.is_some_and(|x| x.2);
+        // The flag and the inode's pointer change together (create, unshare, rename).
+        debug_assert_eq!(ssole, s.st.lock().primary == Some((parent, name_hash(name))));
+        debug_assert!(d.as_ref().is_none_or(|d| dsole == (d.st.lock().primary == Some((newparent, name_hash(newname))))));
         if let Some(d) = &d {
             self.check_delete(ctx, &np, d)?;
         }
@@ -1098,8 +1232,9 @@ impl Engine {
         }
         if exchange {
             let d = d.expect("exchange has a target");
-            self.put_entry(&mut g, &p, name, d.ino, d.kind, false);
-            self.put_entry(&mut g, &np, newname, sino, skind, false);
+            // Each entry keeps its flag; a sole one's inode follows its name.
+            self.put_entry(&mut g, &p, name, d.ino, d.kind, dsole, false);
+            self.put_entry(&mut g, &np, newname, sino, skind, ssole, false);
             let ddir = (d.kind == Kind::Dir) as i64;
             if cross {
                 self.dir_update(&mut g, &p, 0, ddir - sdir as i64, t)?;
@@ -1107,18 +1242,21 @@ impl Engine {
             } else {
                 self.dir_update(&mut g, &p, 0, 0, t)?;
             }
-            for (node, newp) in [(&s, newparent), (&d, parent)] {
+            for (node, newp, newh) in [(&s, newparent, name_hash(newname)), (&d, parent, name_hash(name))] {
                 let mut st = node.st.lock();
                 if node.kind == Kind::Dir {
                     st.set_parent(newp);
+                }
+                if st.primary.is_some() {
+                    st.primary = Some((newp, newh));
                 }
                 st.attr.ctime = t;
                 Self::bump(&mut st);
                 self.emit_inode(&mut g, &mut st);
             }
         } else {
-            self.put_entry(&mut g, &p, name, 0, skind, false);
-            self.put_entry(&mut g, &np, newname, sino, skind, d.is_none());
+            self.put_entry(&mut g, &p, name, 0, skind, false, false);
+            self.put_entry(&mut g, &np, newname, sino, skind, ssole, d.is_none());
             if cross {
                 self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
             } else {
@@ -1128,6 +1266,9 @@ impl Engine {
                 let mut ss = s.st.lock();
                 if sdir {
                     ss.set_parent(newparent);
+                }
+                if ss.primary.is_some() {
+                    ss.primary = Some((newparent, name_hash(newname)));
                 }
                 ss.attr.ctime = t;
                 Self::bump(&mut ss);
@@ -1159,6 +1300,9 @@ impl Engine {
         if let Some(sz) = sa.size {
             if sz > MAX_FILE_SIZE {
                 return Err(Error::FileTooBig);
+            }
+            if sz > INLINE_MAX {
+                self.unshare(&i)?;
             }
         }
         let mut g = self.committer.enter()?;
@@ -1411,6 +1555,9 @@ impl Engine {
         if end > MAX_FILE_SIZE {
             return Err(Error::FileTooBig);
         }
+        if end > INLINE_MAX {
+            self.unshare(&i)?;
+        }
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
@@ -1568,13 +1715,13 @@ impl Engine {
                 if h > bound {
                     continue;
                 }
-                let (eino, kind) = schema::decode_entry(v)?;
+                let (eino, kind, sole) = schema::decode_entry(v)?;
                 merged.insert((h, name.to_vec()), Some((eino, kind)));
                 // Prime the cache with what the scan read: rm -rf unlinks
                 // every listed name next, and a cached entry saves each
                 // unlink a store read. Fills never replace a cached entry.
                 if self.cfg.name_cache != NameCache::Off {
-                    let dent = Dent { ino: eino, kind, ver: 0, dirty_epoch: 0 };
+                    let dent = Dent { ino: eino, kind, sole, ver: 0, dirty_epoch: 0 };
                     if dir.fill(h, name, dent).1 {
                         self.cached_dents.add(1);
                     }

@@ -9,8 +9,8 @@
 //! |---------------------------------------|-----------------------------------------|
 //! | `S`                                   | superblock: magic, format, AG count     |
 //! | `A` ag:u32                            | next inode sequence number of the AG    |
-//! | `I` ino:u64                           | inode record (attrs, inline data, xattrs)|
-//! | `E` parent:u64 hash:u64 name          | entry: child ino, kind                  |
+//! | `I` ino:u64                           | inode record (attrs, inline data, xattrs, primary pointer) |
+//! | `E` parent:u64 hash:u64 name          | entry: child ino, kind, sole flag       |
 //! | `D` ino:u64 block:u64                 | one 4 KiB data block (files > 4 KiB)    |
 //! | `O` ino:u64                           | orphan: unlinked while open             |
 //!
@@ -24,7 +24,11 @@ use crate::types::{Attr, Ino, Kind, Ts};
 use xxhash_rust::xxh3::xxh3_64;
 
 pub const MAGIC: &[u8; 8] = b"SHOALFS1";
-pub const FORMAT: u32 = 1;
+/// Format 2 added the sole-link flag of entries and the primary-entry
+/// pointer of inodes (both optional: a format-1 store reads as one with no
+/// sole entries, and is marked format 2 when first opened for writing).
+pub const FORMAT: u32 = 2;
+pub const FORMAT_MIN: u32 = 1;
 pub const AG_SHIFT: u32 = 40;
 
 pub const K_SUPER: u8 = b'S';
@@ -180,9 +184,15 @@ pub struct InodeExtra {
     /// Symlink target, or inline data of a file whose size <= INLINE_MAX.
     pub blob: Vec<u8>,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `(parent, name hash)` of the entry that names this inode with the
+    /// sole flag set (see `encode_entry`), if one does.
+    pub primary: Option<(Ino, u64)>,
 }
 
-pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+/// Tag of the optional primary-entry trailer of an inode record.
+const TAG_PRIMARY: u8 = b'P';
+
+pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], primary: Option<(Ino, u64)>) -> Vec<u8> {
     let mut v = Vec::with_capacity(96 + extra_blob.len());
     v.extend_from_slice(&[0; 4]);
     v.push(a.kind as u8);
@@ -205,6 +215,11 @@ pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)]) 
         v.extend_from_slice(n);
         v.extend_from_slice(&(val.len() as u32).to_le_bytes());
         v.extend_from_slice(val);
+    }
+    if let Some((parent, hash)) = primary {
+        v.push(TAG_PRIMARY);
+        v.extend_from_slice(&parent.to_le_bytes());
+        v.extend_from_slice(&hash.to_le_bytes());
     }
     seal(v)
 }
@@ -233,24 +248,44 @@ pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
         let vl = r.u32()? as usize;
         xattrs.push((n, r.take(vl)?.to_vec()));
     }
+    let mut primary = None;
+    if !r.b.is_empty() {
+        if r.u8()? != TAG_PRIMARY || kind == Kind::Dir {
+            return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
+        }
+        primary = Some((r.u64()?, r.u64()?));
+    }
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
     }
     let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
-    Ok((a, InodeExtra { blob, xattrs }))
+    Ok((a, InodeExtra { blob, xattrs, primary }))
 }
 
-pub fn encode_entry(ino: Ino, kind: Kind) -> Vec<u8> {
+/// Bit of an entry's kind byte: the entry is its inode's only name and the
+/// inode has no records but its `I` key (nlink 1, not a directory, no data
+/// blocks), and the inode's primary pointer names this entry. unlink then
+/// deletes the inode without reading it.
+const SOLE: u8 = 0x80;
+
+pub fn encode_entry(ino: Ino, kind: Kind, sole: bool) -> Vec<u8> {
+    debug_assert!(!(sole && kind == Kind::Dir));
     let mut v = vec![0; 4];
     v.extend_from_slice(&ino.to_le_bytes());
-    v.push(kind as u8);
+    v.push(kind as u8 | if sole { SOLE } else { 0 });
     seal(v)
 }
-pub fn decode_entry(v: &[u8]) -> Result<(Ino, Kind)> {
+/// (child, kind, sole).
+pub fn decode_entry(v: &[u8]) -> Result<(Ino, Kind, bool)> {
     let mut r = Reader { what: "entry", b: open("entry", v)? };
     let ino = r.u64()?;
-    let kind = Kind::from_u8(r.u8()?).ok_or_else(|| Error::Corrupted("entry: bad kind".into()))?;
-    Ok((ino, kind))
+    let b = r.u8()?;
+    let kind = Kind::from_u8(b & !SOLE).ok_or_else(|| Error::Corrupted("entry: bad kind".into()))?;
+    let sole = b & SOLE != 0;
+    if sole && kind == Kind::Dir {
+        return Err(Error::Corrupted("entry: a directory marked sole".into()));
+    }
+    Ok((ino, kind, sole))
 }
 
 pub fn encode_data(block: &[u8]) -> Vec<u8> {
@@ -289,15 +324,19 @@ pub fn encode_super(ags: u32) -> Vec<u8> {
 }
 /// Returns the AG count.
 pub fn decode_super(v: &[u8]) -> Result<u32> {
+    Ok(decode_super_format(v)?.0)
+}
+/// Returns (AG count, format).
+pub fn decode_super_format(v: &[u8]) -> Result<(u32, u32)> {
     let d = open("superblock", v)?;
     if d.len() != 16 || &d[..8] != MAGIC {
         return Err(Error::Corrupted("superblock: not a shoal store".into()));
     }
     let fmt = u32::from_le_bytes(d[8..12].try_into().unwrap());
-    if fmt != FORMAT {
-        return Err(Error::Corrupted(format!("superblock: format {fmt}, this shoal reads {FORMAT}")));
+    if !(FORMAT_MIN..=FORMAT).contains(&fmt) {
+        return Err(Error::Corrupted(format!("superblock: format {fmt}, this shoal reads {FORMAT_MIN} to {FORMAT}")));
     }
-    Ok(u32::from_le_bytes(d[12..16].try_into().unwrap()))
+    Ok((u32::from_le_bytes(d[12..16].try_into().unwrap()), fmt))
 }
 
 #[cfg(test)]
@@ -312,14 +351,32 @@ mod tests {
             crtime: Ts::default(), version: 9,
         };
         let x = vec![(b"user.a".to_vec(), b"v".to_vec())];
-        let mut v = encode_inode(&a, b"abc", &x);
+        let mut v = encode_inode(&a, b"abc", &x, None);
         let (b, e) = decode_inode(7, &v).unwrap();
         assert_eq!(a, b);
         assert_eq!(e.blob, b"abc");
         assert_eq!(e.xattrs, x);
+        assert_eq!(e.primary, None);
+        let (_, e) = decode_inode(7, &encode_inode(&a, b"abc", &x, Some((5, 99)))).unwrap();
+        assert_eq!(e.primary, Some((5, 99)));
         v[10] ^= 1;
         assert!(matches!(decode_inode(7, &v), Err(Error::Corrupted(_))));
         assert!(matches!(decode_inode(7, &v[..3]), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
+    fn entry_sole_flag_roundtrips_and_old_entries_read_as_not_sole() {
+        assert_eq!(decode_entry(&encode_entry(9, Kind::File, true)).unwrap(), (9, Kind::File, true));
+        assert_eq!(decode_entry(&encode_entry(9, Kind::Symlink, false)).unwrap(), (9, Kind::Symlink, false));
+        // A format-1 entry is the same bytes with the flag clear.
+        let mut old = vec![0; 4];
+        old.extend_from_slice(&9u64.to_le_bytes());
+        old.push(Kind::File as u8);
+        assert_eq!(decode_entry(&seal(old)).unwrap(), (9, Kind::File, false));
+        let mut bad = vec![0; 4];
+        bad.extend_from_slice(&9u64.to_le_bytes());
+        bad.push(Kind::Dir as u8 | SOLE);
+        assert!(matches!(decode_entry(&seal(bad)), Err(Error::Corrupted(_))));
     }
 
     #[test]

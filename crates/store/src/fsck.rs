@@ -12,6 +12,9 @@
 //! 5. Data blocks belong to live files larger than INLINE_MAX and lie within
 //!    the file's size.
 //! 6. Every inode number is below its allocation group's high-water mark.
+//! 7. An entry carries the sole flag exactly when its inode's primary pointer
+//!    names it, and then the inode has nlink 1, this one entry, no data
+//!    blocks and is not a directory (unlink deletes such an inode unread).
 //!
 //! `--repair` fixes what is safe: drops entries to missing inodes, data past
 //! EOF or of missing inodes, orphans; recounts nlink/size; and links
@@ -44,6 +47,11 @@ struct InodeInfo {
     subdirs: u32,
     entries: u64,
     named_from: Option<u64>,
+    /// The primary pointer stored in the inode record.
+    primary: Option<(u64, u64)>,
+    /// Keys and locations of the entries naming it with the sole flag.
+    sole: Vec<(Vec<u8>, (u64, u64))>,
+    has_data: bool,
 }
 
 /// Scan a key range in chunks.
@@ -89,7 +97,13 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                 } else {
                     0
                 };
-                inodes.insert(ino, InodeInfo { attr, parent_ptr, refs: 0, subdirs: 0, entries: 0, named_from: None });
+                inodes.insert(
+                    ino,
+                    InodeInfo {
+                        attr, parent_ptr, refs: 0, subdirs: 0, entries: 0, named_from: None, primary: extra.primary,
+                        sole: Vec::new(), has_data: false,
+                    },
+                );
             }
             Err(e) => {
                 r.problems.push(format!("inode {ino}: {e}"));
@@ -126,7 +140,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             }
             return Ok(());
         }
-        let (child, kind) = match schema::decode_entry(v) {
+        let (child, kind, sole) = match schema::decode_entry(v) {
             Ok(x) => x,
             Err(e) => {
                 r.problems.push(format!("entry {parent}/{shown}: {e}"));
@@ -150,6 +164,9 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
         }
         let c = inodes.get_mut(&child).unwrap();
         c.refs += 1;
+        if sole {
+            c.sole.push((k.to_vec(), (parent, hash)));
+        }
         if kind == Kind::Dir {
             if c.named_from.is_some() {
                 r.problems.push(format!("directory {child} has more than one name"));
@@ -179,6 +196,9 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
         if let Err(e) = schema::decode_data(v) {
             r.problems.push(format!("data block {ino}:{blk}: {e}"));
             return Ok(());
+        }
+        if let Some(i) = inodes.get_mut(&ino) {
+            i.has_data = true;
         }
         match inodes.get(&ino) {
             Some(i) if i.attr.kind == Kind::File && i.attr.size > INLINE_MAX && blk * BLOCK < i.attr.size => {}
@@ -239,11 +259,31 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             r.problems.push(format!("inode {ino}: nlink {} but {} entries name it", a.nlink, i.refs));
             want.nlink = i.refs;
         }
-        if repair && want != a {
+        // Invariant 7: the flag is a promise unlink acts on without reading.
+        let mut clear_primary = false;
+        if i.primary.is_some() || !i.sole.is_empty() {
+            let agree = i.sole.len() == 1 && i.primary == Some(i.sole[0].1);
+            let holds = a.kind != Kind::Dir && a.nlink == 1 && i.refs == 1 && !i.has_data;
+            if !agree || !holds {
+                r.problems.push(format!(
+                    "inode {ino}: sole flag on {} entries, primary pointer {:?}, nlink {}, {} entries, data blocks {}",
+                    i.sole.len(), i.primary, a.nlink, i.refs, i.has_data
+                ));
+                if repair {
+                    // Clearing both is always safe: unlink then reads the inode.
+                    clear_primary = i.primary.is_some();
+                    for (k, _) in &i.sole {
+                        fix.push((k.clone(), Some(schema::encode_entry(ino, a.kind, false))));
+                    }
+                }
+            }
+        }
+        if repair && (want != a || clear_primary) {
             // Re-encode with fixed counts, keeping blob and xattrs.
             if let Some(v) = store.get(&schema::inode_key(ino))? {
                 let (_, extra) = schema::decode_inode(ino, &v)?;
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&want, &extra.blob, &extra.xattrs))));
+                let primary = if clear_primary { None } else { extra.primary };
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&want, &extra.blob, &extra.xattrs, primary))));
             }
         }
     }
@@ -263,26 +303,26 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             let i = &inodes[&ino];
             let name = format!("lost+found.{ino}").into_bytes();
             let h = schema::name_hash(&name);
-            fix.push((schema::entry_key(ROOT_INO, h, &name), Some(schema::encode_entry(ino, i.attr.kind))));
+            fix.push((schema::entry_key(ROOT_INO, h, &name), Some(schema::encode_entry(ino, i.attr.kind, false))));
             root.size += 1;
             if i.attr.kind == Kind::Dir {
                 root.nlink += 1;
                 let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
                 let (_, extra) = schema::decode_inode(ino, &v)?;
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&i.attr, &ROOT_INO.to_le_bytes(), &extra.xattrs))));
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&i.attr, &ROOT_INO.to_le_bytes(), &extra.xattrs, None))));
             } else {
                 let mut a = i.attr;
                 a.nlink = 1;
                 let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
                 let (_, extra) = schema::decode_inode(ino, &v)?;
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs))));
+                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs, None))));
             }
             root_changed = true;
         }
         if root_changed {
             let v = store.get(&schema::inode_key(ROOT_INO))?.unwrap_or_default();
             let (_, extra) = schema::decode_inode(ROOT_INO, &v)?;
-            fix.push((schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &extra.blob, &extra.xattrs))));
+            fix.push((schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &extra.blob, &extra.xattrs, None))));
         }
         if !fix.is_empty() {
             // Later fixes to one key win (the root may be fixed twice).
