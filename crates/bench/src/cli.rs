@@ -436,6 +436,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     extra.insert("cache_estimate_mb".into(), json!(e.cache_usage() >> 20));
     extra.insert("budget_mb".into(), json!(e.budget() >> 20));
     extra.insert("demoted_hashes".into(), json!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed)));
+    extra.insert("unread_unlinks".into(), json!(e.unread_unlinks.load(std::sync::atomic::Ordering::Relaxed)));
     let cs = &e.committer.stats;
     extra.insert("keys_written".into(), json!(cs.keys_out.load(std::sync::atomic::Ordering::Relaxed)));
     extra.insert("keys_elided".into(), json!(cs.keys_elided.load(std::sync::atomic::Ordering::Relaxed)));

@@ -60,6 +60,7 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
             "evicted_inodes": e.evicted_inodes.load(Ordering::Relaxed),
             "evicted_dents": e.evicted_dents.load(Ordering::Relaxed),
             "demoted_hashes": e.demoted_hashes.load(Ordering::Relaxed),
+            "unread_unlinks": e.unread_unlinks.load(Ordering::Relaxed),
             "reclaim_batches": e.reclaim_batches.load(Ordering::Relaxed),
         },
         "store": {"gets": st.gets, "scans": st.scans, "writes": st.writes, "syncs": st.syncs, "keys_written": st.keys_written},

@@ -193,7 +193,7 @@ pub struct InodeExtra {
 const TAG_PRIMARY: u8 = b'P';
 
 pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], primary: Option<(Ino, u64)>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(96 + extra_blob.len());
+    let mut v = Vec::with_capacity(128 + extra_blob.len());
     v.extend_from_slice(&[0; 4]);
     v.push(a.kind as u8);
     v.extend_from_slice(&a.perm.to_le_bytes());
