@@ -9,16 +9,59 @@ use fuser::{
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 const TTL: Duration = Duration::from_secs(1);
 
+/// A directory's entries: a hash map for lookups, and an insertion sequence
+/// that is the readdir cookie, so a listing resumes after the last entry it
+/// returned however many entries were removed meanwhile (rm -rf removes the
+/// names it was given between readdir calls; positional offsets would skip
+/// or repeat names). O(log n) to resume, not a sort per call.
+#[derive(Default)]
+struct Children {
+    by_name: HashMap<OsString, (u64, u64)>,
+    by_seq: BTreeMap<u64, (OsString, u64)>,
+    next: u64,
+}
+
+impl Children {
+    fn get(&self, name: &OsStr) -> Option<u64> {
+        self.by_name.get(name).map(|x| x.0)
+    }
+    fn contains_key(&self, name: &OsStr) -> bool {
+        self.by_name.contains_key(name)
+    }
+    fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+    /// Insert or replace; returns the replaced inode.
+    fn insert(&mut self, name: OsString, ino: u64) -> Option<u64> {
+        let old = self.remove(&name);
+        // Cookies 1 and 2 would be taken for "." and ".." by some tools: start at 3.
+        let seq = self.next.max(3);
+        self.next = seq + 1;
+        self.by_seq.insert(seq, (name.clone(), ino));
+        self.by_name.insert(name, (ino, seq));
+        old
+    }
+    fn remove(&mut self, name: &OsStr) -> Option<u64> {
+        let (ino, seq) = self.by_name.remove(name)?;
+        self.by_seq.remove(&seq);
+        Some(ino)
+    }
+    /// Entries after cookie `after`, in cookie order: (cookie, name, inode).
+    fn after(&self, after: u64) -> impl Iterator<Item = (u64, &OsString, u64)> {
+        self.by_seq.range(after.saturating_add(1)..).map(|(k, (n, i))| (*k, n, *i))
+    }
+}
+
 struct Node {
     attr: FileAttr,
-    children: HashMap<OsString, u64>,
+    children: Children,
     parent: u64,
     data: Vec<u8>,
 }
@@ -43,7 +86,7 @@ fn attr(ino: u64, kind: FileType, perm: u16, uid: u32, gid: u32) -> FileAttr {
 impl Default for Floor {
     fn default() -> Self {
         let mut nodes = HashMap::new();
-        nodes.insert(1, Node { attr: attr(1, FileType::Directory, 0o755, 0, 0), children: HashMap::new(), parent: 1, data: vec![] });
+        nodes.insert(1, Node { attr: attr(1, FileType::Directory, 0o755, 0, 0), children: Children::default(), parent: 1, data: vec![] });
         Floor { st: Mutex::new(State { nodes, next: 2 }) }
     }
 }
@@ -63,13 +106,13 @@ impl Floor {
         }
         s.next += 1;
         let a = attr(ino, kind, (mode & 0o7777) as u16, req.uid(), req.gid());
-        s.nodes.insert(ino, Node { attr: a, children: HashMap::new(), parent, data: vec![] });
+        s.nodes.insert(ino, Node { attr: a, children: Children::default(), parent, data: vec![] });
         Ok(a)
     }
 
     fn remove(&self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
         let mut s = self.st.lock().unwrap();
-        let ino = *s.nodes.get(&parent).ok_or(Errno::ENOENT)?.children.get(name).ok_or(Errno::ENOENT)?;
+        let ino = s.nodes.get(&parent).ok_or(Errno::ENOENT)?.children.get(name).ok_or(Errno::ENOENT)?;
         let n = &s.nodes[&ino];
         let is_dir = n.attr.kind == FileType::Directory;
         if dir && !is_dir {
@@ -100,7 +143,7 @@ impl Filesystem for Floor {
     }
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let s = self.st.lock().unwrap();
-        match s.nodes.get(&parent.0).and_then(|p| p.children.get(name)).and_then(|i| s.nodes.get(i)) {
+        match s.nodes.get(&parent.0).and_then(|p| p.children.get(name)).and_then(|i| s.nodes.get(&i)) {
             Some(n) => reply.entry(&TTL, &n.attr, Generation(0)),
             None => {
                 let mut a = attr(0, FileType::RegularFile, 0, 0, 0);
@@ -213,11 +256,9 @@ impl Filesystem for Floor {
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let s = self.st.lock().unwrap();
         let Some(n) = s.nodes.get(&ino.0) else { return reply.error(Errno::ENOENT) };
-        let mut names: Vec<_> = n.children.iter().collect();
-        names.sort();
-        for (i, (name, c)) in names.iter().enumerate().skip(offset as usize) {
-            let k = s.nodes.get(c).map(|x| x.attr.kind).unwrap_or(FileType::RegularFile);
-            if reply.add(INodeNo(**c), i as u64 + 1, k, name) {
+        for (cookie, name, c) in n.children.after(offset) {
+            let k = s.nodes.get(&c).map(|x| x.attr.kind).unwrap_or(FileType::RegularFile);
+            if reply.add(INodeNo(c), cookie, k, name) {
                 break;
             }
         }
@@ -226,11 +267,9 @@ impl Filesystem for Floor {
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let s = self.st.lock().unwrap();
         let Some(n) = s.nodes.get(&ino.0) else { return reply.error(Errno::ENOENT) };
-        let mut names: Vec<_> = n.children.iter().collect();
-        names.sort();
-        for (i, (name, c)) in names.iter().enumerate().skip(offset as usize) {
-            let Some(x) = s.nodes.get(c) else { continue };
-            if reply.add(INodeNo(**c), i as u64 + 1, name, &TTL, &x.attr, Generation(0)) {
+        for (cookie, name, c) in n.children.after(offset) {
+            let Some(x) = s.nodes.get(&c) else { continue };
+            if reply.add(INodeNo(c), cookie, name, &TTL, &x.attr, Generation(0)) {
                 break;
             }
         }
