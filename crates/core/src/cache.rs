@@ -110,7 +110,7 @@ const MAX_LOAD: usize = 4;
 /// definite and a create needs no store read; "maybe" sends the lookup to the
 /// store, which is always correct. Up to 1024 hashes are kept exactly (16
 /// bytes each, small directories); past that they move into a Bloom filter
-/// (10 bits, 1.25 bytes a name), which grows in stages of 4x. Before, the
+/// (10 bits, 1.25 bytes a name), which grows in stages of 4x, then 2x. Before, the
 /// exact set alone, at 50M files, outgrew its share of the budget and was
 /// dropped ("demoted"), after which creates read the store (29M reads in one
 /// 50M run, docs/BENCHMARKS.md).
@@ -135,6 +135,7 @@ struct FilterStage {
 
 const FILTER_EXACT: usize = 1024;
 const FILTER_FIRST: usize = 4 * FILTER_EXACT;
+const FILTER_X2_FROM: usize = 1 << 18;
 const FILTER_BITS_PER_NAME: usize = 10;
 const FILTER_PROBES: u32 = 7;
 
@@ -210,7 +211,13 @@ impl EvictedFilter {
             return true;
         }
         if self.stages.last().is_none_or(|s| s.n >= s.cap) {
-            let cap = self.stages.last().map_or(FILTER_FIRST, |s| s.cap * 4);
+            // x4 while small (few stages, so few probes for a miss), x2
+            // from FILTER_X2_FROM on: a stage is allocated whole, and at 50M
+            // names in one directory a x4 stage left up to 3/4 of the
+            // filter's bytes unused, enough to pass the demotion threshold
+            // (docs/BENCHMARKS.md, run 7). Probes for a miss: 6 stages at
+            // 1.5M names a shard either way.
+            let cap = self.stages.last().map_or(FILTER_FIRST, |s| if s.cap < FILTER_X2_FROM { s.cap * 4 } else { s.cap * 2 });
             self.stages.push(FilterStage::new(cap));
         }
         let i = self.stages.len() - 1;

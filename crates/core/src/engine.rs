@@ -1999,6 +1999,11 @@ impl Engine {
             return;
         }
         let target = budget / 10 * 9;
+        let configured = match self.cfg.memory_bytes {
+            0 => self.cfg.cache_bytes,
+            m => self.cfg.cache_bytes.min(m / 10 * 7),
+        };
+        let demote_at = configured / 4;
         let _big = (self.cfg.memory_bytes > 0).then_some(BigReclaim { e: self, before });
         let n = self.inodes.shard_count();
         for _ in 0..n {
@@ -2016,10 +2021,17 @@ impl Engine {
             for i in &snapshot {
                 if let Some(d) = &i.dir {
                     self.evict_dents(d, durable);
-                    // Evicted-name filters past a quarter of the budget: large
-                    // directories give up "complete" (see `Dir::demote`).
+                    // Evicted-name filters past a quarter of the configured
+                    // budget: large directories give up "complete" (see
+                    // `Dir::demote`). Not the budget in force: that one
+                    // shrinks fast while the RSS is near the memory bound
+                    // (`adapt_budget`), and demotion cannot be undone, so a
+                    // moment's squeeze made every later create read the
+                    // store (37.7M of 50M in one run, docs/BENCHMARKS.md
+                    // run 7). The filters stay in `cache_usage`, so under a
+                    // squeeze reclaim evicts entries and inodes instead.
                     let filter_bytes = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
-                    if filter_bytes > budget / 4 && d.evicted.load(Ordering::Relaxed) >= 4096 {
+                    if filter_bytes > demote_at && d.evicted.load(Ordering::Relaxed) >= 4096 {
                         let n = d.demote();
                         self.demoted_hashes.fetch_add(n, Ordering::Relaxed);
                     }
