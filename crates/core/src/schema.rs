@@ -176,7 +176,45 @@ impl<'a> Reader<'a> {
         let nsec = self.u32()?;
         Ok(Ts { sec, nsec })
     }
+    /// LEB128 unsigned varint, at most 10 bytes.
+    fn var(&mut self) -> Result<u64> {
+        let mut x = 0u64;
+        for i in 0..10 {
+            let b = self.u8()?;
+            x |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(x);
+            }
+        }
+        Err(Error::Corrupted(format!("{} record: bad varint", self.what)))
+    }
+    fn var32(&mut self) -> Result<u32> {
+        u32::try_from(self.var()?).map_err(|_| Error::Corrupted(format!("{} record: field out of range", self.what)))
+    }
+    /// A timestamp: zigzag varint seconds, fixed nanoseconds.
+    fn var_ts(&mut self) -> Result<Ts> {
+        let z = self.var()?;
+        let sec = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        let nsec = self.u32()?;
+        Ok(Ts { sec, nsec })
+    }
 }
+
+fn put_var(v: &mut Vec<u8>, mut x: u64) {
+    while x >= 0x80 {
+        v.push(x as u8 | 0x80);
+        x >>= 7;
+    }
+    v.push(x as u8);
+}
+fn put_var_ts(v: &mut Vec<u8>, t: Ts) {
+    put_var(v, ((t.sec << 1) ^ (t.sec >> 63)) as u64);
+    v.extend_from_slice(&t.nsec.to_le_bytes());
+}
+
+/// Bit of an inode record's kind byte: the record uses the compact layout
+/// (varints; written since format 2). Without it, the fixed layout of format 1.
+const COMPACT: u8 = 0x40;
 
 /// What an inode record holds besides attributes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -192,33 +230,35 @@ pub struct InodeExtra {
 /// Tag of the optional primary-entry trailer of an inode record.
 const TAG_PRIMARY: u8 = b'P';
 
+/// The compact layout: kind | COMPACT, then varints for the integers and
+/// seconds (nanoseconds stay 4 fixed bytes: they are uniformly spread), the
+/// blob and xattrs with varint lengths, and the optional primary pointer
+/// (tag, varint parent, fixed hash). An empty file's record is about 60
+/// bytes instead of the fixed layout's 97: every create writes one, and the
+/// store carries it through its memtable, flushes and compactions.
 pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], primary: Option<(Ino, u64)>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(128 + extra_blob.len());
+    let mut v = Vec::with_capacity(96 + extra_blob.len());
     v.extend_from_slice(&[0; 4]);
-    v.push(a.kind as u8);
-    v.extend_from_slice(&a.perm.to_le_bytes());
-    v.extend_from_slice(&a.nlink.to_le_bytes());
-    v.extend_from_slice(&a.uid.to_le_bytes());
-    v.extend_from_slice(&a.gid.to_le_bytes());
-    v.extend_from_slice(&a.rdev.to_le_bytes());
-    v.extend_from_slice(&a.size.to_le_bytes());
-    for t in [a.atime, a.mtime, a.ctime, a.crtime] {
-        v.extend_from_slice(&(t.sec as u64).to_le_bytes());
-        v.extend_from_slice(&t.nsec.to_le_bytes());
+    v.push(a.kind as u8 | COMPACT);
+    for x in [a.perm as u64, a.nlink as u64, a.uid as u64, a.gid as u64, a.rdev as u64, a.size] {
+        put_var(&mut v, x);
     }
-    v.extend_from_slice(&a.version.to_le_bytes());
-    v.extend_from_slice(&(extra_blob.len() as u32).to_le_bytes());
+    for t in [a.atime, a.mtime, a.ctime, a.crtime] {
+        put_var_ts(&mut v, t);
+    }
+    put_var(&mut v, a.version);
+    put_var(&mut v, extra_blob.len() as u64);
     v.extend_from_slice(extra_blob);
-    v.extend_from_slice(&(xattrs.len() as u16).to_le_bytes());
+    put_var(&mut v, xattrs.len() as u64);
     for (n, val) in xattrs {
-        v.extend_from_slice(&(n.len() as u16).to_le_bytes());
+        put_var(&mut v, n.len() as u64);
         v.extend_from_slice(n);
-        v.extend_from_slice(&(val.len() as u32).to_le_bytes());
+        put_var(&mut v, val.len() as u64);
         v.extend_from_slice(val);
     }
     if let Some((parent, hash)) = primary {
         v.push(TAG_PRIMARY);
-        v.extend_from_slice(&parent.to_le_bytes());
+        put_var(&mut v, parent);
         v.extend_from_slice(&hash.to_le_bytes());
     }
     seal(v)
@@ -226,7 +266,11 @@ pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], 
 
 pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
     let mut r = Reader { what: "inode", b: open("inode", v)? };
-    let kind = Kind::from_u8(r.u8()?).ok_or_else(|| Error::Corrupted(format!("inode {ino}: bad kind")))?;
+    let k = r.u8()?;
+    let kind = Kind::from_u8(k & !COMPACT).ok_or_else(|| Error::Corrupted(format!("inode {ino}: bad kind")))?;
+    if k & COMPACT != 0 {
+        return decode_inode_compact(ino, kind, r);
+    }
     let perm = r.u16()?;
     let nlink = r.u32()?;
     let uid = r.u32()?;
@@ -254,6 +298,43 @@ pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
             return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
         }
         primary = Some((r.u64()?, r.u64()?));
+    }
+    if !r.b.is_empty() {
+        return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
+    }
+    let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
+    Ok((a, InodeExtra { blob, xattrs, primary }))
+}
+
+fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr, InodeExtra)> {
+    let perm = u16::try_from(r.var()?).map_err(|_| Error::Corrupted(format!("inode {ino}: bad mode")))?;
+    let nlink = r.var32()?;
+    let uid = r.var32()?;
+    let gid = r.var32()?;
+    let rdev = r.var32()?;
+    let size = r.var()?;
+    let atime = r.var_ts()?;
+    let mtime = r.var_ts()?;
+    let ctime = r.var_ts()?;
+    let crtime = r.var_ts()?;
+    let version = r.var()?;
+    let blen = r.var()? as usize;
+    let blob = r.take(blen)?.to_vec();
+    let nx = r.var()?;
+    let mut xattrs = Vec::new();
+    for _ in 0..nx {
+        let nl = r.var()? as usize;
+        let n = r.take(nl)?.to_vec();
+        let vl = r.var()? as usize;
+        xattrs.push((n, r.take(vl)?.to_vec()));
+    }
+    let mut primary = None;
+    if !r.b.is_empty() {
+        if r.u8()? != TAG_PRIMARY || kind == Kind::Dir {
+            return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
+        }
+        let parent = r.var()?;
+        primary = Some((parent, r.u64()?));
     }
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
@@ -362,6 +443,44 @@ mod tests {
         v[10] ^= 1;
         assert!(matches!(decode_inode(7, &v), Err(Error::Corrupted(_))));
         assert!(matches!(decode_inode(7, &v[..3]), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
+    fn compact_inode_roundtrips_extremes_and_format1_inodes_still_read() {
+        let t = |sec, nsec| Ts { sec, nsec };
+        let a = Attr {
+            ino: 1 << 41, kind: Kind::Symlink, perm: 0o7777, nlink: u32::MAX, uid: u32::MAX, gid: 0, rdev: 77,
+            size: u64::MAX, atime: t(i64::MIN, 999_999_999), mtime: t(-1, 0), ctime: t(i64::MAX, 1),
+            crtime: t(1_763_800_000, 5), version: u64::MAX,
+        };
+        let x = vec![(b"user.k".to_vec(), vec![9u8; 300]), (vec![], vec![])];
+        let v = encode_inode(&a, &[1u8; 200], &x, Some((u64::MAX, 42)));
+        let (b, e) = decode_inode(a.ino, &v).unwrap();
+        assert_eq!((a, e.blob.len(), e.xattrs, e.primary), (b, 200, x, Some((u64::MAX, 42))));
+        // An empty file's record: under two thirds of the fixed layout's 97 bytes.
+        let f = Attr { kind: Kind::File, perm: 0o644, nlink: 1, uid: 0, size: 0, rdev: 0, version: 1, ..a };
+        let f = Attr { atime: f.crtime, mtime: f.crtime, ctime: f.crtime, ..f };
+        let small = encode_inode(&f, &[], &[], None).len();
+        assert!(small <= 64, "{small} bytes");
+        // A format-1 record (fixed layout, as format 1 wrote it).
+        let mut old = vec![0; 4];
+        old.push(Kind::File as u8);
+        old.extend_from_slice(&0o600u16.to_le_bytes());
+        for x in [1u32, 5, 6, 0] {
+            old.extend_from_slice(&x.to_le_bytes());
+        }
+        old.extend_from_slice(&3u64.to_le_bytes());
+        for _ in 0..4 {
+            old.extend_from_slice(&(-7i64 as u64).to_le_bytes());
+            old.extend_from_slice(&8u32.to_le_bytes());
+        }
+        old.extend_from_slice(&2u64.to_le_bytes());
+        old.extend_from_slice(&3u32.to_le_bytes());
+        old.extend_from_slice(b"abc");
+        old.extend_from_slice(&0u16.to_le_bytes());
+        let (o, e) = decode_inode(9, &seal(old)).unwrap();
+        assert_eq!((o.perm, o.nlink, o.uid, o.gid, o.size, o.mtime, o.version), (0o600, 1, 5, 6, 3, t(-7, 8), 2));
+        assert_eq!((e.blob, e.primary), (b"abc".to_vec(), None));
     }
 
     #[test]
