@@ -292,18 +292,12 @@ pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
         let vl = r.u32()? as usize;
         xattrs.push((n, r.take(vl)?.to_vec()));
     }
-    let mut primary = None;
-    if !r.b.is_empty() {
-        if r.u8()? != TAG_PRIMARY || kind == Kind::Dir {
-            return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
-        }
-        primary = Some((r.u64()?, r.u64()?));
-    }
+    // The fixed layout is format 1's, which had no primary pointers.
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
     }
     let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
-    Ok((a, InodeExtra { blob, xattrs, primary }))
+    Ok((a, InodeExtra { blob, xattrs, primary: None }))
 }
 
 fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr, InodeExtra)> {
