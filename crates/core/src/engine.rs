@@ -847,30 +847,27 @@ impl Engine {
         if kind == Kind::Dir {
             return Err(Error::IsDir);
         }
-        if sole && !self.store.is_null() && self.inodes.get(ino).is_none() && !self.check_delete_dir(ctx, &p)? {
-            // The entry is the inode's only name and the inode has no record
-            // but its `I` key, and nothing holds it (the kernel's and open
-            // handles' inodes are pinned in the cache): delete it unread.
-            // This is rm -rf's store read per file saved.
-            let mut g = self.committer.enter()?;
-            let t = now();
-            self.put_entry(&mut g, &p, name, 0, kind, false, false);
-            self.dir_update(&mut g, &p, -1, 0, t)?;
-            // No record of an uncached inode is queued (dirty inodes are not
-            // evicted), so this delete is the key's only record in the epoch.
-            g.del(schema::inode_key(ino), u64::MAX);
-            self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
-            let e = g.epoch;
-            drop(g);
-            return self.after_mutation(e);
+        // A sole entry's inode, if nothing holds it (the kernel's and open
+        // handles' inodes are pinned in the cache), is deleted unread: it has
+        // no record but its `I` key. This is rm -rf's store read per file saved.
+        let unread = sole && !self.store.is_null() && self.inodes.get(ino).is_none() && !self.check_delete_dir(ctx, &p)?;
+        let c = if unread { None } else { Some(self.inode(ino)?) };
+        if let Some(c) = &c {
+            self.check_delete(ctx, &p, c)?;
         }
-        let c = self.inode(ino)?;
-        self.check_delete(ctx, &p, &c)?;
         let mut g = self.committer.enter()?;
         let t = now();
         self.put_entry(&mut g, &p, name, 0, kind, false, false);
         self.dir_update(&mut g, &p, -1, 0, t)?;
-        self.drop_link(&mut g, &c, t)?;
+        match &c {
+            Some(c) => self.drop_link(&mut g, c, t)?,
+            None => {
+                // No record of an uncached inode is queued (dirty inodes are
+                // not evicted), so this delete is the key's only record in the epoch.
+                g.del(schema::inode_key(ino), u64::MAX);
+                self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)
