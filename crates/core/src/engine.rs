@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
-/// creating files does not touch a shared counter per file.
-const INO_CHUNK: u64 = 64;
+/// creating files does not touch a shared counter per file. The inode cache
+/// is sharded by chunk (`cache::ino_shard`).
+const INO_CHUNK: u64 = 1 << crate::cache::INO_CHUNK_SHIFT;
 /// Entries or inodes reclaim evicts per exclusive hold of the `reclaim` lock
 /// (about a millisecond of work: the longest a fill waits for reclaim).
 const RECLAIM_CHUNK: usize = 4096;
@@ -274,7 +275,7 @@ impl Engine {
                 ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
                 atime: t, mtime: t, ctime: t, crtime: t, version: 1,
             };
-            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(e.evicted_filter_bytes.clone())));
+            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(&e.evicted_filter_bytes)));
         } else {
             let root = e.inode(ROOT_INO)?;
             if root.kind != Kind::Dir {
@@ -370,7 +371,7 @@ impl Engine {
             _ => st.blob = extra.blob,
         }
         self.fills.fetch_add(1, Ordering::Relaxed);
-        Ok(self.inodes.fill(Inode::new(st, false, Some(self.evicted_filter_bytes.clone()))))
+        Ok(self.inodes.fill(Inode::new(st, false, Some(&self.evicted_filter_bytes))))
     }
 
     /// A directory for the duration of one operation, without touching the
@@ -797,7 +798,7 @@ impl Engine {
             st.primary = Some((parent, name_hash(name)));
         }
         self.emit_inode(&mut g, &mut st);
-        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(self.evicted_filter_bytes.clone())));
+        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes)));
         self.put_entry(&mut g, &p, name, ino, kind, sole, true);
         let e = g.epoch;
         drop(g);
