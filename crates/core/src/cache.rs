@@ -76,14 +76,42 @@ fn touch(referenced: &AtomicBool) {
     }
 }
 
-/// One cached name of a directory shard.
+/// One cached name of a directory shard: exactly one cache line (the
+/// entry's fields are stored flat rather than as a `Dent`, whose padding made
+/// the slot 72 bytes, so a probe or an update of one name touched two lines;
+/// a lookup's binary search over a bucket touched up to three).
+#[repr(align(64))]
 pub struct Slot {
     pub hash: u64,
     pub name: Name,
-    pub d: Dent,
+    ino: Ino,
+    ver: u64,
+    dirty_epoch: u64,
+    kind: Kind,
+    sole: bool,
     /// Looked up since reclaim last passed (CLOCK's reference bit): reclaim
     /// clears it and keeps the entry once, so a hot set survives eviction.
     pub referenced: AtomicBool,
+}
+
+impl Slot {
+    fn new(hash: u64, name: &[u8], d: Dent) -> Slot {
+        let mut s = Slot {
+            hash, name: Name::new(name), ino: 0, ver: 0, dirty_epoch: 0, kind: Kind::File, sole: false,
+            referenced: AtomicBool::new(false),
+        };
+        s.set(d);
+        s
+    }
+    /// The entry.
+    #[inline]
+    pub fn d(&self) -> Dent {
+        Dent { ino: self.ino, kind: self.kind, sole: self.sole, ver: self.ver, dirty_epoch: self.dirty_epoch }
+    }
+    #[inline]
+    fn set(&mut self, d: Dent) {
+        (self.ino, self.kind, self.sole, self.ver, self.dirty_epoch) = (d.ino, d.kind, d.sole, d.ver, d.dirty_epoch);
+    }
 }
 
 /// One directory shard's entries in hash order, written by hand because the
@@ -276,16 +304,16 @@ impl Index {
         None
     }
 
-    pub fn get(&self, hash: u64, name: &[u8]) -> Option<&Dent> {
-        self.find(hash, name).map(|(b, i)| &self.buckets[b][i].d)
+    pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
+        self.find(hash, name).map(|(b, i)| self.buckets[b][i].d())
     }
 
     pub fn get_slot(&self, hash: u64, name: &[u8]) -> Option<&Slot> {
         self.find(hash, name).map(|(b, i)| &self.buckets[b][i])
     }
 
-    pub fn get_mut(&mut self, hash: u64, name: &[u8]) -> Option<&mut Dent> {
-        self.find(hash, name).map(|(b, i)| &mut self.buckets[b][i].d)
+    pub fn get_slot_mut(&mut self, hash: u64, name: &[u8]) -> Option<&mut Slot> {
+        self.find(hash, name).map(|(b, i)| &mut self.buckets[b][i])
     }
 
     /// Insert a name known to be absent.
@@ -299,7 +327,7 @@ impl Index {
         let bi = self.bucket_of(hash);
         let b = &mut self.buckets[bi];
         let i = b.partition_point(|s| s.hash <= hash);
-        b.insert(i, Slot { hash, name: Name::new(name), d, referenced: AtomicBool::new(false) });
+        b.insert(i, Slot::new(hash, name, d));
         self.len += 1;
     }
 
@@ -360,8 +388,8 @@ impl Index {
             let evicted = std::mem::take(&mut self.evicted);
             *self = Index { evicted, ..Index::default() };
             for s in all {
-                let (h, n, d) = (s.hash, s.name, s.d);
-                self.insert(h, &n, d);
+                let d = s.d();
+                self.insert(s.hash, &s.name, d);
             }
         }
     }
@@ -455,7 +483,7 @@ impl Dir {
         if let Some(sl) = slot {
             touch(&sl.referenced);
         }
-        let d = slot.map(|sl| sl.d);
+        let d = slot.map(|sl| sl.d());
         // Only a miss or a negative entry asks whether the absence is definite
         // (a positive hit skips the filter probes; the flag is then unused).
         (d, d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash))
@@ -479,7 +507,7 @@ impl Dir {
             let s = sh.read();
             for e in s.iter() {
                 if &*e.name == name {
-                    return Some(e.d);
+                    return Some(e.d());
                 }
             }
         }
@@ -491,10 +519,10 @@ impl Dir {
     /// the cache, whether no earlier change of this epoch touched it).
     pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, sole: bool, epoch: u64) -> (u64, bool, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
-        if let Some(old) = s.get_mut(hash, name) {
+        if let Some(old) = s.get_slot_mut(hash, name) {
             let ver = old.ver + 1;
             let first = old.dirty_epoch < epoch;
-            *old = Dent { ino, kind, sole, ver, dirty_epoch: epoch };
+            old.set(Dent { ino, kind, sole, ver, dirty_epoch: epoch });
             return (ver, false, first);
         }
         s.insert(hash, name, Dent { ino, kind, sole, ver: 1, dirty_epoch: epoch });
@@ -514,7 +542,7 @@ impl Dir {
     pub fn fill(&self, hash: u64, name: &[u8], d: Dent) -> (Dent, bool) {
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get(hash, name) {
-            return (*old, false);
+            return (old, false);
         }
         s.insert(hash, name, d);
         (d, true)
@@ -536,8 +564,8 @@ impl Dir {
                 if pos >= max_pos && last != Some(e.hash) {
                     return out;
                 }
-                out.push((e.hash, Box::<[u8]>::from(&*e.name), e.d));
-                if e.d.ino != 0 {
+                out.push((e.hash, Box::<[u8]>::from(&*e.name), e.d()));
+                if e.ino != 0 {
                     pos += 1;
                 }
                 last = Some(e.hash);
@@ -603,7 +631,7 @@ impl Dir {
             let (mut added, bytes) = (0, s.evicted.bytes());
             let Index { buckets, evicted, .. } = s;
             for b in &buckets[b0..b1] {
-                for e in b.iter().filter(|e| e.d.dirty_epoch <= durable && !e.referenced.load(Ordering::Relaxed)) {
+                for e in b.iter().filter(|e| e.dirty_epoch <= durable && !e.referenced.load(Ordering::Relaxed)) {
                     added += evicted.insert(e.hash) as u64;
                 }
             }
@@ -617,7 +645,7 @@ impl Dir {
             b.retain(|e| {
                 // A referenced entry gets a second chance (its bit is cleared).
                 let referenced = e.referenced.swap(false, Ordering::Relaxed);
-                if e.d.dirty_epoch > durable {
+                if e.dirty_epoch > durable {
                     dirty += 1;
                     true
                 } else if referenced {
@@ -1065,5 +1093,6 @@ mod size_guard {
     fn cached_objects_stay_small() {
         assert!(std::mem::size_of::<super::Inode>() <= 384, "Inode is {} bytes", std::mem::size_of::<super::Inode>());
         assert!(std::mem::size_of::<super::Dent>() <= 32, "Dent is {} bytes", std::mem::size_of::<super::Dent>());
+        assert_eq!(std::mem::size_of::<super::Slot>(), 64, "a cached name is one cache line");
     }
 }
