@@ -10,6 +10,7 @@
 use crate::schema::name_hash;
 use crate::sync::{Arc, AtomicBool, AtomicU32, LockClass, Mutex, MutexGuard, RwLock};
 use crate::types::{Attr, Ino, Kind, LockScope};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -122,11 +123,17 @@ impl Slot {
 /// short vector sorted by hash; names with equal hashes sit side by side.
 /// The array doubles when buckets average more than `MAX_LOAD` entries
 /// (each bucket splits in two by the next bit, order kept; amortised O(1)).
+///
+/// `repr(C)`, hot fields first: with the shard's lock word they fill the
+/// shard's first cache line, and a directory of at most 4 entries per shard
+/// (`bits == 0`) keeps its one bucket's header there too (`SmallVec`), so a
+/// name in a small directory costs two lines (this one and its slot), not three.
 #[derive(Default)]
+#[repr(C)]
 pub struct Index {
     bits: u32,
     len: usize,
-    buckets: Vec<Vec<Slot>>,
+    buckets: SmallVec<[Vec<Slot>; 1]>,
     /// Hashes of names evicted from a complete directory: a miss on any other
     /// hash is still definite, so creating new names never reads the store
     /// (about 1.5 bytes per evicted name instead of a cached entry's ~200).
@@ -333,7 +340,7 @@ impl Index {
 
     fn grow(&mut self) {
         let bits = self.bits + 1;
-        let mut nb: Vec<Vec<Slot>> = (0..1usize << bits).map(|_| Vec::new()).collect();
+        let mut nb: SmallVec<[Vec<Slot>; 1]> = (0..1usize << bits).map(|_| Vec::new()).collect();
         for (i, b) in std::mem::take(&mut self.buckets).into_iter().enumerate() {
             // Bucket i's hashes split by the next bit into 2i and 2i+1, order kept.
             let split = b.partition_point(|s| bucket_at(s.hash, bits) == 2 * i);
@@ -1094,5 +1101,10 @@ mod size_guard {
         assert!(std::mem::size_of::<super::Inode>() <= 384, "Inode is {} bytes", std::mem::size_of::<super::Inode>());
         assert!(std::mem::size_of::<super::Dent>() <= 32, "Dent is {} bytes", std::mem::size_of::<super::Dent>());
         assert_eq!(std::mem::size_of::<super::Slot>(), 64, "a cached name is one cache line");
+        // A shard's lock word and its index's hot fields (through the inline
+        // bucket header) sit in the shard's first cache line.
+        let lock = std::mem::size_of::<crate::sync::RwLock<()>>();
+        let hot = std::mem::offset_of!(super::Index, buckets) + std::mem::size_of::<smallvec::SmallVec<[Vec<super::Slot>; 1]>>();
+        assert!(lock + hot <= 64, "lock {lock} + hot index fields {hot} bytes");
     }
 }

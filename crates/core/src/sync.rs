@@ -143,7 +143,10 @@ pub fn lock_counts(class: LockClass) -> LockCounts {
     c
 }
 
-/// A mutex that counts its contention under a lock class.
+/// A mutex that counts its contention under a lock class. `repr(C)`, the
+/// class first: the class, the lock word and the start of the data share the
+/// first cache line (a directory shard's hot index fields, see `cache::Index`).
+#[repr(C)]
 pub struct Mutex<T> {
     class: LockClass,
     inner: parking_lot::Mutex<T>,
@@ -177,7 +180,9 @@ impl<T> Mutex<T> {
     }
 }
 
-/// A reader-writer lock that counts its contention under a lock class.
+/// A reader-writer lock that counts its contention under a lock class
+/// (laid out like `Mutex`).
+#[repr(C)]
 pub struct RwLock<T> {
     class: LockClass,
     inner: parking_lot::RwLock<T>,
