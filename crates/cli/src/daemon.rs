@@ -121,7 +121,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     // one huge page zeroed whole: 27% of the commit thread's cycles went to
     // clear_page under fsmark through the mount. Measured with the same
     // fsmark alternated three times: the commit thread's CPU 1.04-1.24 s ->
-    // 0.95-0.99 s, each FUSE thread's 2.0-2.3 s -> 1.95-2.07 s
+    // 0.95-0.99 s, each FUSE thread's 1.92-2.34 s -> 1.93-2.07 s
     // (docs/BENCHMARKS.md run 8). Engine-mode benchmarks keep THP: there a
     // lookup in a 1M-entry directory gains from the fewer TLB misses.
     // SAFETY: prctl with integer arguments only; it sets a flag of this process.
