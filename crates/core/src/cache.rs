@@ -903,6 +903,15 @@ impl NameLocks {
     pub fn lock_hash(&self, dir: Ino, hash: u64) -> NameGuard<'_> {
         NameGuard { _a: self.slots[self.slot_of_hash(dir, hash)].lock(), _b: None }
     }
+    /// The big lock, under the `Global` scope only: seed 002's BKL also
+    /// covered the read side of the namespace (`i_op->lookup`,
+    /// `f_op->readdir`), so the "before" switch takes it there too. Lookups
+    /// and readdir take no name lock otherwise. (Its setattr and truncate are
+    /// left out: they may clear a sole flag under a name lock, which would
+    /// be this same slot.)
+    pub fn bkl(&self) -> Option<NameGuard<'_>> {
+        (self.scope == LockScope::Global).then(|| NameGuard { _a: self.slots[0].lock(), _b: None })
+    }
     /// Lock two names, lower slot first; one lock if they share a slot.
     pub fn lock2(&self, d1: Ino, n1: &[u8], d2: Ino, n2: &[u8]) -> NameGuard<'_> {
         let (a, b) = (self.slot(d1, n1), self.slot(d2, n2));

@@ -670,6 +670,7 @@ impl Engine {
 
     pub fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Lookup);
+        let _bkl = self.names.bkl();
         let p = self.dir_ref(parent)?;
         if name == b"." {
             return Ok(self.attr_of(&p));
@@ -1659,6 +1660,7 @@ impl Engine {
     /// whole listing is returned exactly once, whatever else changes.
     pub fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<DirEntry>> {
         let _t = self.stats.start(Op::Readdir);
+        let _bkl = self.names.bkl();
         let d = self.dir_inode(ino)?;
         let dir = d.dir.as_ref().expect("dir");
         if d.st.lock().dead {
