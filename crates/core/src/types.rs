@@ -161,7 +161,8 @@ impl Ctx {
 /// Lock scope switch (seed 000 and 002).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockScope {
-    /// One lock for the whole namespace (the big kernel lock).
+    /// One lock for the whole namespace (the big kernel lock): namespace
+    /// changes, and also lookup and readdir, as seed 002's BKL covered them.
     Global,
     /// One lock per directory (i_sem / i_rwsem).
     Dir,
