@@ -39,7 +39,7 @@ up() {
   mount -o loop /dev/shm/bench-xfs.img "$B/xfs"
   "$SHOAL" mkfs /var/tmp/shoal-bench.store >/dev/null
   "$SHOAL" mount -d /var/tmp/shoal-bench.store "$B/shoal" -o "$SHOAL_OPTS" >/dev/null
-  setsid "$FLOOR" "$B/floor" 4 >/dev/null 2>&1 < /dev/null &
+  setsid "$FLOOR" "$B/floor" >/dev/null 2>&1 < /dev/null &
   for i in $(seq 100); do mountpoint -q "$B/floor" && break; sleep 0.05; done
   targets="tmpfs=$B/tmpfs,ext4=$B/ext4,xfs=$B/xfs,floor=$B/floor,shoal=$B/shoal"
   if command -v juicefs >/dev/null; then

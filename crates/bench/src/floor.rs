@@ -1,5 +1,5 @@
 //! The floor: a minimal in-memory FUSE filesystem on the same library
-//! (fuser) and the same settings as shoal's mount (4 worker threads, cloned
+//! (fuser) and the same settings as shoal's mount (its worker threads, cloned
 //! fds, 1 s entry/attribute/negative TTLs, readdirplus, no FLUSH, no OPENDIR).
 //! One global mutex, a hash map of nodes, nothing persisted: the best any
 //! FUSE filesystem can do here, against which shoal's mount is measured.
