@@ -82,9 +82,35 @@ struct ThreadCounts {
     classes: [ClassCounts; LOCK_CLASSES.len()],
 }
 
-/// Every thread's counters, for readers to sum. A thread's block is leaked
-/// (about 200 bytes) so that counts outlive the thread, as lockmeter's did.
-static THREADS: std::sync::Mutex<Vec<&'static ThreadCounts>> = std::sync::Mutex::new(Vec::new());
+/// Every live thread's counters, for readers to sum.
+static THREADS: std::sync::Mutex<Vec<Arc<ThreadCounts>>> = std::sync::Mutex::new(Vec::new());
+
+/// The counts of threads that have exited (folded in by `Mine::drop`, so
+/// counts outlive their threads, as lockmeter's did), and of acquisitions
+/// made after a thread's block was dropped. Shared, so added with `fetch_add`.
+static RETIRED: ThreadCounts = ThreadCounts {
+    classes: [const { ClassCounts { acquired: AtomicU64::new(0), contended: AtomicU64::new(0), wait_ns: AtomicU64::new(0) } };
+        LOCK_CLASSES.len()],
+};
+
+/// This thread's block, registered in `THREADS` while the thread lives.
+struct Mine(Arc<ThreadCounts>);
+
+impl Drop for Mine {
+    /// Fold the counts into `RETIRED` and unregister, under the lock readers
+    /// sum under, so a reader sees them exactly once. The block then frees
+    /// with its thread: a process that keeps starting threads keeps no
+    /// memory for the ones that ended.
+    fn drop(&mut self) {
+        let mut all = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        for (r, c) in RETIRED.classes.iter().zip(&self.0.classes) {
+            r.acquired.fetch_add(c.acquired.load(Ordering::Relaxed), Ordering::Relaxed);
+            r.contended.fetch_add(c.contended.load(Ordering::Relaxed), Ordering::Relaxed);
+            r.wait_ns.fetch_add(c.wait_ns.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        all.retain(|t| !Arc::ptr_eq(t, &self.0));
+    }
+}
 
 /// A snapshot of one class's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,10 +121,10 @@ pub struct LockCounts {
 }
 
 thread_local! {
-    static MINE: &'static ThreadCounts = {
-        let c: &'static ThreadCounts = Box::leak(Box::default());
-        THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(c);
-        c
+    static MINE: Mine = {
+        let c = Arc::new(ThreadCounts::default());
+        THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(c.clone());
+        Mine(c)
     };
     static SLOT: usize = {
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -120,21 +146,32 @@ fn bump(c: &AtomicU64, v: u64) {
 
 #[inline]
 fn note(class: LockClass, waited: Option<u64>) {
-    MINE.with(|m| {
-        let c = &m.classes[class as usize];
+    let mine = MINE.try_with(|m| {
+        let c = &m.0.classes[class as usize];
         bump(&c.acquired, 1);
         if let Some(ns) = waited {
             bump(&c.contended, 1);
             bump(&c.wait_ns, ns);
         }
     });
+    if mine.is_err() {
+        // A lock taken by another thread-local's destructor after this
+        // thread's block was dropped (a cached inode freed at thread exit).
+        let c = &RETIRED.classes[class as usize];
+        c.acquired.fetch_add(1, Ordering::Relaxed);
+        if let Some(ns) = waited {
+            c.contended.fetch_add(1, Ordering::Relaxed);
+            c.wait_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Read the global lock counters (all engines in this process share them, as
 /// lockmeter's did).
 pub fn lock_counts(class: LockClass) -> LockCounts {
     let mut c = LockCounts::default();
-    for t in THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    let all = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    for t in all.iter().map(|t| &**t).chain([&RETIRED]) {
         let k = &t.classes[class as usize];
         c.acquired += k.acquired.load(Ordering::Relaxed);
         c.contended += k.contended.load(Ordering::Relaxed);
