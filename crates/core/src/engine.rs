@@ -21,6 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// creating files does not touch a shared counter per file. The inode cache
 /// is sharded by chunk (`cache::ino_shard`).
 const INO_CHUNK: u64 = 1 << crate::cache::INO_CHUNK_SHIFT;
+/// The most of a process memory bound the cache may have (70%; see
+/// `Engine::adapt_budget` for why): the budget's ceiling under the bound, and
+/// the base of the demotion threshold.
+fn cache_share(bound: u64) -> u64 {
+    bound / 10 * 7
+}
 /// Entries or inodes reclaim evicts per exclusive hold of the `reclaim` lock
 /// (about a millisecond of work: the longest a fill waits for reclaim).
 const RECLAIM_CHUNK: usize = 4096;
@@ -1921,7 +1927,7 @@ impl Engine {
         }
         let usage = self.cache_usage();
         let overhead = rss.saturating_sub(usage);
-        let mut b = (bound / 10 * 7).saturating_sub(overhead);
+        let mut b = cache_share(bound).saturating_sub(overhead);
         if rss > bound / 100 * 80 {
             // Near the bound whatever the estimate says: shrink from here.
             b = b.min(usage / 10 * 8);
@@ -2001,7 +2007,7 @@ impl Engine {
         let target = budget / 10 * 9;
         let configured = match self.cfg.memory_bytes {
             0 => self.cfg.cache_bytes,
-            m => self.cfg.cache_bytes.min(m / 10 * 7),
+            m => self.cfg.cache_bytes.min(cache_share(m)),
         };
         let demote_at = configured / 4;
         let _big = (self.cfg.memory_bytes > 0).then_some(BigReclaim { e: self, before });
