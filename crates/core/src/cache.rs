@@ -787,7 +787,8 @@ impl std::hash::Hasher for InoHasher {
 /// the inodes it creates and removes in a row sit in one shard whose lock line
 /// stays in its core's cache. Sharding by the number itself made two
 /// threads' creates meet on every shard's line about every other operation
-/// (crunl at 2 workers: 1.6-1.7M -> 1.7-1.8M pairs/s, docs/BENCHMARKS.md run 8).
+/// (crunl at 2 workers, together with the `Inode::new` change: 1.54-1.64M ->
+/// 1.74-1.79M pairs/s, docs/BENCHMARKS.md run 8).
 #[inline]
 fn ino_shard(ino: Ino) -> usize {
     ((ino >> INO_CHUNK_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize

@@ -73,8 +73,9 @@ struct ClassCounts {
 /// One thread's counters for every class. Only its thread writes it, so an
 /// add is a plain load and store, not a locked read-modify-write: with a
 /// `fetch_add` per acquisition (stripes shared by thread number, as before),
-/// counting cost 7-15% of crunl's and rndrename's single-worker rate (24 lock
-/// acquisitions per rndrename iteration; docs/BENCHMARKS.md run 8), which the
+/// counting cost about 11-12% of crunl's and rndrename's single-worker rate
+/// (medians of three runs; 24 lock acquisitions per rndrename iteration;
+/// docs/BENCHMARKS.md run 8), which the
 /// bench issue forbids ("cost nothing measurable"). Other threads only read.
 #[derive(Default)]
 #[repr(align(64))]
