@@ -35,25 +35,43 @@ pub struct Dent {
     pub dirty_epoch: u64,
 }
 
-/// A cached name: up to 22 bytes in place (most file names), longer ones on
-/// the heap. Written by hand because it is the index's hot path: a lookup in a
-/// big directory that finds its hash then compares the name without a further
-/// pointer chase (a cache miss at 1M entries), and a short name costs no
-/// allocation of its own.
-pub enum Name {
-    Inline { len: u8, bytes: [u8; 22] },
-    Heap(Box<[u8]>),
-}
+/// A cached name in 21 bytes: up to 20 in place (most file names), longer
+/// ones on the heap behind a thin pointer. Written by hand because it is the
+/// index's hot path: a lookup in a big directory that finds its hash then
+/// compares the name without a further pointer chase (a cache miss at 1M
+/// entries), a short name costs no allocation of its own, and at 21 bytes
+/// with alignment 1 it leaves room in the slot's one cache line for the
+/// pointer to the entry's inode (`Slot::inode`). An enum of an inline array
+/// and a `Box<[u8]>` takes 24 bytes with alignment 8, which did not fit.
+///
+/// Layout: the last byte is the length of an inline name, or `NAME_HEAP`;
+/// then the first `size_of::<usize>()` bytes hold a pointer from
+/// `Box::into_raw(Box<Box<[u8]>>)`, owned by this `Name` alone (it is neither
+/// `Clone` nor `Copy`, and `Drop` frees it).
+pub struct Name([u8; NAME_BYTES]);
+
+const NAME_BYTES: usize = 21;
+const NAME_INLINE: usize = NAME_BYTES - 1;
+const NAME_HEAP: u8 = u8::MAX;
+const PTR: usize = std::mem::size_of::<usize>();
 
 impl Name {
     pub fn new(n: &[u8]) -> Name {
-        if n.len() <= 22 {
-            let mut bytes = [0u8; 22];
-            bytes[..n.len()].copy_from_slice(n);
-            Name::Inline { len: n.len() as u8, bytes }
+        let mut b = [0u8; NAME_BYTES];
+        if n.len() <= NAME_INLINE {
+            b[..n.len()].copy_from_slice(n);
+            b[NAME_INLINE] = n.len() as u8;
         } else {
-            Name::Heap(n.into())
+            let p: *mut Box<[u8]> = Box::into_raw(Box::new(Box::<[u8]>::from(n)));
+            b[..PTR].copy_from_slice(&(p as usize).to_ne_bytes());
+            b[NAME_INLINE] = NAME_HEAP;
         }
+        Name(b)
+    }
+
+    #[inline]
+    fn heap(&self) -> Option<*mut Box<[u8]>> {
+        (self.0[NAME_INLINE] == NAME_HEAP).then(|| usize::from_ne_bytes(self.0[..PTR].try_into().unwrap()) as *mut Box<[u8]>)
     }
 }
 
@@ -61,9 +79,20 @@ impl std::ops::Deref for Name {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        match self {
-            Name::Inline { len, bytes } => &bytes[..*len as usize],
-            Name::Heap(b) => b,
+        match self.heap() {
+            // SAFETY: the pointer came from `Box::into_raw` in `new` and is
+            // freed only by `drop`, which needs `&mut self`.
+            Some(p) => unsafe { &**p },
+            None => &self.0[..self.0[NAME_INLINE] as usize],
+        }
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        if let Some(p) = self.heap() {
+            // SAFETY: as in `deref`; this is the pointer's one owner.
+            drop(unsafe { Box::from_raw(p) });
         }
     }
 }
@@ -84,10 +113,18 @@ fn touch(referenced: &AtomicBool) {
 #[repr(align(64))]
 pub struct Slot {
     pub hash: u64,
-    pub name: Name,
     ino: Ino,
     ver: u64,
     dirty_epoch: u64,
+    /// The entry's inode, when the entry was made or looked up with it in
+    /// hand: the entry pins it, as a dentry pins its inode in Linux (inode
+    /// reclaim evicts only inodes the table alone holds, so the pointer is
+    /// always the table's object for `ino`). A lookup then goes from the
+    /// name to the attributes without the inode table's hash probe, two
+    /// cache misses at 1M entries. `None` for a negative entry, and for an
+    /// entry filled from the store until a lookup attaches its inode.
+    inode: Option<Arc<Inode>>,
+    pub name: Name,
     kind: Kind,
     sole: bool,
     /// Looked up since reclaim last passed (CLOCK's reference bit): reclaim
@@ -96,12 +133,12 @@ pub struct Slot {
 }
 
 impl Slot {
-    fn new(hash: u64, name: &[u8], d: Dent) -> Slot {
+    fn new(hash: u64, name: &[u8], d: Dent, inode: Option<Arc<Inode>>) -> Slot {
         let mut s = Slot {
-            hash, name: Name::new(name), ino: 0, ver: 0, dirty_epoch: 0, kind: Kind::File, sole: false,
+            hash, name: Name::new(name), ino: 0, ver: 0, dirty_epoch: 0, inode: None, kind: Kind::File, sole: false,
             referenced: AtomicBool::new(false),
         };
-        s.set(d);
+        s.set(d, inode);
         s
     }
     /// The entry.
@@ -109,9 +146,19 @@ impl Slot {
     pub fn d(&self) -> Dent {
         Dent { ino: self.ino, kind: self.kind, sole: self.sole, ver: self.ver, dirty_epoch: self.dirty_epoch }
     }
+    /// Set the entry; returns the inode pointer it replaced (for the caller
+    /// to drop after releasing the shard lock). `inode`: the entry's inode if
+    /// the caller has it; without it, a pointer to the same `ino` is kept.
     #[inline]
-    fn set(&mut self, d: Dent) {
+    fn set(&mut self, d: Dent, inode: Option<Arc<Inode>>) -> Option<Arc<Inode>> {
+        debug_assert!(inode.as_ref().is_none_or(|i| i.ino == d.ino));
+        let keep = d.ino != 0 && d.ino == self.ino && inode.is_none();
         (self.ino, self.kind, self.sole, self.ver, self.dirty_epoch) = (d.ino, d.kind, d.sole, d.ver, d.dirty_epoch);
+        if keep {
+            None
+        } else {
+            std::mem::replace(&mut self.inode, if d.ino == 0 { None } else { inode })
+        }
     }
 }
 
@@ -324,7 +371,7 @@ impl Index {
     }
 
     /// Insert a name known to be absent.
-    pub fn insert(&mut self, hash: u64, name: &[u8], d: Dent) {
+    pub fn insert(&mut self, hash: u64, name: &[u8], d: Dent, inode: Option<Arc<Inode>>) {
         if self.buckets.is_empty() {
             self.buckets.push(Vec::new());
         }
@@ -334,7 +381,7 @@ impl Index {
         let bi = self.bucket_of(hash);
         let b = &mut self.buckets[bi];
         let i = b.partition_point(|s| s.hash <= hash);
-        b.insert(i, Slot::new(hash, name, d));
+        b.insert(i, Slot::new(hash, name, d, inode));
         self.len += 1;
     }
 
@@ -394,9 +441,10 @@ impl Index {
             let all: Vec<Slot> = std::mem::take(&mut self.buckets).into_iter().flatten().collect();
             let evicted = std::mem::take(&mut self.evicted);
             *self = Index { evicted, ..Index::default() };
-            for s in all {
+            for mut s in all {
                 let d = s.d();
-                self.insert(s.hash, &s.name, d);
+                let inode = s.inode.take();
+                self.insert(s.hash, &s.name, d, inode);
             }
         }
     }
@@ -485,15 +533,42 @@ impl Dir {
     /// name's hash to it under the same write lock *before* removing the
     /// entry, so a miss caused by eviction is never taken for a definite one.
     pub fn resolve(&self, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
+        let (d, _, definite) = self.probe(hash, name, false);
+        (d, definite)
+    }
+
+    /// `resolve`, and the entry's inode when the entry holds it (a clone of
+    /// the pinned pointer: no inode-table probe).
+    pub fn resolve_node(&self, hash: u64, name: &[u8]) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
+        self.probe(hash, name, true)
+    }
+
+    #[inline]
+    pub fn probe(&self, hash: u64, name: &[u8], want_inode: bool) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
         let s = self.shards[dir_shard(hash)].read();
         let slot = s.get_slot(hash, name);
         if let Some(sl) = slot {
             touch(&sl.referenced);
         }
         let d = slot.map(|sl| sl.d());
+        let inode = if want_inode { slot.and_then(|sl| sl.inode.clone()) } else { None };
         // Only a miss or a negative entry asks whether the absence is definite
         // (a positive hit skips the filter probes; the flag is then unused).
-        (d, d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash))
+        let definite = d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash);
+        (d, inode, definite)
+    }
+
+    /// Pin `inode` in the entry that names it, if the entry is still cached,
+    /// still names it and holds no pointer yet (an entry filled from the
+    /// store, on its first lookup). The caller got `inode` from the inode
+    /// table, so it is the table's object for its number.
+    pub fn attach(&self, hash: u64, name: &[u8], inode: &Arc<Inode>) {
+        let mut s = self.shards[dir_shard(hash)].write();
+        if let Some(sl) = s.get_slot_mut(hash, name) {
+            if sl.ino == inode.ino && sl.inode.is_none() {
+                sl.inode = Some(inode.clone());
+            }
+        }
     }
 
     /// The linear-scan counterpart of `resolve` (the seed-001 "before" switch).
@@ -524,15 +599,20 @@ impl Dir {
     /// Set a name's entry to `ino` (0 = negative) with the next version, in
     /// one critical section. Returns (new version, whether the name was new to
     /// the cache, whether no earlier change of this epoch touched it).
-    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, kind: Kind, sole: bool, epoch: u64) -> (u64, bool, bool) {
+    /// `inode`: the entry's inode if the caller has it (pinned in the slot).
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, inode: Option<&Arc<Inode>>, kind: Kind, sole: bool, epoch: u64) -> (u64, bool, bool) {
+        // Declared before the guard, so a replaced pointer is dropped after
+        // the shard lock is released.
+        let _replaced;
         let mut s = self.shards[dir_shard(hash)].write();
         if let Some(old) = s.get_slot_mut(hash, name) {
             let ver = old.ver + 1;
             let first = old.dirty_epoch < epoch;
-            old.set(Dent { ino, kind, sole, ver, dirty_epoch: epoch });
+            _replaced = old.set(Dent { ino, kind, sole, ver, dirty_epoch: epoch }, inode.cloned());
             return (ver, false, first);
         }
-        s.insert(hash, name, Dent { ino, kind, sole, ver: 1, dirty_epoch: epoch });
+        s.insert(hash, name, Dent { ino, kind, sole, ver: 1, dirty_epoch: epoch }, inode.filter(|_| ino != 0).cloned());
         (1, true, true)
     }
 
@@ -551,7 +631,7 @@ impl Dir {
         if let Some(old) = s.get(hash, name) {
             return (old, false);
         }
-        s.insert(hash, name, d);
+        s.insert(hash, name, d, None);
         (d, true)
     }
 
@@ -623,6 +703,8 @@ impl Dir {
     /// the next chunk starts: None when the shard is done). The cursor is a
     /// hash, so it stays right if the array grows or shrinks between chunks.
     pub fn evict_clean_chunk(&self, si: usize, durable: u64, from: u64, max: usize) -> (usize, usize, Option<u64>) {
+        // The evicted entries' inode pointers, dropped after the shard lock.
+        let mut unpinned: Vec<Arc<Inode>> = Vec::new();
         let mut guard = self.shards[si].write();
         let s: &mut Index = &mut guard;
         let n = s.buckets.len();
@@ -649,7 +731,7 @@ impl Dir {
         }
         let (mut ev, mut dirty) = (0, 0);
         for b in &mut s.buckets[b0..b1] {
-            b.retain(|e| {
+            b.retain_mut(|e| {
                 // A referenced entry gets a second chance (its bit is cleared).
                 let referenced = e.referenced.swap(false, Ordering::Relaxed);
                 if e.dirty_epoch > durable {
@@ -659,6 +741,7 @@ impl Dir {
                     true
                 } else {
                     ev += 1;
+                    unpinned.extend(e.inode.take());
                     false
                 }
             });
@@ -960,7 +1043,7 @@ mod tests {
                 // Force some equal hashes: two names per hash in a tenth of the cases.
                 let h = if i % 10 == 0 { name_hash(&name[..2.min(name.len())]) } else { name_hash(&name) };
                 if rng.gen_bool(0.7) {
-                    d.set_next(h, &name, i + 1, Kind::File, false, 0);
+                    d.set_next(h, &name, i + 1, None, Kind::File, false, 0);
                     model.insert((h, name), i + 1);
                 } else {
                     assert_eq!(d.remove(h, &name), model.remove(&(h, name.clone())).is_some());
@@ -1062,7 +1145,7 @@ mod tests {
             let h = name_hash(&name);
             // Epoch 1 is durable (clean), epoch 5 is not (dirty).
             let e = if rng.gen_bool(0.1) { 5 } else { 1 };
-            d.set_next(h, &name, i + 1, Kind::File, false, e);
+            d.set_next(h, &name, i + 1, None, Kind::File, false, e);
             if e == 1 { clean.insert((h, name), i + 1) } else { dirty.insert((h, name), i + 1) };
         }
         let mut added: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
@@ -1078,7 +1161,7 @@ mod tests {
                     let name = format!("late{k}").into_bytes();
                     k += 1;
                     let h = name_hash(&name);
-                    d.set_next(h, &name, 1_000_000 + k, Kind::File, false, 5);
+                    d.set_next(h, &name, 1_000_000 + k, None, Kind::File, false, 5);
                     added.insert((h, name), 1_000_000 + k);
                 }
                 match next {

@@ -429,15 +429,24 @@ impl Engine {
     /// the directory is not known complete.
     /// Returns (child, kind, sole flag).
     fn find(&self, dir: &Inode, name: &[u8]) -> Result<Option<(Ino, Kind, bool)>> {
+        self.find_in(dir, name, false).map(|f| f.map(|(ino, kind, sole, _)| (ino, kind, sole)))
+    }
+
+    /// `find`, and the child's inode when its cached entry pins it
+    /// (`want_inode`; see `cache::Slot::inode`).
+    fn find_in(&self, dir: &Inode, name: &[u8], want_inode: bool) -> Result<Option<(Ino, Kind, bool, Option<Arc<Inode>>)>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
         let h = name_hash(name);
-        let (cached, complete) = match self.cfg.dir_index {
-            DirIndex::Indexed => d.resolve(h, name),
-            DirIndex::Linear => d.resolve_linear(name),
+        let (cached, node, complete) = match self.cfg.dir_index {
+            DirIndex::Indexed => d.probe(h, name, want_inode),
+            DirIndex::Linear => {
+                let (c, complete) = d.resolve_linear(name);
+                (c, None, complete)
+            }
         };
         if let Some(c) = cached {
             if c.ino != 0 || self.cfg.name_cache != NameCache::Off || c.dirty_epoch > self.committer.durable_epoch() {
-                return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind, c.sole)) });
+                return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind, c.sole, node)) });
             }
         }
         if complete || self.store.is_null() {
@@ -450,7 +459,7 @@ impl Engine {
         };
         self.fills.fetch_add(1, Ordering::Relaxed);
         if self.cfg.name_cache == NameCache::Off {
-            return Ok(got);
+            return Ok(got.map(|(ino, kind, sole)| (ino, kind, sole, None)));
         }
         let dent = Dent {
             ino: got.map_or(0, |g| g.0), kind: got.map_or(Kind::File, |g| g.1), sole: got.is_some_and(|g| g.2), ver: 0, dirty_epoch: 0,
@@ -459,7 +468,7 @@ impl Engine {
         if inserted {
             self.cached_dents.add(1);
         }
-        Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind, d2.sole)) })
+        Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind, d2.sole, None)) })
     }
 
     /// Set an entry (positive or negative) in the directory cache and queue its
@@ -467,7 +476,10 @@ impl Engine {
     /// the name's lock, so that is still true). `sole`: the entry's sole flag
     /// (the caller keeps the inode's `primary` in step).
     #[allow(clippy::too_many_arguments)]
-    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, kind: Kind, sole: bool, was_absent: bool) {
+    /// `node`: the entry's inode if the caller has it, pinned in the cached
+    /// entry (`cache::Slot::inode`); without it an entry naming the same
+    /// inode keeps its pointer.
+    fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, node: Option<&Arc<Inode>>, kind: Kind, sole: bool, was_absent: bool) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
         if g.is_null() && ino == 0 {
@@ -479,7 +491,7 @@ impl Engine {
         }
         // The version grows per key under the name slot the caller holds.
         let sole = sole && ino != 0;
-        let (ver, fresh, first_in_epoch) = d.set_next(h, name, ino, kind, sole, g.epoch);
+        let (ver, fresh, first_in_epoch) = d.set_next(h, name, ino, node, kind, sole, g.epoch);
         if fresh {
             self.cached_dents.add(1);
         }
@@ -689,8 +701,19 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, X_OK)?;
         }
-        let (ino, _, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
-        let i = self.inode(ino)?;
+        let (ino, _, _, node) = self.find_in(&p, name, true)?.ok_or(Error::NotFound)?;
+        let i = match node {
+            Some(i) => i,
+            None => {
+                // First lookup of an entry filled from the store: pin the
+                // inode in the entry, so the next lookup skips the table.
+                let i = self.inode(ino)?;
+                if self.cfg.dir_index == DirIndex::Indexed {
+                    p.dir.as_ref().expect("directory").attach(name_hash(name), name, &i);
+                }
+                i
+            }
+        };
         Ok(self.attr_of(&i))
     }
 
@@ -805,8 +828,9 @@ impl Engine {
             st.primary = Some((parent, name_hash(name)));
         }
         self.emit_inode(&mut g, &mut st);
-        self.inodes.insert(Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes)));
-        self.put_entry(&mut g, &p, name, ino, kind, sole, true);
+        let node = Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes));
+        self.inodes.insert(node.clone());
+        self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -865,7 +889,7 @@ impl Engine {
         }
         let mut g = self.committer.enter()?;
         let t = now();
-        self.put_entry(&mut g, &p, name, 0, kind, false, false);
+        self.put_entry(&mut g, &p, name, 0, None, kind, false, false);
         self.dir_update(&mut g, &p, -1, 0, t)?;
         match &c {
             Some(c) => self.drop_link(&mut g, c, t)?,
@@ -902,7 +926,7 @@ impl Engine {
             }
             let Some(name) = self.name_at(&p, h, c.ino)? else { return self.lost_primary(c) };
             let mut g = self.committer.enter()?;
-            self.put_entry(&mut g, &p, &name, c.ino, c.kind, false, false);
+            self.put_entry(&mut g, &p, &name, c.ino, None, c.kind, false, false);
             let mut cs = c.st.lock();
             cs.primary = None;
             Self::bump(&mut cs);
@@ -1066,7 +1090,7 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         Self::dir_kill_if_empty(&c)?;
-        self.put_entry(&mut g, &p, name, 0, kind, false, false);
+        self.put_entry(&mut g, &p, name, 0, None, kind, false, false);
         self.dir_update(&mut g, &p, -1, -1, t)?;
         self.drop_link(&mut g, &c, t)?;
         let e = g.epoch;
@@ -1126,7 +1150,7 @@ impl Engine {
             self.emit_inode(&mut g, &mut cs);
             return Err(e);
         }
-        self.put_entry(&mut g, &np, newname, ino, c.kind, false, true);
+        self.put_entry(&mut g, &np, newname, ino, Some(&c), c.kind, false, true);
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)?;
@@ -1238,8 +1262,8 @@ impl Engine {
         if exchange {
             let d = d.expect("exchange has a target");
             // Each entry keeps its flag; a sole one's inode follows its name.
-            self.put_entry(&mut g, &p, name, d.ino, d.kind, dsole, false);
-            self.put_entry(&mut g, &np, newname, sino, skind, ssole, false);
+            self.put_entry(&mut g, &p, name, d.ino, Some(&d), d.kind, dsole, false);
+            self.put_entry(&mut g, &np, newname, sino, Some(&s), skind, ssole, false);
             let ddir = (d.kind == Kind::Dir) as i64;
             if cross {
                 self.dir_update(&mut g, &p, 0, ddir - sdir as i64, t)?;
@@ -1260,8 +1284,8 @@ impl Engine {
                 self.emit_inode(&mut g, &mut st);
             }
         } else {
-            self.put_entry(&mut g, &p, name, 0, skind, false, false);
-            self.put_entry(&mut g, &np, newname, sino, skind, ssole, d.is_none());
+            self.put_entry(&mut g, &p, name, 0, None, skind, false, false);
+            self.put_entry(&mut g, &np, newname, sino, Some(&s), skind, ssole, d.is_none());
             if cross {
                 self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
             } else {
@@ -2012,8 +2036,11 @@ impl Engine {
         let demote_at = configured / 4;
         let _big = (self.cfg.memory_bytes > 0).then_some(BigReclaim { e: self, before });
         let n = self.inodes.shard_count();
-        for _ in 0..n {
-            if self.cache_usage() <= target && !off {
+        // Up to two rounds of the shards: a cached entry pins its inode
+        // (`cache::Slot::inode`), so an inode whose entry this pass evicted
+        // after visiting the inode's shard is evictable only on the next round.
+        for k in 0..2 * n {
+            if (self.cache_usage() <= target && !off) || (off && k >= n) {
                 break;
             }
             let si = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed) % n;
