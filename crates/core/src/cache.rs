@@ -163,31 +163,53 @@ impl Slot {
 }
 
 /// One directory shard's entries in hash order, written by hand because the
-/// shape is the product: a B-tree costs a cache miss per level (five levels at
-/// 1M entries), while hashes are uniform, so an array of `2^bits` buckets
-/// indexed by the hash bits below the shard bits keeps hash order *and* finds
-/// a name with two memory reads (bucket header, bucket). Each bucket is a
-/// short vector sorted by hash; names with equal hashes sit side by side.
-/// The array doubles when buckets average more than `MAX_LOAD` entries
-/// (each bucket splits in two by the next bit, order kept; amortised O(1)).
+/// shape is the product: an ordered linear-probing table (Amble and Knuth's
+/// ordered hash table). `2^bits` home positions are addressed by the hash
+/// bits below the shard bits, `slack` overflow positions follow them (no
+/// wraparound), and the entries sit in position order sorted by hash, each at
+/// or after its home with no empty position in between. So a listing walks
+/// the array in order (readdir's cookies are hashes) and a lookup starts at
+/// its home. Names with equal hashes sit side by side.
+///
+/// Beside the slots, one tag byte a position: 0 for empty, else the entry's
+/// distance from its home (saturating at `DISP_SATURATED`) and the 4 hash
+/// bits after the home bits. A position's (home, those 4 bits) is a prefix
+/// of its hash, so a lookup compares prefixes in the tags and reads a slot
+/// only when the prefix is its own. The tags of a 1M-entry directory take
+/// about 1.7 MB, which a core's L2 holds (2 MiB here) while the 64-byte
+/// slots do not: a lookup of an absent name is settled from the tags alone
+/// (a slot is read about once in 20), and a present name costs one slot
+/// line. Before, a bucket array of sorted vectors cost a bucket-header miss
+/// and a binary search, two or three dependent misses for any lookup
+/// (docs/BENCHMARKS.md, run 8).
+///
+/// The table doubles past 3/4 full. Inserting shifts the rest of a run one
+/// position right; removing shifts the displaced entries after it one left
+/// (both keep the order). A shard of at most `SMALL_MAX` entries is one run
+/// from home 0, a sorted array whose tags stay inline.
 ///
 /// `repr(C)`, hot fields first: with the shard's lock word they fill the
-/// shard's first cache line, and a directory of at most 4 entries per shard
-/// (`bits == 0`) keeps its one bucket's header there too (`SmallVec`), so a
-/// name in a small directory costs two lines (this one and its slot), not three.
+/// shard's first cache line, and a small shard's tags sit there too
+/// (`SmallVec`), so a name in a small directory costs two lines (this one
+/// and its slot), not three.
 #[derive(Default)]
 #[repr(C)]
 pub struct Index {
     bits: u32,
-    len: usize,
-    buckets: SmallVec<[Vec<Slot>; 1]>,
+    len: u32,
+    tags: SmallVec<[u8; 16]>,
+    slots: Box<[Option<Slot>]>,
     /// Hashes of names evicted from a complete directory: a miss on any other
     /// hash is still definite, so creating new names never reads the store
     /// (about 1.5 bytes per evicted name instead of a cached entry's ~200).
     pub evicted: EvictedFilter,
 }
 
-const MAX_LOAD: usize = 4;
+/// Entries a shard holds as one sorted run (`bits == 0`) before hashing.
+const SMALL_MAX: usize = 12;
+/// Tag displacement codes 1..=15 are a distance of 0..=13 from home plus
+/// one; 15 means 14 or more (the slot's hash then tells the home).
+const DISP_SATURATED: u8 = 15;
 
 /// The hashes of names evicted from one shard of a complete directory:
 /// "absent" means the name was never evicted, so a cache miss on it is
@@ -328,10 +350,10 @@ impl EvictedFilter {
     }
 }
 
-/// The bucket of `hash` in an array of `2^bits` buckets: the `bits` hash
-/// bits just below the shard bits.
+/// The home of `hash` in a table of `2^bits` homes: the `bits` hash bits
+/// just below the shard bits.
 #[inline]
-fn bucket_at(hash: u64, bits: u32) -> usize {
+fn home_at(hash: u64, bits: u32) -> usize {
     if bits == 0 {
         0
     } else {
@@ -339,76 +361,207 @@ fn bucket_at(hash: u64, bits: u32) -> usize {
     }
 }
 
+/// The 4 hash bits after the home bits.
+#[inline]
+fn fp_at(hash: u64, bits: u32) -> u8 {
+    (((hash << (64 - DIR_SHARD_SHIFT)) << bits) >> 60) as u8
+}
+
+/// The tag of an entry `disp` positions after its home.
+#[inline]
+fn tag_of(hash: u64, bits: u32, disp: usize) -> u8 {
+    ((disp.min(DISP_SATURATED as usize - 1) as u8 + 1) << 4) | fp_at(hash, bits)
+}
+
 impl Index {
     #[inline]
-    fn bucket_of(&self, hash: u64) -> usize {
-        bucket_at(hash, self.bits)
+    fn slot(&self, q: usize) -> &Slot {
+        self.slots[q].as_ref().expect("a tagged position holds a slot")
     }
 
-    fn find(&self, hash: u64, name: &[u8]) -> Option<(usize, usize)> {
-        let bi = self.bucket_of(hash);
-        let b = self.buckets.get(bi)?;
-        let mut i = b.partition_point(|s| s.hash < hash);
-        while i < b.len() && b[i].hash == hash {
-            if &*b[i].name == name {
-                return Some((bi, i));
+    /// The position of (hash, name).
+    fn find(&self, hash: u64, name: &[u8]) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let p = home_at(hash, self.bits);
+        let key = (p, fp_at(hash, self.bits));
+        for q in p..self.tags.len() {
+            let t = self.tags[q];
+            if t == 0 {
+                return None;
             }
-            i += 1;
+            let code = t >> 4;
+            if code != DISP_SATURATED {
+                let e = (q - (code as usize - 1), t & 15);
+                if e < key {
+                    continue;
+                }
+                if e > key {
+                    return None;
+                }
+            }
+            let s = self.slot(q);
+            if s.hash > hash {
+                return None;
+            }
+            if s.hash == hash && &*s.name == name {
+                return Some(q);
+            }
         }
         None
     }
 
+    /// The first position at or after `hash`'s home that is empty or holds a
+    /// greater hash (where an entry with `hash` goes, after its equals).
+    fn seek_after(&self, hash: u64) -> usize {
+        let p = home_at(hash, self.bits);
+        let key = (p, fp_at(hash, self.bits));
+        for q in p..self.tags.len() {
+            let t = self.tags[q];
+            if t == 0 {
+                return q;
+            }
+            let code = t >> 4;
+            if code != DISP_SATURATED {
+                let e = (q - (code as usize - 1), t & 15);
+                if e < key {
+                    continue;
+                }
+                if e > key {
+                    return q;
+                }
+            }
+            if self.slot(q).hash > hash {
+                return q;
+            }
+        }
+        self.tags.len()
+    }
+
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
-        self.find(hash, name).map(|(b, i)| self.buckets[b][i].d())
+        self.find(hash, name).map(|q| self.slot(q).d())
     }
 
     pub fn get_slot(&self, hash: u64, name: &[u8]) -> Option<&Slot> {
-        self.find(hash, name).map(|(b, i)| &self.buckets[b][i])
+        self.find(hash, name).map(|q| self.slot(q))
     }
 
     pub fn get_slot_mut(&mut self, hash: u64, name: &[u8]) -> Option<&mut Slot> {
-        self.find(hash, name).map(|(b, i)| &mut self.buckets[b][i])
+        self.find(hash, name).map(|q| self.slots[q].as_mut().expect("a tagged position holds a slot"))
     }
 
     /// Insert a name known to be absent.
     pub fn insert(&mut self, hash: u64, name: &[u8], d: Dent, inode: Option<Arc<Inode>>) {
-        if self.buckets.is_empty() {
-            self.buckets.push(Vec::new());
+        let homes = 1usize << self.bits;
+        let full = if self.bits == 0 { SMALL_MAX } else { homes / 4 * 3 };
+        if self.len as usize >= full {
+            self.rebuild(if self.bits == 0 { 5 } else { self.bits + 1 });
         }
-        if self.len >= MAX_LOAD << self.bits && self.bits < DIR_SHARD_SHIFT {
-            self.grow();
+        loop {
+            let q = self.seek_after(hash);
+            // The run from q ends at the first empty position.
+            let Some(e) = (q..self.tags.len()).find(|&e| self.tags[e] == 0) else {
+                // No room before the end: more overflow positions.
+                self.rebuild(self.bits);
+                continue;
+            };
+            self.slots[q..=e].rotate_right(1);
+            self.tags[q..=e].rotate_right(1);
+            for t in &mut self.tags[q + 1..=e] {
+                // One further from home (a saturated code stays saturated).
+                if *t >> 4 != DISP_SATURATED {
+                    *t += 1 << 4;
+                }
+            }
+            self.tags[q] = tag_of(hash, self.bits, q - home_at(hash, self.bits));
+            self.slots[q] = Some(Slot::new(hash, name, d, inode));
+            self.len += 1;
+            return;
         }
-        let bi = self.bucket_of(hash);
-        let b = &mut self.buckets[bi];
-        let i = b.partition_point(|s| s.hash <= hash);
-        b.insert(i, Slot::new(hash, name, d, inode));
-        self.len += 1;
     }
 
-    fn grow(&mut self) {
-        let bits = self.bits + 1;
-        let mut nb: SmallVec<[Vec<Slot>; 1]> = (0..1usize << bits).map(|_| Vec::new()).collect();
-        for (i, b) in std::mem::take(&mut self.buckets).into_iter().enumerate() {
-            // Bucket i's hashes split by the next bit into 2i and 2i+1, order kept.
-            let split = b.partition_point(|s| bucket_at(s.hash, bits) == 2 * i);
-            let mut lo = b;
-            let hi = lo.split_off(split);
-            nb[2 * i] = lo;
-            nb[2 * i + 1] = hi;
+    /// Lay the entries out again in `2^bits` homes, with as much overflow
+    /// room as they need (at least a sixteenth of the homes, doubled until
+    /// the last run fits; called with the same `bits` when a run reached the end).
+    fn rebuild(&mut self, bits: u32) {
+        let entries: Vec<Slot> = std::mem::take(&mut self.slots).into_vec().into_iter().flatten().collect();
+        let homes = 1usize << bits;
+        let mut slack = if bits == 0 {
+            // One sorted run: 4, 8 or 16 positions (tags inline).
+            let n = if self.bits == 0 { (self.tags.len() * 2).max(4) } else { 4 };
+            n - 1
+        } else if self.bits == bits {
+            // A run reached the end: twice the overflow room.
+            (self.tags.len() - homes) * 2
+        } else {
+            (homes / 16).max(4)
+        };
+        // Where each entry goes: its home, or right after the one before.
+        let fits = |slack: usize| {
+            let mut next = 0;
+            for s in &entries {
+                let q = home_at(s.hash, bits).max(next);
+                if q >= homes + slack {
+                    return false;
+                }
+                next = q + 1;
+            }
+            true
+        };
+        while !fits(slack) {
+            slack = slack * 2 + 1;
         }
-        self.buckets = nb;
+        let n = homes + slack;
+        let mut tags: SmallVec<[u8; 16]> = SmallVec::from_elem(0, n);
+        let mut slots: Vec<Option<Slot>> = Vec::with_capacity(n);
+        slots.resize_with(n, || None);
+        let mut next = 0;
+        for s in entries {
+            let h = home_at(s.hash, bits);
+            let q = h.max(next);
+            tags[q] = tag_of(s.hash, bits, q - h);
+            slots[q] = Some(s);
+            next = q + 1;
+        }
         self.bits = bits;
+        self.tags = tags;
+        self.slots = slots.into_boxed_slice();
+    }
+
+    /// Take the entry at `q` out; the displaced entries after it move one
+    /// position back (towards their homes), which keeps the order.
+    fn remove_at(&mut self, q: usize) -> Slot {
+        let s = self.slots[q].take().expect("a tagged position holds a slot");
+        let mut j = q;
+        while j + 1 < self.tags.len() {
+            let t = self.tags[j + 1];
+            // Stop at an empty position or an entry at its home.
+            if t == 0 || t >> 4 == 1 {
+                break;
+            }
+            self.slots[j] = self.slots[j + 1].take();
+            self.tags[j] = if t >> 4 == DISP_SATURATED {
+                let h = self.slot(j).hash;
+                tag_of(h, self.bits, j - home_at(h, self.bits))
+            } else {
+                t - (1 << 4)
+            };
+            j += 1;
+        }
+        self.tags[j] = 0;
+        self.len -= 1;
+        s
     }
 
     /// Take a name out; the caller drops it (after releasing the shard lock).
     pub fn remove(&mut self, hash: u64, name: &[u8]) -> Option<Slot> {
-        let (bi, i) = self.find(hash, name)?;
-        self.len -= 1;
-        Some(self.buckets[bi].remove(i))
+        let q = self.find(hash, name)?;
+        Some(self.remove_at(q))
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     pub fn is_empty(&self) -> bool {
@@ -417,35 +570,68 @@ impl Index {
 
     /// All entries in hash order.
     pub fn iter(&self) -> impl Iterator<Item = &Slot> {
-        self.buckets.iter().flatten()
+        self.slots.iter().flatten()
     }
 
-    /// Entries of shard `si` with `from <= hash <= to`, in hash order.
+    /// Entries of shard `si` with `from <= hash <= to`, in hash order. An
+    /// entry before `from`'s home has a smaller hash prefix, so the walk
+    /// starts there.
     pub fn range(&self, si: usize, from: u64, to: u64) -> impl Iterator<Item = &Slot> {
-        let n = self.buckets.len();
-        let lo = if dir_shard(from) < si { 0 } else { self.bucket_of(from) };
-        let hi = if dir_shard(to) > si { n } else { (self.bucket_of(to) + 1).min(n) };
-        self.buckets[lo.min(hi)..hi].iter().flatten().filter(move |s| s.hash >= from && s.hash <= to)
+        let lo = if dir_shard(from) < si { 0 } else { home_at(from, self.bits).min(self.slots.len()) };
+        self.slots[lo..].iter().flatten().take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
     }
 
-    /// Keep the entries `keep` says yes to; shrink the array when it has become sparse.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Slot) -> bool) {
-        for b in self.buckets.iter_mut() {
-            b.retain(&mut keep);
+    /// Keep the entries `keep` says yes to; shrink the table when it has
+    /// become sparse. The removed entries are returned, for the caller to
+    /// drop after releasing the shard lock.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
+        let mut gone = Vec::new();
+        for q in (0..self.slots.len()).rev() {
+            if self.slots[q].as_ref().is_some_and(|s| !keep(s)) {
+                gone.push(self.remove_at(q));
+            }
         }
-        self.len = self.buckets.iter().map(|b| b.len()).sum();
+        self.shrink();
+        gone
+    }
+
+    /// The table's invariants (tests): entries sorted by hash, each at or
+    /// after its home with no empty position in between, tags exact, `len` right.
+    #[cfg(test)]
+    fn check(&self) {
+        assert_eq!(self.tags.len(), self.slots.len());
+        let (mut n, mut prev) = (0, 0u64);
+        for q in 0..self.slots.len() {
+            match &self.slots[q] {
+                None => assert_eq!(self.tags[q], 0, "position {q}"),
+                Some(e) => {
+                    let h = home_at(e.hash, self.bits);
+                    assert!(h <= q && (h..q).all(|j| self.tags[j] != 0), "entry at {q} is cut off from its home {h}");
+                    assert_eq!(self.tags[q], tag_of(e.hash, self.bits, q - h), "tag at {q}");
+                    assert!(e.hash >= prev, "order at {q}");
+                    prev = e.hash;
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, self.len as usize);
+    }
+
+    /// Give memory back: an empty shard frees its table, a table at most
+    /// 1/8 full halves until it is at least 3/8 full (or small again).
+    fn shrink(&mut self) {
         if self.len == 0 {
             let evicted = std::mem::take(&mut self.evicted);
             *self = Index { evicted, ..Index::default() };
-        } else if self.bits > 0 && self.len * 4 * MAX_LOAD < self.buckets.len() {
-            let all: Vec<Slot> = std::mem::take(&mut self.buckets).into_iter().flatten().collect();
-            let evicted = std::mem::take(&mut self.evicted);
-            *self = Index { evicted, ..Index::default() };
-            for mut s in all {
-                let d = s.d();
-                let inode = s.inode.take();
-                self.insert(s.hash, &s.name, d, inode);
+            return;
+        }
+        let len = self.len as usize;
+        if self.bits > 0 && len * 8 <= 1 << self.bits {
+            let mut bits = self.bits;
+            while bits > 5 && len * 8 < 3 << bits {
+                bits -= 1;
             }
+            self.rebuild(if len <= SMALL_MAX / 2 { 0 } else { bits });
         }
     }
 }
@@ -696,65 +882,67 @@ impl Dir {
         (0..DIR_SHARDS).map(|si| self.evict_clean_chunk(si, durable, 0, usize::MAX)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
-    /// Evict the clean entries of shard `si` in the buckets holding hashes
-    /// from `from` on, stopping after about `max` entries: reclaim holds its
-    /// exclusive lock per chunk, so evicting a huge directory never stalls a
-    /// fill for longer than one chunk. Returns (evicted, still dirty, where
-    /// the next chunk starts: None when the shard is done). The cursor is a
-    /// hash, so it stays right if the array grows or shrinks between chunks.
+    /// Evict the clean entries of shard `si` with hashes from `from` on,
+    /// stopping after about `max` entries (at the end of a hash): reclaim
+    /// holds its exclusive lock per chunk, so evicting a huge directory never
+    /// stalls a fill for longer than one chunk. Returns (evicted, still dirty,
+    /// where the next chunk starts: None when the shard is done). The cursor
+    /// is a hash, so it stays right if the table grows or shrinks between chunks.
     pub fn evict_clean_chunk(&self, si: usize, durable: u64, from: u64, max: usize) -> (usize, usize, Option<u64>) {
-        // The evicted entries' inode pointers, dropped after the shard lock.
-        let mut unpinned: Vec<Arc<Inode>> = Vec::new();
+        // The evicted entries (names, inode pointers), dropped after the shard lock.
+        let mut gone: Vec<Slot> = Vec::new();
         let mut guard = self.shards[si].write();
         let s: &mut Index = &mut guard;
-        let n = s.buckets.len();
-        let b0 = if n == 0 { 0 } else { s.bucket_of(from.max((si as u64) << DIR_SHARD_SHIFT)) };
-        let mut b1 = b0;
-        let mut visited = 0;
-        while b1 < n && visited < max {
-            visited += s.buckets[b1].len();
-            b1 += 1;
+        let from = from.max((si as u64) << DIR_SHARD_SHIFT);
+        let n = s.slots.len();
+        let start = if s.len == 0 { n } else { home_at(from, s.bits).min(n) };
+        // The chunk: positions start..end, holding `max` entries from `from`
+        // on and the rest of the last one's hash.
+        let (mut end, mut visited, mut last) = (start, 0, None);
+        let mut victims = Vec::new();
+        let mut dirty = 0;
+        while end < n {
+            if let Some(e) = &s.slots[end] {
+                if e.hash >= from {
+                    if visited >= max && last != Some(e.hash) {
+                        break;
+                    }
+                    visited += 1;
+                    last = Some(e.hash);
+                    // A referenced entry gets a second chance (its bit is cleared).
+                    let referenced = e.referenced.swap(false, Ordering::Relaxed);
+                    if e.dirty_epoch > durable {
+                        dirty += 1;
+                    } else if !referenced {
+                        victims.push(end);
+                    }
+                }
+            }
+            end += 1;
         }
+        let next = s.slots[end..].iter().flatten().next().map(|e| e.hash);
         if self.complete.load(Ordering::SeqCst) {
             // Remember the hashes before the entries go (see `resolve`).
             let (mut added, bytes) = (0, s.evicted.bytes());
-            let Index { buckets, evicted, .. } = s;
-            for b in &buckets[b0..b1] {
-                for e in b.iter().filter(|e| e.dirty_epoch <= durable && !e.referenced.load(Ordering::Relaxed)) {
-                    added += evicted.insert(e.hash) as u64;
-                }
+            for &q in &victims {
+                let h = s.slot(q).hash;
+                added += s.evicted.insert(h) as u64;
             }
             self.evicted.fetch_add(added, Ordering::SeqCst);
             if let Some(a) = &self.acct {
                 a.fetch_add((s.evicted.bytes() - bytes) as i64, Ordering::Relaxed);
             }
         }
-        let (mut ev, mut dirty) = (0, 0);
-        for b in &mut s.buckets[b0..b1] {
-            b.retain_mut(|e| {
-                // A referenced entry gets a second chance (its bit is cleared).
-                let referenced = e.referenced.swap(false, Ordering::Relaxed);
-                if e.dirty_epoch > durable {
-                    dirty += 1;
-                    true
-                } else if referenced {
-                    true
-                } else {
-                    ev += 1;
-                    unpinned.extend(e.inode.take());
-                    false
-                }
-            });
+        // From the back: removing at q moves only entries after q.
+        for &q in victims.iter().rev() {
+            gone.push(s.remove_at(q));
         }
-        s.len -= ev;
-        if b1 < n {
-            // The lowest hash of bucket b1.
-            let next = ((si as u64) << DIR_SHARD_SHIFT) | ((b1 as u64) << (DIR_SHARD_SHIFT - s.bits));
-            return (ev, dirty, Some(next));
+        let ev = gone.len();
+        if next.is_none() {
+            // Done: shrink the table if it has become sparse.
+            s.shrink();
         }
-        // Done: shrink the array if it has become sparse.
-        s.retain(|_| true);
-        (ev, dirty, None)
+        (ev, dirty, next)
     }
 }
 
@@ -1100,6 +1288,61 @@ mod tests {
         assert!(!d.listing_complete());
     }
 
+    /// The ordered table under crowded hashes: long runs (saturated
+    /// distances in the tags), runs into the overflow room at the end of
+    /// the shard, many equal hashes, growth and shrinking, against a model.
+    #[test]
+    fn index_keeps_order_under_crowded_hashes() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut ix = Index::default();
+        let mut model: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
+        let base = 5u64 << DIR_SHARD_SHIFT;
+        let span = 1u64 << DIR_SHARD_SHIFT;
+        let dent = |ino| Dent { ino, kind: Kind::File, sole: false, ver: 1, dirty_epoch: 0 };
+        for i in 0..60_000u64 {
+            let low = match rng.gen_range(0..4) {
+                0 => rng.gen_range(0..64),
+                1 => span - 1 - rng.gen_range(0..64),
+                2 => rng.gen::<u64>() % span,
+                _ => 12_345,
+            };
+            let h = base | low;
+            let name = format!("n{}", rng.gen_range(0..40)).into_bytes();
+            if rng.gen_bool(if i < 40_000 { 0.65 } else { 0.2 }) {
+                if let std::collections::btree_map::Entry::Vacant(v) = model.entry((h, name.clone())) {
+                    ix.insert(h, &name, dent(i + 1), None);
+                    v.insert(i + 1);
+                }
+            } else {
+                assert_eq!(ix.remove(h, &name).map(|s| s.d().ino), model.remove(&(h, name)));
+            }
+            if i % 2000 == 0 || i == 59_999 {
+                ix.check();
+                assert_eq!(ix.len(), model.len());
+                let hashes: Vec<u64> = ix.iter().map(|s| s.hash).collect();
+                assert_eq!(hashes, model.keys().map(|k| k.0).collect::<Vec<_>>());
+                for ((h, n), ino) in model.iter().step_by(7) {
+                    assert_eq!(ix.get(*h, n).map(|d| d.ino), Some(*ino));
+                }
+                assert!(ix.get(base | 12_345, b"absent").is_none());
+                assert!(ix.get(base | 7, b"n99").is_none());
+                let (lo, hi) = (base | 40, base | (span - 30));
+                assert_eq!(ix.range(5, lo, hi).count(), model.keys().filter(|k| k.0 >= lo && k.0 <= hi).count());
+            }
+        }
+        // Down to a few entries: the table shrinks.
+        let keep: HashSet<u64> = model.keys().map(|k| k.0).take(3).collect();
+        let gone = ix.retain(|s| keep.contains(&s.hash));
+        model.retain(|k, _| keep.contains(&k.0));
+        assert!(!gone.is_empty());
+        ix.check();
+        assert_eq!(ix.len(), model.len());
+        assert!(ix.slots.len() <= 64, "{} positions for {} entries", ix.slots.len(), ix.len());
+        for ((h, n), ino) in &model {
+            assert_eq!(ix.get(*h, n).map(|d| d.ino), Some(*ino));
+        }
+    }
+
     /// The evicted-name filter: never a false "absent" (that would make a
     /// cache miss on an evicted name definite, and a create would shadow a
     /// stored name), across stage growth; few false "maybe"s; ~1.5 bytes a name.
@@ -1197,7 +1440,8 @@ mod size_guard {
         // A shard's lock word and its index's hot fields (through the inline
         // bucket header) sit in the shard's first cache line.
         let lock = std::mem::size_of::<crate::sync::RwLock<()>>();
-        let hot = std::mem::offset_of!(super::Index, buckets) + std::mem::size_of::<smallvec::SmallVec<[Vec<super::Slot>; 1]>>();
+        let hot = std::mem::offset_of!(super::Index, slots) + std::mem::size_of::<Box<[Option<super::Slot>]>>();
+        assert_eq!(std::mem::size_of::<Option<super::Slot>>(), 64, "an empty position costs no more than a slot");
         assert!(lock + hot <= 64, "lock {lock} + hot index fields {hot} bytes");
     }
 }
