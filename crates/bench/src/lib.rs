@@ -6,4 +6,5 @@ pub mod floor;
 pub mod model;
 pub mod plot;
 pub mod tree;
+pub mod uring_floor;
 pub mod workloads;
