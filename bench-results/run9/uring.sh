@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Ran at git e5f07d5, where shoal-floor had --raw and --uring on a
+# hand-written transport (crates/bench/src/uring_floor.rs, since removed: the
+# vendored fuser now speaks io_uring, see shoal-uring.sh). Kept as the record.
 # Issue 5's io_uring lever, measured on the floor: the fuser floor, the
 # floor's own transport over classic /dev/fuse reads (--raw), and the same
 # over FUSE-over-io_uring (--uring, per-CPU queues, threads pinned), side by

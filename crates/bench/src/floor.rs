@@ -73,6 +73,8 @@ struct State {
 
 pub struct Floor {
     st: Mutex<State>,
+    /// Ask for FUSE over io_uring (as shoal's `-o uring` does).
+    uring: bool,
 }
 
 fn attr(ino: u64, kind: FileType, perm: u16, uid: u32, gid: u32) -> FileAttr {
@@ -87,7 +89,7 @@ impl Default for Floor {
     fn default() -> Self {
         let mut nodes = HashMap::new();
         nodes.insert(1, Node { attr: attr(1, FileType::Directory, 0o755, 0, 0), children: Children::default(), parent: 1, data: vec![] });
-        Floor { st: Mutex::new(State { nodes, next: 2 }) }
+        Floor { st: Mutex::new(State { nodes, next: 2 }), uring: false }
     }
 }
 
@@ -136,7 +138,11 @@ impl Floor {
 
 impl Filesystem for Floor {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        let mut want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        if self.uring {
+            // FUSE_OVER_IO_URING (vendor/fuser/PATCHED.md).
+            want |= InitFlags::from_bits_retain(1 << 41);
+        }
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);
         Ok(())
@@ -305,7 +311,8 @@ impl Filesystem for Floor {
 }
 
 /// Mount the floor at `mnt` and serve until unmounted.
-pub fn mount(mnt: &std::path::Path, threads: usize, kernel_permissions: bool) -> std::io::Result<()> {
+/// `uring`: FUSE over io_uring when the kernel offers it.
+pub fn mount(mnt: &std::path::Path, threads: usize, kernel_permissions: bool, uring: bool) -> std::io::Result<()> {
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![fuser::MountOption::FSName("floor".into())];
     if kernel_permissions {
@@ -314,5 +321,5 @@ pub fn mount(mnt: &std::path::Path, threads: usize, kernel_permissions: bool) ->
     cfg.n_threads = Some(threads);
     cfg.clone_fd = true;
     cfg.acl = fuser::SessionACL::All;
-    fuser::mount(Floor::default(), mnt, &cfg)
+    fuser::mount(Floor { uring, ..Floor::default() }, mnt, &cfg)
 }

@@ -6,5 +6,4 @@ pub mod floor;
 pub mod model;
 pub mod plot;
 pub mod tree;
-pub mod uring_floor;
 pub mod workloads;

@@ -51,7 +51,9 @@ pub struct MountArgs {
     /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
     /// noreaddirplus, keep_cache (keep cached file pages across opens), noverify,
     /// memory_mb=N, noxattr, readdirplus_always, placement=near|spread (where
-    /// new directories go: the parent's allocation group, or round-robin).
+    /// new directories go: the parent's allocation group, or round-robin),
+    /// uring (FUSE over io_uring: per-CPU request queues, Linux 6.14+ with
+    /// the fuse module's enable_uring=Y).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

@@ -78,6 +78,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "noverify" => p.verify = false,
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
+            "uring" => p.fuse.uring = true,
             "placement" => {
                 p.cfg.placement = match v {
                     Some("near") => shoal_core::Placement::Near,

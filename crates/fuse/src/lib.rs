@@ -60,6 +60,13 @@ pub struct FuseOptions {
     /// system.posix_acl_access; FUSE caches neither). Users then get
     /// EOPNOTSUPP for xattrs.
     pub xattr: bool,
+    /// FUSE over io_uring (`uring`; Linux 6.14+ with `fuse.enable_uring=Y`):
+    /// the kernel queues each request on the CPU its caller runs on, and a
+    /// daemon thread pinned to that CPU serves it, so requests do not wake
+    /// a thread on the other vCPU (vendor/fuser/PATCHED.md). Off by default
+    /// until it has run the conformance suites as long as the default
+    /// transport has. Without kernel support the mount uses /dev/fuse.
+    pub uring: bool,
 }
 
 impl Default for FuseOptions {
@@ -83,6 +90,7 @@ impl Default for FuseOptions {
             no_opendir: true,
             daemon_permissions: true,
             keep_cache: false,
+            uring: false,
         }
     }
 }
@@ -431,6 +439,10 @@ impl Filesystem for ShoalFs {
         }
         if self.opts.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        if self.opts.uring {
+            // FUSE_OVER_IO_URING (fuser has no name for it).
+            want |= InitFlags::from_bits_retain(1 << 41);
         }
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
