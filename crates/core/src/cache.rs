@@ -379,64 +379,58 @@ impl Index {
         self.slots[q].as_ref().expect("a tagged position holds a slot")
     }
 
+    /// Walk the positions from `hash`'s home in order. The tags settle
+    /// most positions: a smaller prefix (home, 4 hash bits) is passed over,
+    /// and an empty position or a greater prefix ends the walk with
+    /// `Err(position)`, where an entry with `hash` would go. At a position
+    /// the tag cannot settle (the same prefix, or a saturated distance)
+    /// `decide` reads the slot: `Some` ends the walk with `Ok`, `None` walks on.
+    fn walk<R>(&self, hash: u64, mut decide: impl FnMut(usize, &Slot) -> Option<R>) -> Result<R, usize> {
+        let p = home_at(hash, self.bits);
+        let key = (p, fp_at(hash, self.bits));
+        for q in p..self.tags.len() {
+            let t = self.tags[q];
+            if t == 0 {
+                return Err(q);
+            }
+            let code = t >> 4;
+            if code != DISP_SATURATED {
+                let e = (q - (code as usize - 1), t & 15);
+                if e < key {
+                    continue;
+                }
+                if e > key {
+                    return Err(q);
+                }
+            }
+            if let Some(r) = decide(q, self.slot(q)) {
+                return Ok(r);
+            }
+        }
+        Err(self.tags.len())
+    }
+
     /// The position of (hash, name).
     fn find(&self, hash: u64, name: &[u8]) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
-        let p = home_at(hash, self.bits);
-        let key = (p, fp_at(hash, self.bits));
-        for q in p..self.tags.len() {
-            let t = self.tags[q];
-            if t == 0 {
-                return None;
-            }
-            let code = t >> 4;
-            if code != DISP_SATURATED {
-                let e = (q - (code as usize - 1), t & 15);
-                if e < key {
-                    continue;
-                }
-                if e > key {
-                    return None;
-                }
-            }
-            let s = self.slot(q);
+        let found = self.walk(hash, |q, s| {
             if s.hash > hash {
-                return None;
+                Some(None)
+            } else if s.hash == hash && &*s.name == name {
+                Some(Some(q))
+            } else {
+                None
             }
-            if s.hash == hash && &*s.name == name {
-                return Some(q);
-            }
-        }
-        None
+        });
+        found.ok().flatten()
     }
 
     /// The first position at or after `hash`'s home that is empty or holds a
     /// greater hash (where an entry with `hash` goes, after its equals).
     fn seek_after(&self, hash: u64) -> usize {
-        let p = home_at(hash, self.bits);
-        let key = (p, fp_at(hash, self.bits));
-        for q in p..self.tags.len() {
-            let t = self.tags[q];
-            if t == 0 {
-                return q;
-            }
-            let code = t >> 4;
-            if code != DISP_SATURATED {
-                let e = (q - (code as usize - 1), t & 15);
-                if e < key {
-                    continue;
-                }
-                if e > key {
-                    return q;
-                }
-            }
-            if self.slot(q).hash > hash {
-                return q;
-            }
-        }
-        self.tags.len()
+        self.walk(hash, |q, s| (s.hash > hash).then_some(q)).unwrap_or_else(|q| q)
     }
 
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
