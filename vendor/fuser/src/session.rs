@@ -54,8 +54,17 @@ use crate::request::RequestWithSender;
 /// and 128k on other systems.
 pub(crate) const MAX_WRITE_SIZE: usize = 16 * 1024 * 1024;
 
-/// Requests in flight per io_uring queue (entries registered per CPU).
-const URING_DEPTH: usize = 8;
+/// Threads per CPU serving its io_uring queue, each with its own ring of
+/// `URING_DEPTH` entries. Two threads of one entry each, not one thread of
+/// eight: a request that waits (an fsync) then holds up only its own thread,
+/// and the kernel gives the next request to the other thread's free entry.
+/// With one thread of eight entries, the requests the kernel had already
+/// put in that thread's entries waited behind it: create+unlink beside an
+/// fsync loop on the same CPU went from 7.4K pairs/s (/dev/fuse) to 1.9K;
+/// with two threads of one entry it ran at 16.1K (shoal's docs/BENCHMARKS.md,
+/// run 9). Rates without a waiting request were the same for 1x8, 2x1 and 4x1.
+const URING_THREADS_PER_CPU: usize = 2;
+const URING_DEPTH: usize = 1;
 
 #[derive(Default, Debug, Eq, PartialEq, Clone, Copy)]
 /// How requests should be filtered based on the calling UID.
@@ -300,13 +309,13 @@ impl<FS: Filesystem> Session<FS> {
 
         let mut threads = Vec::with_capacity(n_threads);
 
-        // FUSE over io_uring: one thread per possible CPU, pinned to it,
-        // serving that CPU's queue (the /dev/fuse threads above still take
+        // FUSE over io_uring: `URING_THREADS_PER_CPU` threads per possible
+        // CPU, pinned to it, serving that CPU's queue (the /dev/fuse threads above still take
         // forgets, interrupts and whatever comes before the queues are ready).
         if let Some(payload) = uring_payload {
             use std::os::fd::AsRawFd;
-            for qid in 0..crate::uring::possible_cpus() {
-                let thread_name = format!("fuser-uring-{qid}");
+            for (qid, k) in (0..crate::uring::possible_cpus()).flat_map(|q| (0..URING_THREADS_PER_CPU).map(move |k| (q, k))) {
+                let thread_name = format!("fuser-uring-{qid}-{k}");
                 let (filesystem, base) = (filesystem.clone(), base.clone());
                 threads.push(thread::Builder::new().name(thread_name.clone()).spawn(move || {
                     crate::uring::pin(qid);
