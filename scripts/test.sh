@@ -28,7 +28,7 @@ suite "enospc" bash tests/scripts/enospc.sh
 suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (kernel checks: default_permissions)" env MOUNT_OPTS=allow_other,default_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
-suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx" bash tests/scripts/uring.sh
+suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx, SIGKILL" bash tests/scripts/uring.sh
 suite "tree" bash tests/scripts/tree.sh
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi

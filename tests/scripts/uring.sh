@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # FUSE over io_uring (-o uring): the mount must actually serve requests from
 # its per-CPU queue threads (not fall back to /dev/fuse), then pass
-# pjdfstest and a shorter fsx run like the default transport. Sets the fuse
-# module's enable_uring parameter (off by default in Linux); mounts that do
-# not ask for io_uring are unaffected by it.
+# pjdfstest, a shorter fsx run and the SIGKILL test like the default
+# transport. Sets the fuse module's enable_uring parameter (off by default
+# in Linux); mounts that do not ask for io_uring are unaffected by it.
 source "$(dirname "$0")/lib.sh"
 P=/sys/module/fuse/parameters/enable_uring
 if [ ! -e $P ]; then echo "skipped: this kernel's fuse has no enable_uring (Linux 6.14+)"; exit 0; fi
@@ -23,3 +23,6 @@ echo "io_uring queue threads: $queues, woken $woke times for about 800 requests"
 unmount_check uring >/dev/null
 MOUNT_OPTS=allow_other,uring bash "$(dirname "$0")/pjdfstest.sh"
 MOUNT_OPTS=allow_other,uring FSX_OPS=30000 bash "$(dirname "$0")/fsx.sh"
+# SIGKILL of the daemon mid-workload on an io_uring mount: recovery is a
+# prefix with every fsync'ed file (the same test as on /dev/fuse).
+SHOAL_TEST_MOUNT_OPTS=uring cargo test --release -q -p shoal --test kill 2>&1 | grep -E "test result|panicked|FAILED"

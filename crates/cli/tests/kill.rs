@@ -23,8 +23,15 @@ fn can_mount() -> bool {
     Path::new("/dev/fuse").exists() && unsafe { libc::geteuid() } == 0
 }
 
+/// `SHOAL_TEST_MOUNT_OPTS`: extra mount options (tests/scripts/uring.sh
+/// runs this test again with `uring`).
 fn mount(store: &Path, mnt: &Path) {
-    let out = shoal().arg("mount").arg("-d").arg(store).arg(mnt).output().unwrap();
+    let mut cmd = shoal();
+    cmd.arg("mount").arg("-d").arg(store).arg(mnt);
+    if let Ok(o) = std::env::var("SHOAL_TEST_MOUNT_OPTS") {
+        cmd.arg("-o").arg(o);
+    }
+    let out = cmd.output().unwrap();
     assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
