@@ -1213,7 +1213,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     /// The hand-written index against a BTreeMap model: lookups, hash order,
-    /// ranges that cross buckets and shards, growth and shrinking.
+    /// ranges that cross homes and shards, growth and shrinking.
     #[test]
     fn index_matches_an_ordered_map() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -1369,7 +1369,7 @@ mod tests {
     }
 
     /// Chunked eviction with a hash cursor: names inserted between chunks (so
-    /// the bucket array grows under the cursor) are not skipped wrongly or
+    /// the table grows under the cursor) are not skipped wrongly or
     /// lost, dirty names stay, and every evicted name's miss stops being definite.
     #[test]
     fn chunked_eviction_survives_growth_between_chunks() {
@@ -1432,7 +1432,8 @@ mod size_guard {
         assert!(std::mem::size_of::<super::Dent>() <= 32, "Dent is {} bytes", std::mem::size_of::<super::Dent>());
         assert_eq!(std::mem::size_of::<super::Slot>(), 64, "a cached name is one cache line");
         // A shard's lock word and its index's hot fields (through the inline
-        // bucket header) sit in the shard's first cache line.
+        // tags of a small shard and the slot array's pointer) sit in the
+        // shard's first cache line.
         let lock = std::mem::size_of::<crate::sync::RwLock<()>>();
         let hot = std::mem::offset_of!(super::Index, slots) + std::mem::size_of::<Box<[Option<super::Slot>]>>();
         assert_eq!(std::mem::size_of::<Option<super::Slot>>(), 64, "an empty position costs no more than a slot");
