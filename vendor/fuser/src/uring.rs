@@ -178,33 +178,50 @@ impl Queue {
     /// request this queue handed out. Returns false if `unique` is not one
     /// of this queue's requests (the caller then writes to /dev/fuse).
     pub(crate) fn reply(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<bool> {
-        let flat: Vec<u8>;
-        let msg: &[u8] = if bufs.len() == 1 {
-            &bufs[0]
-        } else {
-            flat = bufs.iter().flat_map(|b| b.iter().copied()).collect();
-            &flat
-        };
-        if msg.len() < 16 {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total < 16 {
             return Ok(false);
         }
-        let unique = u64::from_le_bytes(msg[8..16].try_into().unwrap());
+        let mut head = [0u8; 16];
+        gather(bufs, 0, &mut head);
+        let unique = u64::from_le_bytes(head[8..16].try_into().unwrap());
         let mut g = self.inner.lock().unwrap();
         let Some(i) = g.ents.iter().position(|e| e.unique == unique && unique != 0) else { return Ok(false) };
         let qid = self.qid;
         let e = &mut g.ents[i];
-        let body = &msg[16..];
-        if body.len() > e.payload.len() {
+        let body = total - 16;
+        if body > e.payload.len() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        e.header[..16].copy_from_slice(&msg[..16]);
-        e.payload[..body.len()].copy_from_slice(body);
-        e.header[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        // Straight from fuser's slices into the entry (a READ reply is up to
+        // a megabyte: no intermediate copy).
+        e.header[..16].copy_from_slice(&head);
+        gather(bufs, 16, &mut e.payload[..body]);
+        e.header[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(body as u32).to_le_bytes());
         let sqe = command(CMD_COMMIT_AND_FETCH, qid, e, i);
         (e.commit_id, e.unique) = (0, 0);
         // SAFETY: as in `new`.
         unsafe { g.ring.submission().push(&sqe).map_err(io::Error::other)? };
         Ok(true)
+    }
+}
+
+/// Copy the bytes of `bufs` (taken as one message) from offset `skip` on
+/// into `dst`, as many as `dst` holds.
+fn gather(bufs: &[io::IoSlice<'_>], mut skip: usize, dst: &mut [u8]) {
+    let mut at = 0;
+    for b in bufs {
+        if at == dst.len() {
+            return;
+        }
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let n = (b.len() - skip).min(dst.len() - at);
+        dst[at..at + n].copy_from_slice(&b[skip..skip + n]);
+        at += n;
+        skip = 0;
     }
 }
 
