@@ -575,20 +575,6 @@ impl Index {
         self.slots[lo..].iter().flatten().take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
     }
 
-    /// Keep the entries `keep` says yes to; shrink the table when it has
-    /// become sparse. The removed entries are returned, for the caller to
-    /// drop after releasing the shard lock.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
-        let mut gone = Vec::new();
-        for q in (0..self.slots.len()).rev() {
-            if self.slots[q].as_ref().is_some_and(|s| !keep(s)) {
-                gone.push(self.remove_at(q));
-            }
-        }
-        self.shrink();
-        gone
-    }
-
     /// The table's invariants (tests): entries sorted by hash, each at or
     /// after its home with no empty position in between, tags exact, `len` right.
     #[cfg(test)]
@@ -708,21 +694,12 @@ impl Dir {
         }
     }
 
-    /// Indexed lookup in one shard: the entry, and whether a miss is definite.
-    /// The evicted set is read under the shard's lock, and eviction adds a
-    /// name's hash to it under the same write lock *before* removing the
-    /// entry, so a miss caused by eviction is never taken for a definite one.
-    pub fn resolve(&self, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
-        let (d, _, definite) = self.probe(hash, name, false);
-        (d, definite)
-    }
-
-    /// `resolve`, and the entry's inode when the entry holds it (a clone of
-    /// the pinned pointer: no inode-table probe).
-    pub fn resolve_node(&self, hash: u64, name: &[u8]) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
-        self.probe(hash, name, true)
-    }
-
+    /// Indexed lookup in one shard: the entry, whether a miss is definite,
+    /// and with `want_inode` the entry's pinned inode (a clone of the
+    /// pointer: no inode-table probe). The evicted set is read under the
+    /// shard's lock, and eviction adds a name's hash to it under the same
+    /// write lock *before* removing the entry, so a miss caused by eviction
+    /// is never taken for a definite one.
     #[inline]
     pub fn probe(&self, hash: u64, name: &[u8], want_inode: bool) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
         let s = self.shards[dir_shard(hash)].read();
@@ -751,7 +728,7 @@ impl Dir {
         }
     }
 
-    /// The linear-scan counterpart of `resolve` (the seed-001 "before" switch).
+    /// The linear-scan counterpart of `probe` (the seed-001 "before" switch).
     pub fn resolve_linear(&self, name: &[u8]) -> (Option<Dent>, bool) {
         let d = self.get_linear(name);
         (d, self.listing_complete())
@@ -853,7 +830,7 @@ impl Dir {
     /// when they have grown to cost more memory than the store reads they
     /// save (a miss then asks the store, whose filters answer most misses
     /// without I/O). `complete` is cleared before any filter is dropped, and a
-    /// filter only changes under its shard's write lock, so `resolve` never sees a
+    /// filter only changes under its shard's write lock, so `probe` never sees a
     /// definite miss for an evicted name. Returns the hashes dropped.
     pub fn demote(&self) -> u64 {
         self.complete.store(false, Ordering::SeqCst);
@@ -916,7 +893,7 @@ impl Dir {
         }
         let next = s.slots[end..].iter().flatten().next().map(|e| e.hash);
         if self.complete.load(Ordering::SeqCst) {
-            // Remember the hashes before the entries go (see `resolve`).
+            // Remember the hashes before the entries go (see `probe`).
             let (mut added, bytes) = (0, s.evicted.bytes());
             for &q in &victims {
                 let h = s.slot(q).hash;
@@ -1212,6 +1189,12 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// The entry and whether a miss is definite (`Dir::probe` without the inode).
+    fn resolve(d: &Dir, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
+        let (e, _, definite) = d.probe(hash, name, false);
+        (e, definite)
+    }
+
     /// The hand-written index against a BTreeMap model: lookups, hash order,
     /// ranges that cross homes and shards, growth and shrinking.
     #[test]
@@ -1233,7 +1216,7 @@ mod tests {
             }
             assert_eq!(d.cached(), model.len(), "round {round}");
             for ((h, n), ino) in model.iter().take(2000) {
-                assert_eq!(d.resolve(*h, n).0.map(|x| x.ino), Some(*ino));
+                assert_eq!(resolve(&d, *h, n).0.map(|x| x.ino), Some(*ino));
             }
             // Whole listing, in pages, equals the model in (hash, position) order.
             let all = d.range(0, u64::MAX, usize::MAX);
@@ -1265,10 +1248,10 @@ mod tests {
                 assert_eq!((ev, dirty), (model.len() - referenced, 0));
                 assert_eq!(d.evict_clean(0), (referenced, 0));
                 for (h, n) in model.keys().take(500) {
-                    let (got, definite) = d.resolve(*h, n);
+                    let (got, definite) = resolve(&d, *h, n);
                     assert!(got.is_none() && !definite);
                 }
-                assert!(d.resolve(name_hash(b"never-created"), b"never-created").1);
+                assert!(resolve(&d, name_hash(b"never-created"), b"never-created").1);
                 assert!(!d.listing_complete());
                 model.clear();
             }
@@ -1278,7 +1261,7 @@ mod tests {
         assert!(held > 0);
         assert_eq!(d.demote(), held);
         assert_eq!(d.evicted.load(Ordering::SeqCst), 0);
-        assert!(!d.resolve(name_hash(b"never-created"), b"never-created").1);
+        assert!(!resolve(&d, name_hash(b"never-created"), b"never-created").1);
         assert!(!d.listing_complete());
     }
 
@@ -1326,9 +1309,13 @@ mod tests {
         }
         // Down to a few entries: the table shrinks.
         let keep: HashSet<u64> = model.keys().map(|k| k.0).take(3).collect();
-        let gone = ix.retain(|s| keep.contains(&s.hash));
-        model.retain(|k, _| keep.contains(&k.0));
+        let gone: Vec<(u64, Vec<u8>)> = model.keys().filter(|k| !keep.contains(&k.0)).cloned().collect();
         assert!(!gone.is_empty());
+        for (h, n) in &gone {
+            assert!(ix.remove(*h, n).is_some());
+            model.remove(&(*h, n.clone()));
+        }
+        ix.shrink();
         ix.check();
         assert_eq!(ix.len(), model.len());
         assert!(ix.slots.len() <= 64, "{} positions for {} entries", ix.slots.len(), ix.len());
@@ -1412,10 +1399,10 @@ mod tests {
         }
         assert_eq!(ev_total, clean.len());
         for ((h, n), ino) in dirty.iter().chain(added.iter()) {
-            assert_eq!(d.resolve(*h, n).0.map(|x| x.ino), Some(*ino));
+            assert_eq!(resolve(&d, *h, n).0.map(|x| x.ino), Some(*ino));
         }
         for (h, n) in clean.keys() {
-            let (got, definite) = d.resolve(*h, n);
+            let (got, definite) = resolve(&d, *h, n);
             assert!(got.is_none() && !definite);
         }
         assert_eq!(d.cached(), dirty.len() + added.len());

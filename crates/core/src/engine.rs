@@ -474,11 +474,11 @@ impl Engine {
     /// Set an entry (positive or negative) in the directory cache and queue its
     /// record. `was_absent`: the caller found no entry under this name (it holds
     /// the name's lock, so that is still true). `sole`: the entry's sole flag
-    /// (the caller keeps the inode's `primary` in step).
+    /// (the caller keeps the inode's `primary` in step). `node`: the entry's
+    /// inode if the caller has it, pinned in the cached entry
+    /// (`cache::Slot::inode`); without it an entry naming the same inode
+    /// keeps its pointer.
     #[allow(clippy::too_many_arguments)]
-    /// `node`: the entry's inode if the caller has it, pinned in the cached
-    /// entry (`cache::Slot::inode`); without it an entry naming the same
-    /// inode keeps its pointer.
     fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, node: Option<&Arc<Inode>>, kind: Kind, sole: bool, was_absent: bool) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
