@@ -48,8 +48,15 @@ pub trait Fs: Sync {
     }
 }
 
+/// The engine's error as the `io::Error` a system call would give, for the
+/// kinds the workloads tell apart (a missing name, a name that exists).
 fn io_err(e: shoal_core::Error) -> io::Error {
-    io::Error::other(e.to_string())
+    let kind = match e {
+        shoal_core::Error::NotFound => io::ErrorKind::NotFound,
+        shoal_core::Error::Exists => io::ErrorKind::AlreadyExists,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e.to_string())
 }
 
 /// The engine through its library API.
@@ -192,6 +199,8 @@ pub struct Params {
     pub seed: u64,
     /// evict: the cache budget (bytes) the eviction phase drops to.
     pub evict_to: u64,
+    /// lookup, seed001: the fraction of lookups of existing names.
+    pub hits: f64,
 }
 
 /// The phases of a workload, in order; the first one is the reported rate
@@ -210,14 +219,35 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         "create" => vec!["setup", "create"],
         "mdtest-hard" => vec!["setup", "write", "stat", "read", "delete"],
         "lookup" => vec!["setup", "populate", "lookup", "create+unlink"],
+        // Seed 001's figure in one run: `lookup` in a directory of
+        // SMALL_DIR names and in one of --files names, alternated in
+        // ROUNDS so that both sizes see the same machine (this VM's speed
+        // flips by up to half between periods of seconds; two runs compared
+        // the two sizes across such flips). A phase listed again is
+        // reported once, its operations and time summed.
+        "seed001" => {
+            let mut v = vec!["setup", "populate"];
+            for _ in 0..ROUNDS {
+                v.extend(["lookup 1K", "lookup"]);
+            }
+            for _ in 0..ROUNDS {
+                v.extend(["create+unlink 1K", "create+unlink"]);
+            }
+            v
+        }
         // Reclaim under load (the scale issue): fill a large cache, then
         // look up a hot set of names while the budget drops to --cache-mb
         // and reclaim evicts everything cold; the same lookups before, with
         // the cache full, are the baseline.
         "evict" => vec!["setup", "populate", "lookup (full cache)", "lookup (evicting)"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, evict, tree)")),
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, seed001, evict, tree)")),
     })
 }
+
+/// seed001: the small directory's size (seed 001's "1K"), and the rounds
+/// each phase is split into.
+pub const SMALL_DIR: u64 = 1000;
+pub const ROUNDS: u64 = 5;
 
 /// The phase whose rate is the headline `ops_per_s`.
 pub fn headline(w: &str) -> &'static str {
@@ -227,7 +257,7 @@ pub fn headline(w: &str) -> &'static str {
         "postmark" => "transactions",
         "fsmark" | "create" | "bigdir" => "create",
         "mdtest-hard" => "write",
-        "lookup" => "lookup",
+        "lookup" | "seed001" => "lookup",
         "evict" => "lookup (evicting)",
         _ => "",
     }
@@ -236,6 +266,8 @@ pub fn headline(w: &str) -> &'static str {
 /// Per-worker state carried between phases.
 pub struct WorkerState<D> {
     dir: Option<D>,
+    /// seed001: the small directory.
+    small: Option<D>,
     pool: Vec<String>,
     next: u64,
     rng: SmallRng,
@@ -250,7 +282,7 @@ impl<D> WorkerState<D> {
         // Random bytes: file data that compresses no better than real data does.
         let mut data = vec![0u8; 1 << 16];
         rng.fill(&mut data[..]);
-        WorkerState { dir: None, pool: vec![], next: 0, rng, data, lat: vec![] }
+        WorkerState { dir: None, small: None, pool: vec![], next: 0, rng, data, lat: vec![] }
     }
 }
 
@@ -278,6 +310,9 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             let per_worker = matches!(p.workload.as_str(), "postmark") || !p.shared_dir;
             let d = if per_worker { fs.mkdir(&top, &format!("w{id}"))? } else { fs.mkdir(&top, "shared")? };
             st.dir = Some(d);
+            if p.workload == "seed001" {
+                st.small = Some(fs.mkdir(&top, &format!("small{id}"))?);
+            }
         }
         ("crunl", _) => {
             let d = st.dir.clone().unwrap();
@@ -434,24 +469,46 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.read(&d, &format!("f{id}.{i}"))?);
             }
         }
-        ("lookup", "lookup") => {
-            // Random lookups of existing names, then of missing ones (half each).
-            let d = st.dir.clone().unwrap();
-            for _ in 0..p.iters {
-                let i = st.rng.gen_range(0..p.files.max(1));
-                if st.rng.gen_bool(0.5) {
+        ("seed001", "populate") => {
+            // As `lookup` populates, then the small directory.
+            let (d, small) = (st.dir.clone().unwrap(), st.small.clone().unwrap());
+            let data = &st.data[..(p.size as usize).min(st.data.len())];
+            for i in 0..p.files {
+                timed!(fs.create(&d, &format!("f{id}.{i}"), data)?);
+            }
+            for i in 0..SMALL_DIR {
+                timed!(fs.create(&small, &format!("f{id}.{i}"), data)?);
+            }
+        }
+        ("lookup" | "seed001", "lookup" | "lookup 1K") => {
+            // Random lookups of existing names (a fraction --hits of them)
+            // and of missing ones.
+            let (d, files, iters) = match (p.workload.as_str(), phase) {
+                ("lookup", _) => (st.dir.clone().unwrap(), p.files, p.iters),
+                (_, "lookup") => (st.dir.clone().unwrap(), p.files, p.iters / ROUNDS),
+                _ => (st.small.clone().unwrap(), SMALL_DIR, p.iters / ROUNDS),
+            };
+            for _ in 0..iters {
+                let i = st.rng.gen_range(0..files.max(1));
+                if st.rng.gen_bool(p.hits) {
                     timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
                 } else {
-                    timed!({
-                        let _ = fs.stat(&d, &format!("missing{id}.{i}"));
+                    timed!(match fs.stat(&d, &format!("missing{id}.{i}")) {
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Ok(_) => return Err(io::Error::other(format!("missing{id}.{i} was found"))),
+                        Err(e) => return Err(e),
                     });
                 }
             }
         }
-        ("lookup", "create+unlink") => {
-            let d = st.dir.clone().unwrap();
+        ("lookup" | "seed001", "create+unlink" | "create+unlink 1K") => {
+            let (d, iters) = match (p.workload.as_str(), phase) {
+                ("lookup", _) => (st.dir.clone().unwrap(), p.iters),
+                (_, "create+unlink") => (st.dir.clone().unwrap(), p.iters / ROUNDS),
+                _ => (st.small.clone().unwrap(), p.iters / ROUNDS),
+            };
             let name = format!("c-{id}");
-            for _ in 0..p.iters {
+            for _ in 0..iters {
                 timed!({
                     fs.create(&d, &name, &[])?;
                     fs.unlink(&d, &name)?;
