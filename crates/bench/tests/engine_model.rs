@@ -366,3 +366,65 @@ fn sole_entries_are_deleted_unread_and_only_they() {
     let r = shoal_store::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "after repair: {:?}", r.problems);
 }
+
+/// A read of blocks that are not cached takes them from the store in one
+/// range scan, and still gives what a model file gives: cached (dirty)
+/// blocks over stored ones, zeros for holes, and zeros past a truncation for
+/// blocks whose deletion is queued but not committed.
+#[test]
+fn reads_mix_stored_cached_and_hole_blocks() {
+    use shoal_core::engine::SetAttr;
+    const B: usize = 4096;
+    let store = MemStore::new();
+    Engine::mkfs(&*store, 4).unwrap();
+    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
+    let ctx = Ctx::root();
+    let mut model = vec![0u8; 0];
+    let put = |model: &mut Vec<u8>, off: usize, data: &[u8]| {
+        if model.len() < off + data.len() {
+            model.resize(off + data.len(), 0);
+        }
+        model[off..off + data.len()].copy_from_slice(data);
+    };
+    let pattern = |seed: u8, n: usize| (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<u8>>();
+    let ino = {
+        let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
+        let ino = e.create(&ctx, ROOT_INO, b"f", 0o644).unwrap().ino;
+        // Blocks 0-2 full, 3-4 holes, 5 full, 6 partly, 7-9 holes, 10 partly.
+        for (off, data) in [(0, pattern(1, 3 * B)), (5 * B, pattern(2, B)), (6 * B, pattern(3, 100)), (10 * B, pattern(4, 50))] {
+            e.write(ino, off as u64, &data).unwrap();
+            put(&mut model, off, &data);
+        }
+        e.shutdown().unwrap();
+        ino
+    };
+    // A new engine: nothing of the file is cached.
+    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
+    let check = |e: &Engine, model: &[u8], what: &str| {
+        for (off, len) in [(0, model.len() + 10), (100, 3 * B), (4 * B + 10, 3 * B), (B - 1, 2), (6 * B, 5 * B), (9 * B, 4 * B)] {
+            let got = e.read(ino, off as u64, len as u32).unwrap();
+            let want = &model[off.min(model.len())..(off + len).min(model.len())];
+            assert!(got == want, "{what}: read({off}, {len}) differs from the model");
+        }
+    };
+    let scans = store.counters().scans;
+    check(&e, &model, "all blocks in the store");
+    assert!(store.counters().scans > scans, "the reads did not use a range scan");
+    // A cached, dirty block between stored ones wins over the store.
+    let d = pattern(5, 300);
+    e.write(ino, (B + 1000) as u64, &d).unwrap();
+    put(&mut model, B + 1000, &d);
+    check(&e, &model, "a dirty block among stored ones");
+    // Truncate into block 5, then extend by a write at block 8: blocks 6-7
+    // are holes now, though the store still holds block 6 until the commit.
+    e.setattr(&ctx, ino, &SetAttr { size: Some((5 * B + 10) as u64), ..SetAttr::default() }).unwrap();
+    model.truncate(5 * B + 10);
+    let d = pattern(6, 20);
+    e.write(ino, (8 * B) as u64, &d).unwrap();
+    put(&mut model, 8 * B, &d);
+    check(&e, &model, "after truncate and extend, before the commit");
+    e.shutdown().unwrap();
+    drop(e);
+    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    check(&e, &model, "after the commit, from the store");
+}

@@ -1549,6 +1549,22 @@ impl Engine {
         }
         let end = fsize.min(off + size as u64);
         let mut out = vec![0u8; (end - off) as usize];
+        // A block not cached may be in the store (else it is a hole). Read
+        // through without caching: the page cache above keeps it.
+        let stored = |b: u64| !st.blocks.contains_key(&b) && !st.blocks_complete && b < st.holes_from && !self.store.is_null();
+        let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
+        let wanted: Vec<u64> = (first..=last).filter(|&b| stored(b)).collect();
+        // Two or more: one range scan from the first to the last, instead of
+        // a point read each (a 128 KiB READ was 32 point reads, each with its
+        // own filter probes and index seek; docs/BENCHMARKS.md, run 10).
+        // Found blocks come back in block order; the cursor walks them.
+        let scanned = match (wanted.first(), wanted.last()) {
+            (Some(&a), Some(&z)) if a != z => {
+                Some(self.store.scan(&schema::data_key(ino, a), &schema::data_key(ino, z + 1), (z - a + 1) as usize)?)
+            }
+            _ => None,
+        };
+        let mut cursor = 0;
         let mut pos = off;
         while pos < end {
             let b = pos / BLOCK;
@@ -1557,9 +1573,20 @@ impl Engine {
             let dst = &mut out[(pos - off) as usize..(pos - off) as usize + n];
             if let Some(blk) = st.blocks.get(&b) {
                 copy_from_block(blk, boff, dst);
-            } else if !st.blocks_complete && b < st.holes_from && !self.store.is_null() {
-                // Not cached: read through without caching (the page cache above keeps it).
-                if let Some(v) = self.store.get(&schema::data_key(ino, b))? {
+            } else if stored(b) {
+                let v = match &scanned {
+                    Some(found) => {
+                        while cursor < found.len() && schema::data_block_of(&found[cursor].0)? < b {
+                            cursor += 1;
+                        }
+                        match found.get(cursor) {
+                            Some((k, v)) if schema::data_block_of(k)? == b => Some(std::borrow::Cow::Borrowed(v.as_slice())),
+                            _ => None,
+                        }
+                    }
+                    None => self.store.get(&schema::data_key(ino, b))?.map(std::borrow::Cow::Owned),
+                };
+                if let Some(v) = v {
                     copy_from_block(schema::decode_data(&v)?, boff, dst);
                 }
             }
