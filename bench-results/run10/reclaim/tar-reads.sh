@@ -3,12 +3,12 @@
 # fresh shoal mount (default options), then time `tar -cf /dev/null` over it
 # and print the daemon's operation and store-read counts for the walk alone
 # (from `shoal stats --json` before and after). Usage, as root:
-#   bash bench-results/run10/reclaim/tar-reads.sh SHOAL_BINARY [TARBALL]
+#   [OPTS=mount,options] bash bench-results/run10/reclaim/tar-reads.sh SHOAL_BINARY [TARBALL]
 set -euo pipefail
 B=$1; T=${2:-/var/tmp/shoal-bench-linux.tar}
 S=/var/tmp/shoal-tar-reads.store; M=/tmp/shoal-tar-reads.mnt
 umount $M 2>/dev/null || true; rm -rf $S; mkdir -p $M
-$B mkfs $S >/dev/null; $B mount -d $S $M -o allow_other >/dev/null
+$B mkfs $S >/dev/null; $B mount -d $S $M -o allow_other${OPTS:+,$OPTS} >/dev/null
 trap '$B umount $M >/dev/null 2>&1 || umount -l $M; rm -rf $S' EXIT
 mkdir $M/a; tar -xf $T -C $M/a
 $B stats $M --json > $S.0.json
