@@ -342,7 +342,6 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-/// (phases, cpu seconds, context switches, lock counts, extra facts for the JSON row).
 /// A phase listed more than once (seed001's alternated rounds) becomes one
 /// result: operations, time, latencies and store reads summed, in the
 /// order of first appearance.
@@ -362,6 +361,7 @@ fn merge_repeats(phases: Vec<PhaseResult>) -> Vec<PhaseResult> {
     out
 }
 
+/// (phases, cpu seconds, context switches, lock counts, extra facts for the JSON row).
 type RunOut = (Vec<PhaseResult>, f64, u64, Value, serde_json::Map<String, Value>);
 
 fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {

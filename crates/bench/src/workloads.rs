@@ -249,6 +249,17 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
 pub const SMALL_DIR: u64 = 1000;
 pub const ROUNDS: u64 = 5;
 
+/// The directory a `lookup` or `seed001` phase works in, its number of
+/// names, and the phase's iterations: seed001 splits --iters over ROUNDS,
+/// and its phases named "... 1K" use the small directory.
+fn lookup_target<D: Clone>(p: &Params, phase: &str, st: &WorkerState<D>) -> (D, u64, u64) {
+    match (p.workload.as_str(), phase.ends_with(" 1K")) {
+        ("lookup", _) => (st.dir.clone().unwrap(), p.files, p.iters),
+        (_, false) => (st.dir.clone().unwrap(), p.files, p.iters / ROUNDS),
+        (_, true) => (st.small.clone().unwrap(), SMALL_DIR, p.iters / ROUNDS),
+    }
+}
+
 /// The phase whose rate is the headline `ops_per_s`.
 pub fn headline(w: &str) -> &'static str {
     match w {
@@ -380,12 +391,18 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.unlink(&d, &name)?);
             }
         }
-        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup" | "evict", "populate") => {
+        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup" | "evict" | "seed001", "populate") => {
             let d = st.dir.clone().unwrap();
             let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
             for i in 0..p.files {
                 let name = format!("f{id}.{i}");
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
+            }
+            // seed001: then the small directory, the same way.
+            if let Some(small) = st.small.clone() {
+                for i in 0..SMALL_DIR {
+                    timed!(fs.create(&small, &format!("f{id}.{i}"), &st.data[..size.min(st.data.len())])?);
+                }
             }
         }
         ("evict", "lookup (full cache)" | "lookup (evicting)") => {
@@ -469,25 +486,10 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.read(&d, &format!("f{id}.{i}"))?);
             }
         }
-        ("seed001", "populate") => {
-            // As `lookup` populates, then the small directory.
-            let (d, small) = (st.dir.clone().unwrap(), st.small.clone().unwrap());
-            let data = &st.data[..(p.size as usize).min(st.data.len())];
-            for i in 0..p.files {
-                timed!(fs.create(&d, &format!("f{id}.{i}"), data)?);
-            }
-            for i in 0..SMALL_DIR {
-                timed!(fs.create(&small, &format!("f{id}.{i}"), data)?);
-            }
-        }
         ("lookup" | "seed001", "lookup" | "lookup 1K") => {
             // Random lookups of existing names (a fraction --hits of them)
             // and of missing ones.
-            let (d, files, iters) = match (p.workload.as_str(), phase) {
-                ("lookup", _) => (st.dir.clone().unwrap(), p.files, p.iters),
-                (_, "lookup") => (st.dir.clone().unwrap(), p.files, p.iters / ROUNDS),
-                _ => (st.small.clone().unwrap(), SMALL_DIR, p.iters / ROUNDS),
-            };
+            let (d, files, iters) = lookup_target(p, phase, st);
             for _ in 0..iters {
                 let i = st.rng.gen_range(0..files.max(1));
                 if st.rng.gen_bool(p.hits) {
@@ -502,11 +504,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }
         ("lookup" | "seed001", "create+unlink" | "create+unlink 1K") => {
-            let (d, iters) = match (p.workload.as_str(), phase) {
-                ("lookup", _) => (st.dir.clone().unwrap(), p.iters),
-                (_, "create+unlink") => (st.dir.clone().unwrap(), p.iters / ROUNDS),
-                _ => (st.small.clone().unwrap(), p.iters / ROUNDS),
-            };
+            let (d, _, iters) = lookup_target(p, phase, st);
             let name = format!("c-{id}");
             for _ in 0..iters {
                 timed!({

@@ -1553,13 +1553,13 @@ impl Engine {
         // through without caching: the page cache above keeps it.
         let stored = |b: u64| !st.blocks.contains_key(&b) && !st.blocks_complete && b < st.holes_from && !self.store.is_null();
         let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
-        let wanted: Vec<u64> = (first..=last).filter(|&b| stored(b)).collect();
         // Two or more: one range scan from the first to the last, instead of
         // a point read each (a 128 KiB READ was 32 point reads, each with its
         // own filter probes and index seek; docs/BENCHMARKS.md, run 10).
         // Found blocks come back in block order; the cursor walks them.
-        let scanned = match (wanted.first(), wanted.last()) {
-            (Some(&a), Some(&z)) if a != z => {
+        let wanted = ((first..=last).find(|&b| stored(b)), (first..=last).rev().find(|&b| stored(b)));
+        let scanned = match wanted {
+            (Some(a), Some(z)) if a != z => {
                 Some(self.store.scan(&schema::data_key(ino, a), &schema::data_key(ino, z + 1), (z - a + 1) as usize)?)
             }
             _ => None,
@@ -1576,11 +1576,11 @@ impl Engine {
             } else if stored(b) {
                 let v = match &scanned {
                     Some(found) => {
-                        while cursor < found.len() && schema::data_block_of(&found[cursor].0)? < b {
+                        while cursor < found.len() && schema::parse_data_key(&found[cursor].0)?.1 < b {
                             cursor += 1;
                         }
                         match found.get(cursor) {
-                            Some((k, v)) if schema::data_block_of(k)? == b => Some(std::borrow::Cow::Borrowed(v.as_slice())),
+                            Some((k, v)) if schema::parse_data_key(k)?.1 == b => Some(std::borrow::Cow::Borrowed(v.as_slice())),
                             _ => None,
                         }
                     }
@@ -2044,17 +2044,22 @@ impl Engine {
         }
     }
 
-    /// Drop the cached data blocks of a clean file (not an inline one) if
-    /// its lock is free. The caller holds `reclaim` exclusively.
-    fn drop_clean_blocks(&self, i: &Inode, durable: u64) {
-        if let Some(mut st) = i.st.try_lock() {
-            if st.dirty_epoch <= durable && st.attr.kind == Kind::File && st.attr.size > INLINE_MAX && !st.blocks.is_empty() {
-                let freed: usize = st.blocks.values().map(|b| b.len()).sum();
-                st.blocks.clear();
-                st.blocks_complete = false;
-                // Clean: every queued delete is in the store now.
-                st.holes_from = u64::MAX;
-                self.cached_data.add(-(freed as i64));
+    /// Drop the cached data blocks of the clean files (not inline ones)
+    /// among `inodes` whose lock is free, holding `reclaim` exclusively for
+    /// one `RECLAIM_CHUNK` at a time.
+    fn drop_clean_data(&self, inodes: &[Arc<Inode>], durable: u64) {
+        for chunk in inodes.chunks(RECLAIM_CHUNK) {
+            let _r = self.reclaim.write();
+            for i in chunk {
+                let Some(mut st) = i.st.try_lock() else { continue };
+                if st.dirty_epoch <= durable && st.attr.kind == Kind::File && st.attr.size > INLINE_MAX && !st.blocks.is_empty() {
+                    let freed: usize = st.blocks.values().map(|b| b.len()).sum();
+                    st.blocks.clear();
+                    st.blocks_complete = false;
+                    // Clean: every queued delete is in the store now.
+                    st.holes_from = u64::MAX;
+                    self.cached_data.add(-(freed as i64));
+                }
             }
         }
     }
@@ -2087,7 +2092,7 @@ impl Engine {
         // a stat or a listing must read back one at a time. Before this, a
         // pass took entries, data and inodes together, shard by shard: after
         // untarring a kernel tree (1.3 GB of data into a 256 MiB budget),
-        // the tar walk that followed read 41K records back from the store
+        // the tar walk that followed read 42K records back from the store
         // (docs/BENCHMARKS.md, run 10). Only worth a walk when data is a
         // good part of the cache.
         if !off && self.cached_data.get().max(0) as u64 > budget / 8 {
@@ -2096,13 +2101,7 @@ impl Engine {
                     return;
                 }
                 let si = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed) % n;
-                let durable = self.committer.durable_epoch();
-                for chunk in self.inodes.shard_snapshot(si).chunks(RECLAIM_CHUNK) {
-                    let _r = self.reclaim.write();
-                    for i in chunk {
-                        self.drop_clean_blocks(i, durable);
-                    }
-                }
+                self.drop_clean_data(&self.inodes.shard_snapshot(si), self.committer.durable_epoch());
                 self.reclaim_batches.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -2140,12 +2139,7 @@ impl Engine {
                     }
                 }
             }
-            for chunk in snapshot.chunks(RECLAIM_CHUNK) {
-                let _r = self.reclaim.write();
-                for i in chunk {
-                    self.drop_clean_blocks(i, durable);
-                }
-            }
+            self.drop_clean_data(&snapshot, durable);
             // The snapshot's references would keep every inode from eviction.
             let inos: Vec<Ino> = snapshot.iter().map(|i| i.ino).collect();
             drop(snapshot);

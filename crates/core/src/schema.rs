@@ -82,14 +82,6 @@ pub fn data_key(ino: Ino, block: u64) -> Vec<u8> {
     k.extend_from_slice(&block.to_be_bytes());
     k
 }
-/// The block number of a data key (from `data_key`).
-pub fn data_block_of(key: &[u8]) -> Result<u64> {
-    if key.len() == 17 && key[0] == K_DATA {
-        Ok(u64::from_be_bytes(key[9..17].try_into().expect("8 bytes")))
-    } else {
-        Err(Error::Corrupted(format!("not a data key: {key:02x?}")))
-    }
-}
 pub fn data_range(ino: Ino, from_block: u64) -> (Vec<u8>, Vec<u8>) {
     (data_key(ino, from_block), data_key(ino + 1, 0))
 }
