@@ -282,11 +282,15 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                 pb.enable_steady_tick(Duration::from_millis(200));
                 let r = if a.mode == "engine" { run_engine(&p, &sw, &a) } else { run_path(&p, tpath) };
                 pb.finish_and_clear();
-                let (phases, cpu, cs, locks, extra) = r?;
+                let (phases, cpu, cs, locks, mut extra) = r?;
                 let phases = merge_repeats(phases);
+                for (k, v) in paired_ratios(&phases) {
+                    extra.insert(k, json!((v * 100.0).round() / 100.0));
+                }
                 let head = workloads::headline(&a.workload);
                 let hp = phases.iter().find(|x| x.name == head).unwrap();
-                let total_ops: u64 = phases.iter().filter(|x| x.name != "setup").map(|x| x.ops).sum();
+                // (seed000's `private` phases make no engine operation.)
+                let total_ops: u64 = phases.iter().filter(|x| x.name != "setup" && !x.name.starts_with("private")).map(|x| x.ops).sum();
                 let ops_per_s = hp.ops as f64 / hp.secs.max(1e-9);
                 let mut hl = hp.lat.clone();
                 let (p50, p99) = (pct(&mut hl, 0.5), pct(&mut hl, 0.99));
@@ -356,6 +360,27 @@ fn merge_repeats(phases: Vec<PhaseResult>) -> Vec<PhaseResult> {
                 o.lat.extend(r.lat);
             }
             None => out.push(r),
+        }
+    }
+    out
+}
+
+/// The figures of alternated phase pairs: seed000's speedup of all workers
+/// over worker 0 alone ("X" over "X 1w"), seed001's cost of a lookup in the
+/// big directory over one in the small one ("X 1K" rate over "X" rate).
+fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
+    let rate = |name: &str| phases.iter().find(|x| x.name == name).map(|x| x.ops as f64 / x.secs.max(1e-9));
+    let mut out = Vec::new();
+    for x in phases {
+        if let (Some(base), Some(solo)) = (x.name.strip_suffix(" 1w"), rate(&x.name)) {
+            if let Some(all) = rate(base) {
+                out.push((format!("{base} speedup"), all / solo.max(1e-9)));
+            }
+        }
+        if let (Some(base), Some(small)) = (x.name.strip_suffix(" 1K"), rate(&x.name)) {
+            if let Some(big) = rate(base) {
+                out.push((format!("{base} cost ratio"), small / big.max(1e-9)));
+            }
         }
     }
     out
@@ -647,5 +672,28 @@ mod tests {
         // Half the lookups ask for missing names: a missing name found, or
         // an existing one not found, fails the run.
         assert_eq!(got, [("setup", 0), ("populate", 3000 + workloads::SMALL_DIR), ("lookup 1K", 1000), ("lookup", 1000), ("create+unlink 1K", 1000), ("create+unlink", 1000)]);
+    }
+
+    /// seed000 alternates worker 0 alone with every worker in one engine:
+    /// a solo phase counts worker 0's iterations only, and each pair
+    /// yields its speedup.
+    #[test]
+    fn seed000_alternates_one_and_all_workers() {
+        let a = Cmd::parse_from(["bench", "seed000", "--iters", "1000"]).a;
+        let p = Params {
+            workload: a.workload.clone(), workers: 2, iters: a.iters, files: 0, transactions: 0, size: 0,
+            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits,
+        };
+        let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
+        let (phases, ..) = run_engine(&p, &sw, &a).unwrap();
+        assert_eq!(phases.len() as u64, 1 + 3 * 2 * workloads::SEED000_ROUNDS);
+        let merged = merge_repeats(phases);
+        let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
+        assert_eq!(got, [("setup", 0), ("crunl 1w", 1000), ("crunl", 2000), ("rndrename 1w", 1000), ("rndrename", 2000), ("private 1w", 1000), ("private", 2000)]);
+        let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, v)| {
+            assert!(v > 0.0 && v.is_finite(), "{k} {v}");
+            k
+        }).collect();
+        assert_eq!(names, ["crunl speedup", "rndrename speedup", "private speedup"]);
     }
 }

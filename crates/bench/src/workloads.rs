@@ -209,6 +209,20 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
     Ok(match w {
         "crunl" => vec!["setup", "create+unlink"],
         "rndrename" => vec!["setup", "create+rename+unlink"],
+        // Seed 000's figure in one run: crunl and rndrename with worker 0
+        // alone ("... 1w") and with every worker, alternated in
+        // SEED000_ROUNDS, so that both counts see the same machine. Two
+        // runs compared them across this VM's speed flips: the 1-worker
+        // rate moved by half within minutes (docs/BENCHMARKS.md, run 8).
+        // `private`, in the same rounds, is what the machine gives work
+        // that shares nothing: the most any engine could reach here.
+        "seed000" => {
+            let mut v = vec!["setup"];
+            for _ in 0..SEED000_ROUNDS {
+                v.extend(["crunl 1w", "crunl", "rndrename 1w", "rndrename", "private 1w", "private"]);
+            }
+            v
+        }
         "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
         // remove: like rm -rf, names in listing order (seed 003 timed rm -rf).
         "fsmark" => vec!["setup", "create", "remove"],
@@ -240,7 +254,7 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         // and reclaim evicts everything cold; the same lookups before, with
         // the cache full, are the baseline.
         "evict" => vec!["setup", "populate", "lookup (full cache)", "lookup (evicting)"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, postmark, fsmark, create, bigdir, mdtest-hard, lookup, seed001, evict, tree)")),
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, seed000, postmark, fsmark, create, bigdir, mdtest-hard, lookup, seed001, evict, tree)")),
     })
 }
 
@@ -248,6 +262,21 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
 /// each phase is split into.
 pub const SMALL_DIR: u64 = 1000;
 pub const ROUNDS: u64 = 5;
+/// seed000: the rounds each phase is split into (its phases are short).
+pub const SEED000_ROUNDS: u64 = 10;
+
+/// seed000: the workload a phase runs, its iterations per worker, and
+/// whether worker 0 runs it alone. Other workloads: as given.
+fn seed000_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, u64, bool) {
+    if p.workload != "seed000" || phase == "setup" {
+        return (p.workload.as_str(), p.iters, false);
+    }
+    let (w, solo) = match phase.strip_suffix(" 1w") {
+        Some(w) => (w, true),
+        None => (phase, false),
+    };
+    (w, p.iters / SEED000_ROUNDS, solo)
+}
 
 /// The directory a `lookup` or `seed001` phase works in, its number of
 /// names, and the phase's iterations: seed001 splits --iters over ROUNDS,
@@ -265,6 +294,7 @@ pub fn headline(w: &str) -> &'static str {
     match w {
         "crunl" => "create+unlink",
         "rndrename" => "create+rename+unlink",
+        "seed000" => "crunl",
         "postmark" => "transactions",
         "fsmark" | "create" | "bigdir" => "create",
         "mdtest-hard" => "write",
@@ -315,7 +345,11 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }};
     }
-    match (p.workload.as_str(), phase) {
+    let (workload, iters, solo) = seed000_phase(p, phase);
+    if solo && id != 0 {
+        return Ok(0);
+    }
+    match (workload, phase) {
         (_, "setup") => {
             let top = fs.mkdir(&root, &p.top)?;
             let per_worker = matches!(p.workload.as_str(), "postmark") || !p.shared_dir;
@@ -328,7 +362,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         ("crunl", _) => {
             let d = st.dir.clone().unwrap();
             let name = format!("f-{id}");
-            for _ in 0..p.iters {
+            for _ in 0..iters {
                 timed!({
                     fs.create(&d, &name, &[])?;
                     fs.unlink(&d, &name)?;
@@ -337,13 +371,29 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         }
         ("rndrename", _) => {
             let d = st.dir.clone().unwrap();
-            for _ in 0..p.iters {
+            for _ in 0..iters {
                 let a = format!("r{id}-{:x}", st.rng.gen::<u64>());
                 let b = format!("r{id}-{:x}", st.rng.gen::<u64>());
                 timed!({
                     fs.create(&d, &a, &[])?;
                     fs.rename(&d, &a, &b)?;
                     fs.unlink(&d, &b)?;
+                });
+            }
+        }
+        ("private", _) => {
+            // rndrename's iteration without the engine: two random names
+            // made, then entered in and removed from the worker's own
+            // table. No line is shared with another worker.
+            let mut own = std::collections::HashMap::new();
+            for _ in 0..iters {
+                let a = format!("r{id}-{:x}", st.rng.gen::<u64>());
+                let b = format!("r{id}-{:x}", st.rng.gen::<u64>());
+                timed!({
+                    own.insert(a.clone(), n);
+                    let v = own.remove(&a).ok_or_else(|| io::Error::other("lost a private name"))?;
+                    own.insert(b.clone(), v);
+                    own.remove(&b);
                 });
             }
         }
