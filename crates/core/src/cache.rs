@@ -1031,9 +1031,18 @@ impl std::hash::Hasher for InoHasher {
 /// threads' creates meet on every shard's line about every other operation
 /// (crunl at 2 workers, together with the `Inode::new` change: 1.54-1.64M ->
 /// 1.74-1.79M pairs/s, docs/BENCHMARKS.md run 8).
+///
+/// Consecutive chunks take consecutive shards rather than hashed ones:
+/// threads creating in one allocation group take its chunks in turn, so
+/// their current chunks are neighbours and sit in different shards. Hashed,
+/// two threads' chunks shared a shard one time in 64 (seed000: 70-110K
+/// waits a run, docs/BENCHMARKS.md run 11). The group number, times an odd
+/// constant, offsets each group's sequence, so the first chunks of
+/// different groups do not all start at shard 0.
 #[inline]
 fn ino_shard(ino: Ino) -> usize {
-    ((ino >> INO_CHUNK_SHIFT).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize
+    let ag = ino >> crate::schema::AG_SHIFT;
+    ((ino >> INO_CHUNK_SHIFT).wrapping_add(ag.wrapping_mul(0x9E37_79B9_7F4A_7C15 >> 40)) % INODE_SHARDS as u64) as usize
 }
 
 impl Default for InodeTable {

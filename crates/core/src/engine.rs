@@ -244,7 +244,10 @@ impl Engine {
                     None => return Err(Error::Corrupted(format!("allocation group {ag} record missing"))),
                 }
             };
-            ag_next.push(crossbeam_utils::CachePadded::new(AtomicU64::new(next)));
+            // Chunks start on a multiple of their size, so each lies in one
+            // inode-table shard (`cache::ino_shard`); the few numbers skipped
+            // here are never used (numbers only grow).
+            ag_next.push(crossbeam_utils::CachePadded::new(AtomicU64::new(next.next_multiple_of(INO_CHUNK))));
         }
         let e = Arc::new(Engine {
             names: NameLocks::new(cfg.lock_scope),
