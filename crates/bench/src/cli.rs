@@ -657,17 +657,23 @@ mod tests {
 
     /// seed001 runs both directory sizes in one engine, alternated, and
     /// reports each phase once with the rounds' operations summed.
-    #[test]
-    fn seed001_reports_each_size_once() {
-        let a = Cmd::parse_from(["bench", "seed001", "--files", "3000", "--iters", "1000"]).a;
+    /// Run `shoal bench ARGS` in engine mode with `workers` and the default
+    /// switches; the phases as run (count) and merged.
+    fn run_args(args: &[&str], workers: usize) -> (usize, Vec<PhaseResult>) {
+        let a = Cmd::parse_from(args).a;
         let p = Params {
-            workload: a.workload.clone(), workers: 1, iters: a.iters, files: a.files, transactions: 0, size: 0,
+            workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: 0, size: 0,
             shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits,
         };
         let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
         let (phases, ..) = run_engine(&p, &sw, &a).unwrap();
-        assert_eq!(phases.len() as u64, 2 + 2 * 2 * workloads::ROUNDS);
-        let merged = merge_repeats(phases);
+        (phases.len(), merge_repeats(phases))
+    }
+
+    #[test]
+    fn seed001_reports_each_size_once() {
+        let (n, merged) = run_args(&["bench", "seed001", "--files", "3000", "--iters", "1000"], 1);
+        assert_eq!(n as u64, 2 + 2 * 2 * workloads::ROUNDS);
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
         // Half the lookups ask for missing names: a missing name found, or
         // an existing one not found, fails the run.
@@ -679,15 +685,8 @@ mod tests {
     /// yields its speedup.
     #[test]
     fn seed000_alternates_one_and_all_workers() {
-        let a = Cmd::parse_from(["bench", "seed000", "--iters", "1000"]).a;
-        let p = Params {
-            workload: a.workload.clone(), workers: 2, iters: a.iters, files: 0, transactions: 0, size: 0,
-            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits,
-        };
-        let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
-        let (phases, ..) = run_engine(&p, &sw, &a).unwrap();
-        assert_eq!(phases.len() as u64, 1 + 3 * 2 * workloads::SEED000_ROUNDS);
-        let merged = merge_repeats(phases);
+        let (n, merged) = run_args(&["bench", "seed000", "--iters", "1000"], 2);
+        assert_eq!(n as u64, 1 + 3 * 2 * workloads::SEED000_ROUNDS);
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
         assert_eq!(got, [("setup", 0), ("crunl 1w", 1000), ("crunl", 2000), ("rndrename 1w", 1000), ("rndrename", 2000), ("private 1w", 1000), ("private", 2000)]);
         let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, v)| {
