@@ -1198,6 +1198,27 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
+    /// A chunk's inodes share one shard, and any 64 consecutive chunks of a
+    /// group take all 64 shards: threads taking a group's chunks in turn
+    /// hold neighbouring chunks, so they never meet on a shard.
+    #[test]
+    fn consecutive_chunks_take_consecutive_shards() {
+        for ag in [0u64, 1, 7] {
+            for start in [0u64, 1000] {
+                let base = (ag << crate::schema::AG_SHIFT) + (start << INO_CHUNK_SHIFT);
+                let shards: HashSet<usize> = (0..INODE_SHARDS as u64)
+                    .map(|c| {
+                        let first = base + (c << INO_CHUNK_SHIFT);
+                        let s = ino_shard(first);
+                        assert!((0..1 << INO_CHUNK_SHIFT).all(|i| ino_shard(first + i) == s), "chunk {c} of group {ag} spans shards");
+                        s
+                    })
+                    .collect();
+                assert_eq!(shards.len(), INODE_SHARDS, "group {ag} from chunk {start}");
+            }
+        }
+    }
+
     /// The entry and whether a miss is definite (`Dir::probe` without the inode).
     fn resolve(d: &Dir, hash: u64, name: &[u8]) -> (Option<Dent>, bool) {
         let (e, _, definite) = d.probe(hash, name, false);
