@@ -23,6 +23,9 @@ core_has_no_fuse_or_store() {
 }
 suite "core dependency rule" core_has_no_fuse_or_store
 suite "cargo test" cargo test --release --workspace
+# The fault points are compiled in only here (a build of shoal-core apart
+# from the shipped binary's).
+suite "fault points" cargo test --release -p shoal-core --features faults --test faults
 suite "cli" bash tests/scripts/cli.sh
 suite "enospc" bash tests/scripts/enospc.sh
 suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh

@@ -376,10 +376,14 @@ impl Committer {
             self.stats.keys_elided.fetch_add((before - merged.len()) as u64, Ordering::Relaxed);
             let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, (_, v, _))| (k, v)).collect();
             batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            crate::fault::point("commit.before_write")?;
             let sync = self.durability != Durability::Buffered;
-            // Everything elided: nothing to write, and earlier epochs are already in the store.
-            let wrote = if batch.is_empty() { Ok(()) } else { self.store.write(&batch, sync) };
+            // Everything elided: nothing to write, and earlier epochs are
+            // already in the store. The fault point fails the write as the
+            // store would, so it poisons like a real failure: returning
+            // early would drop the closed epoch's records, and a later
+            // epoch's commit would then report them durable.
+            let wrote = crate::fault::point("commit.before_write")
+                .and_then(|()| if batch.is_empty() { Ok(()) } else { self.store.write(&batch, sync) });
             if let Err(e) = wrote {
                 return Err(self.poison(e));
             }

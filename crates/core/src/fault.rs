@@ -1,8 +1,9 @@
 //! Named fault-injection points (XFS errortags, FoundationDB BUGGIFY). They
-//! compile to nothing unless the `faults` feature is on. Every point is listed
-//! here:
+//! compile to nothing unless the `faults` feature is on; `tests/faults.rs`
+//! arms them. Every point is listed here:
 //!
-//! - `commit.before_write`: the committer is about to write a closed epoch.
+//! - `commit.before_write`: the committer's write of a closed epoch fails
+//!   with the armed error, as if the store had refused it.
 
 use crate::error::Result;
 
