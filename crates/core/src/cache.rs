@@ -8,11 +8,10 @@
 //! - `NameLocks` slot: the right to change the entry (dir, name) hashed there.
 
 use crate::schema::name_hash;
-use crate::sync::{Arc, AtomicBool, AtomicU32, LockClass, Mutex, MutexGuard, RwLock};
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, LockClass, Mutex, MutexGuard, Ordering, RwLock};
 use crate::types::{Attr, Ino, Kind, LockScope};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const DIR_SHARDS: usize = 32;
 const DIR_SHARD_SHIFT: u32 = 63 - 5;
@@ -641,7 +640,7 @@ pub struct Dir {
     /// cache alone is whole). Raised under the shard lock before entries go.
     pub evicted: AtomicU64,
     /// The engine-wide bytes of evicted-name filters (cache accounting).
-    acct: Option<Arc<std::sync::atomic::AtomicI64>>,
+    acct: Option<Arc<AtomicI64>>,
     /// Per-thread deltas of the directory's entry count, subdirectory count and
     /// times. Creates and unlinks in one directory touch only their thread's
     /// stripe; the committer folds the stripes into the inode once per epoch.
@@ -649,7 +648,7 @@ pub struct Dir {
     pub stripes: [crossbeam_utils::CachePadded<Mutex<DirStripe>>; DIR_STRIPES],
     /// Copies of the directory's group and setgid bit (read by creates without
     /// taking the inode lock; written under it by setattr).
-    pub gid: std::sync::atomic::AtomicU32,
+    pub gid: AtomicU32,
     pub sgid: AtomicBool,
 }
 
@@ -682,14 +681,14 @@ pub fn dir_shard(hash: u64) -> usize {
 }
 
 impl Dir {
-    pub fn new(complete: bool, gid: u32, sgid: bool, acct: Option<Arc<std::sync::atomic::AtomicI64>>) -> Dir {
+    pub fn new(complete: bool, gid: u32, sgid: bool, acct: Option<Arc<AtomicI64>>) -> Dir {
         Dir {
             shards: std::array::from_fn(|_| Line(RwLock::new(LockClass::DirShard, Index::default()))),
             complete: AtomicBool::new(complete),
             evicted: AtomicU64::new(0),
             acct,
             stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
-            gid: std::sync::atomic::AtomicU32::new(gid),
+            gid: AtomicU32::new(gid),
             sgid: AtomicBool::new(sgid),
         }
     }
@@ -979,7 +978,7 @@ impl Inode {
     /// Borrowed, and cloned only for a directory: a clone is an atomic add on
     /// one engine-wide cache line, which two threads creating files bounced
     /// between their cores on every create (8% of crunl's cycles at 2 workers).
-    pub fn new(st: InodeState, dir_complete: bool, acct: Option<&Arc<std::sync::atomic::AtomicI64>>) -> Arc<Inode> {
+    pub fn new(st: InodeState, dir_complete: bool, acct: Option<&Arc<AtomicI64>>) -> Arc<Inode> {
         let kind = st.attr.kind;
         Arc::new(Inode {
             ino: st.attr.ino,

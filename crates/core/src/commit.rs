@@ -20,12 +20,10 @@
 
 use crate::error::{Error, Result};
 use crate::store::{BatchItem, Store};
-use crate::sync::{Arc, LockClass, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, LockClass, Mutex, Ordering, PlainMutex};
 use crate::types::Durability;
 use crossbeam_utils::CachePadded;
-use parking_lot::Condvar;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const GATE_SHARDS: usize = 16;
@@ -73,9 +71,9 @@ pub struct Committer {
     /// The poisoning failure was a full disk: report ENOSPC, not EIO.
     poisoned_nospace: AtomicBool,
     stop: AtomicBool,
-    kick: parking_lot::Mutex<bool>,
+    kick: PlainMutex<bool>,
     kick_cv: Condvar,
-    done: parking_lot::Mutex<()>,
+    done: PlainMutex<()>,
     done_cv: Condvar,
     store: Arc<dyn Store>,
     durability: Durability,
@@ -84,11 +82,11 @@ pub struct Committer {
     /// Records queued in the open epoch (approximate while gates are held).
     open: crate::cache::Counter,
     /// One commit at a time (the thread, or an inline commit after shutdown).
-    commit_lock: parking_lot::Mutex<()>,
+    commit_lock: PlainMutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
-    after_commit: parking_lot::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    after_commit: PlainMutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Formats marked inodes while the epoch is being closed.
-    formatter: parking_lot::Mutex<Option<Formatter>>,
+    formatter: PlainMutex<Option<Formatter>>,
 }
 
 /// A held gate shard. Records pushed here are queued in epoch `self.epoch`.
@@ -162,18 +160,18 @@ impl Committer {
             poisoned: AtomicBool::new(false),
             poisoned_nospace: AtomicBool::new(false),
             stop: AtomicBool::new(false),
-            kick: parking_lot::Mutex::new(false),
+            kick: PlainMutex::new(false),
             kick_cv: Condvar::new(),
-            done: parking_lot::Mutex::new(()),
+            done: PlainMutex::new(()),
             done_cv: Condvar::new(),
             store,
             durability,
             interval: Duration::from_millis(interval_ms.max(1)),
             stats: CommitStats::default(),
             open: Default::default(),
-            commit_lock: parking_lot::Mutex::new(()),
-            after_commit: parking_lot::Mutex::new(None),
-            formatter: parking_lot::Mutex::new(None),
+            commit_lock: PlainMutex::new(()),
+            after_commit: PlainMutex::new(None),
+            formatter: PlainMutex::new(None),
         })
     }
 

@@ -12,10 +12,9 @@ use crate::error::{Error, Result};
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
 use crate::store::Store;
-use crate::sync::{Arc, LockClass, Mutex, RwLock};
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, LockClass, Mutex, Ordering, PlainMutex, RwLock};
 use crate::types::*;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
 /// creating files does not touch a shared counter per file. The inode cache
@@ -114,7 +113,7 @@ pub struct Engine {
     /// protects: cache fills against batched eviction (fills share it).
     reclaim: RwLock<()>,
     pub committer: Arc<Committer>,
-    commit_thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    commit_thread: PlainMutex<Option<std::thread::JoinHandle<()>>>,
     /// Next free inode sequence per AG (chunks are carved from it).
     ag_next: Vec<crossbeam_utils::CachePadded<AtomicU64>>,
     spread_rr: AtomicU64,
@@ -123,7 +122,7 @@ pub struct Engine {
     /// Writers that waited in `throttle`.
     pub throttled: AtomicU64,
     /// Bytes of directories' evicted-name filters (see `cache::EvictedFilter`).
-    pub evicted_filter_bytes: Arc<std::sync::atomic::AtomicI64>,
+    pub evicted_filter_bytes: Arc<AtomicI64>,
     pub cached_data: Counter,
     reclaim_cursor: AtomicUsize,
     /// The cache budget in force: `cfg.cache_bytes`, lowered under a
@@ -258,7 +257,7 @@ impl Engine {
             rename_lock: Mutex::new(LockClass::Rename, ()),
             reclaim: RwLock::new(LockClass::Reclaim, ()),
             committer,
-            commit_thread: parking_lot::Mutex::new(None),
+            commit_thread: PlainMutex::new(None),
             ag_next,
             spread_rr: AtomicU64::new(0),
             stats: OpStats::default(),

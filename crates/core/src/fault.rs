@@ -8,7 +8,7 @@
 use crate::error::Result;
 
 #[cfg(feature = "faults")]
-static ARMED: parking_lot::Mutex<Vec<(&'static str, crate::error::Error)>> = parking_lot::const_mutex(Vec::new());
+static ARMED: crate::sync::PlainMutex<Vec<(&'static str, crate::error::Error)>> = crate::sync::const_plain_mutex(Vec::new());
 
 /// Arm a point: its next hit returns `err`.
 #[cfg(feature = "faults")]

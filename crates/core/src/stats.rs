@@ -3,7 +3,7 @@
 //! the benchmarks; nothing reads them on the operation path.
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]

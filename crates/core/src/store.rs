@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::sync::Arc;
-use parking_lot::Mutex;
+use crate::sync::PlainMutex as Mutex;
 use std::collections::BTreeMap;
 
 /// One key's new value (None = delete) in a batch.

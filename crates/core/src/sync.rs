@@ -1,18 +1,27 @@
 //! The one seam for synchronisation primitives.
 //!
-//! Every mutex, rwlock and atomic the engine uses comes from here, so a model
-//! checker (loom, shuttle) can be swapped in under a cfg flag without touching
-//! the operations. It also owns the contention counters: every lock is created
+//! Every mutex, rwlock, condition variable and atomic the engine uses comes
+//! from here, so that a model checker (loom, shuttle) could be swapped in here
+//! without touching the operations. No such build exists yet: the engine's
+//! concurrency is tested by the randomized model tests
+//! (crates/bench/tests/engine_model.rs), not exhaustively. It also owns the contention counters: every lock is created
 //! with a [`LockClass`], and `lock()` counts acquisitions, and on the slow path
 //! (the lock was taken) waits and nanoseconds waited, per class. The fast path
 //! costs a plain load and store on the calling thread's own counter block.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 pub use parking_lot::{Condvar, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
-pub use std::sync::atomic::{AtomicBool, AtomicU32};
+pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub use std::sync::Arc;
+
+/// A mutex outside the lock classes: the committer's bookkeeping (its wakeup
+/// flag and condition variables, the one-commit-at-a-time lock, the hooks set
+/// at open), the engine's commit-thread handle, the store double's state and
+/// the armed fault points. None is held across another lock of the protocol
+/// except where docs/locking.md ("Uncounted locks") says so.
+pub type PlainMutex<T> = parking_lot::Mutex<T>;
+pub use parking_lot::const_mutex as const_plain_mutex;
 
 /// Lock classes, as in seed 002's lockmeter table and XFS's lock classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
