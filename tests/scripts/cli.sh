@@ -6,6 +6,9 @@ fail() { echo "cli: $*"; exit 1; }
 for c in "" mkfs mount umount fsck bench stats; do
   "$SHOAL" $c --help >/dev/null || fail "shoal $c --help"
 done
+# The one-run seed workloads need at least one iteration per round.
+err=$("$SHOAL" bench seed000 --iters 5 2>&1) && fail "seed000 with fewer iterations than rounds ran"
+[[ $err == *"at least 10"* ]] || fail "seed000 rounds message: $err"
 S=$WORK/cli.store; M=$WORK/cli.mnt
 rm -rf "$S"; mkdir -p "$M"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succeeded"

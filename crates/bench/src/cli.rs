@@ -227,6 +227,15 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     if a.workload != "tree" {
         workloads::phases(&a.workload)?;
     }
+    // The one-run workloads split --iters over their rounds.
+    let rounds = match a.workload.as_str() {
+        "seed000" => workloads::SEED000_ROUNDS,
+        "seed001" => workloads::ROUNDS,
+        _ => 1,
+    };
+    if a.iters < rounds {
+        return Err(format!("{} splits --iters over {rounds} rounds: give at least {rounds}", a.workload));
+    }
     let mut combos = Vec::new();
     for l in &a.lock_scope {
         for d in &a.dir_index {
