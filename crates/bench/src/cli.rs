@@ -70,6 +70,11 @@ pub struct BenchArgs {
     /// name (the rest ask for missing ones).
     #[arg(long, default_value_t = 0.5)]
     pub hits: f64,
+    /// lookup, seed001: draw the lookups from each worker's first N names
+    /// only (0: from all of them), so that a big directory can be probed
+    /// with a working set as small as a small directory's.
+    #[arg(long, default_value_t = 0)]
+    pub hot: u64,
     /// Bound on the whole process's resident memory in MiB (engine mode; 0:
     /// none): the cache budget shrinks to keep the process under it.
     #[arg(long, default_value_t = 0)]
@@ -285,6 +290,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     seed: a.seed,
                     evict_to: a.evict_to_mb << 20,
                     hits: a.hits,
+                    hot: a.hot,
                 };
                 let pb = indicatif::ProgressBar::new_spinner();
                 pb.set_message(format!("{} {} w={} {}", a.workload, tname, w, sw.short()));
@@ -672,7 +678,7 @@ mod tests {
         let a = Cmd::parse_from(args).a;
         let p = Params {
             workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: 0, size: 0,
-            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits,
+            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot,
         };
         let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
         let (phases, ..) = run_engine(&p, &sw, &a).unwrap();

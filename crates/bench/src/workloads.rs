@@ -201,6 +201,8 @@ pub struct Params {
     pub evict_to: u64,
     /// lookup, seed001: the fraction of lookups of existing names.
     pub hits: f64,
+    /// lookup, seed001: lookups draw from each worker's first `hot` names (0: all).
+    pub hot: u64,
 }
 
 /// The phases of a workload, in order; the first one is the reported rate
@@ -540,6 +542,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             // Random lookups of existing names (a fraction --hits of them)
             // and of missing ones.
             let (d, files, iters) = lookup_target(p, phase, st);
+            let files = if p.hot > 0 { files.min(p.hot) } else { files };
             for _ in 0..iters {
                 let i = st.rng.gen_range(0..files.max(1));
                 if st.rng.gen_bool(p.hits) {
