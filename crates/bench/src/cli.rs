@@ -381,7 +381,7 @@ fn merge_repeats(phases: Vec<PhaseResult>) -> Vec<PhaseResult> {
 }
 
 /// The figures of alternated phase pairs: seed000's speedup of all workers
-/// over worker 0 alone ("X" over "X 1w"), seed001's cost of a lookup in the
+/// over worker 0 alone ("X" over "X 1w", and "X apart" over "X 1w"), seed001's cost of a lookup in the
 /// big directory over one in the small one ("X 1K" rate over "X" rate).
 fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
     let rate = |name: &str| phases.iter().find(|x| x.name == name).map(|x| x.ops as f64 / x.secs.max(1e-9));
@@ -390,6 +390,11 @@ fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
         if let (Some(base), Some(solo)) = (x.name.strip_suffix(" 1w"), rate(&x.name)) {
             if let Some(all) = rate(base) {
                 out.push((format!("{base} speedup"), all / solo.max(1e-9)));
+            }
+            // Worker 0 alone shares nothing either: the reference for the
+            // workers in engines of their own.
+            if let Some(all) = rate(&format!("{base} apart")) {
+                out.push((format!("{base} apart speedup"), all / solo.max(1e-9)));
             }
         }
         if let (Some(base), Some(small)) = (x.name.strip_suffix(" 1K"), rate(&x.name)) {
@@ -434,6 +439,13 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
         fjall = Some(s.clone());
         s
     };
+    // seed000's "... apart" phases: each worker in an engine of its own
+    // (memory only), so that nothing of the engine is shared.
+    let apart = workloads::phases(&p.workload)?.iter().any(|ph| ph.ends_with(" apart"));
+    if apart && sw.commit != "none" {
+        return Err(format!("{}: its engines apart are memory only: use --commit none", p.workload));
+    }
+    let own_cfg = cfg.clone();
     let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
     let phases = workloads::phases(&p.workload)?;
     let rss = RssSampler::start();
@@ -444,10 +456,21 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..p.workers)
             .map(|id| {
-                let (e, barrier, phases) = (&e, &barrier, &phases);
+                let (e, barrier, phases, own_cfg) = (&e, &barrier, &phases, &own_cfg);
                 sc.spawn(move || -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
                     let fs = EngineFs { e };
                     let mut st = WorkerState::new(p.seed, id);
+                    // The worker's own engine and state for "... apart"
+                    // phases, set up as the shared one is.
+                    let own = match apart {
+                        true => Some(Engine::open(Arc::new(NullStore), own_cfg.clone()).map_err(|e| e.to_string())?),
+                        false => None,
+                    };
+                    let own_fs = own.as_deref().map(|e| EngineFs { e });
+                    let mut own_st = WorkerState::new(p.seed, id);
+                    if let Some(ofs) = &own_fs {
+                        workloads::run_phase(ofs, p, id, "setup", &mut own_st).map_err(|e| format!("worker {id} own setup: {e}"))?;
+                    }
                     let (mut ops, mut lats) = (vec![], vec![]);
                     // A failed worker keeps meeting the barriers (doing
                     // nothing), or the others and the timer would wait for
@@ -456,7 +479,11 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     for ph in phases.iter() {
                         barrier.wait();
                         st.lat.clear();
-                        let r = if failed.is_none() { workloads::run_phase(&fs, p, id, ph, &mut st) } else { Ok(0) };
+                        let r = match (&failed, &own_fs) {
+                            (Some(_), _) => Ok(0),
+                            (None, Some(ofs)) if ph.ends_with(" apart") => workloads::run_phase(ofs, p, id, ph, &mut own_st),
+                            (None, _) => workloads::run_phase(&fs, p, id, ph, &mut st),
+                        };
                         barrier.wait();
                         match r {
                             Ok(n) => ops.push(n),
@@ -701,13 +728,13 @@ mod tests {
     #[test]
     fn seed000_alternates_one_and_all_workers() {
         let (n, merged) = run_args(&["bench", "seed000", "--iters", "1000"], 2);
-        assert_eq!(n as u64, 1 + 3 * 2 * workloads::SEED000_ROUNDS);
+        assert_eq!(n as u64, 1 + 7 * workloads::SEED000_ROUNDS);
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
-        assert_eq!(got, [("setup", 0), ("crunl 1w", 1000), ("crunl", 2000), ("rndrename 1w", 1000), ("rndrename", 2000), ("private 1w", 1000), ("private", 2000)]);
+        assert_eq!(got, [("setup", 0), ("crunl 1w", 1000), ("crunl", 2000), ("rndrename 1w", 1000), ("rndrename", 2000), ("rndrename apart", 2000), ("private 1w", 1000), ("private", 2000)]);
         let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, v)| {
             assert!(v > 0.0 && v.is_finite(), "{k} {v}");
             k
         }).collect();
-        assert_eq!(names, ["crunl speedup", "rndrename speedup", "private speedup"]);
+        assert_eq!(names, ["crunl speedup", "rndrename speedup", "rndrename apart speedup", "private speedup"]);
     }
 }

@@ -216,12 +216,15 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         // SEED000_ROUNDS, so that both counts see the same machine. Two
         // runs compared them across this VM's speed flips: the 1-worker
         // rate moved by half within minutes (docs/BENCHMARKS.md, run 8).
-        // `private`, in the same rounds, is what the machine gives work
-        // that shares nothing: the most any engine could reach here.
+        // `rndrename apart`, in the same rounds, runs each worker in a
+        // directory of its own, and in engine mode in an engine of its own:
+        // the same work with nothing of the engine shared, so its speedup
+        // is what the machine gives this work. `private` is work that
+        // shares nothing and is no engine's.
         "seed000" => {
             let mut v = vec!["setup"];
             for _ in 0..SEED000_ROUNDS {
-                v.extend(["crunl 1w", "crunl", "rndrename 1w", "rndrename", "private 1w", "private"]);
+                v.extend(["crunl 1w", "crunl", "rndrename 1w", "rndrename", "rndrename apart", "private 1w", "private"]);
             }
             v
         }
@@ -275,7 +278,7 @@ fn seed000_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, u64, bool) {
     }
     let (w, solo) = match phase.strip_suffix(" 1w") {
         Some(w) => (w, true),
-        None => (phase, false),
+        None => (phase.strip_suffix(" apart").unwrap_or(phase), false),
     };
     (w, p.iters / SEED000_ROUNDS, solo)
 }
@@ -311,6 +314,8 @@ pub struct WorkerState<D> {
     dir: Option<D>,
     /// seed001: the small directory.
     small: Option<D>,
+    /// seed000: the worker's own directory for "... apart" phases.
+    apart: Option<D>,
     pool: Vec<String>,
     next: u64,
     rng: SmallRng,
@@ -325,11 +330,25 @@ impl<D> WorkerState<D> {
         // Random bytes: file data that compresses no better than real data does.
         let mut data = vec![0u8; 1 << 16];
         rng.fill(&mut data[..]);
-        WorkerState { dir: None, small: None, pool: vec![], next: 0, rng, data, lat: vec![] }
+        WorkerState { dir: None, small: None, apart: None, pool: vec![], next: 0, rng, data, lat: vec![] }
     }
 }
 
 const LAT_SAMPLE: u64 = 16;
+
+/// The directory a phase works in: the run's, or for a seed000 "... apart"
+/// phase the worker's own (`apart<id>` beside it, made on first use; in
+/// engine mode the worker also has an engine of its own for these phases).
+fn phase_dir<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerState<F::Dir>) -> io::Result<F::Dir> {
+    if !phase.ends_with(" apart") {
+        return Ok(st.dir.clone().unwrap());
+    }
+    if st.apart.is_none() {
+        let top = fs.open_dir(&fs.root(), &p.top)?;
+        st.apart = Some(fs.mkdir(&top, &format!("apart{id}"))?);
+    }
+    Ok(st.apart.clone().unwrap())
+}
 
 /// Run phase `phase` for worker `id`; returns the number of operations done.
 pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerState<F::Dir>) -> io::Result<u64> {
@@ -372,7 +391,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }
         ("rndrename", _) => {
-            let d = st.dir.clone().unwrap();
+            let d = phase_dir(fs, p, id, phase, st)?;
             for _ in 0..iters {
                 let a = format!("r{id}-{:x}", st.rng.gen::<u64>());
                 let b = format!("r{id}-{:x}", st.rng.gen::<u64>());
