@@ -233,13 +233,14 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
         workloads::phases(&a.workload)?;
     }
     // The one-run workloads split --iters over their rounds.
-    let rounds = match a.workload.as_str() {
-        "seed000" => workloads::SEED000_ROUNDS,
-        "seed001" => workloads::ROUNDS,
-        _ => 1,
+    let (rounds, count, flag) = match a.workload.as_str() {
+        "seed000" => (workloads::SEED000_ROUNDS, a.iters, "--iters"),
+        "seed001" => (workloads::ROUNDS, a.iters, "--iters"),
+        "seed002" => (workloads::SEED002_ROUNDS, a.transactions, "--transactions"),
+        _ => (1, 1, ""),
     };
-    if a.iters < rounds {
-        return Err(format!("{} splits --iters over {rounds} rounds: give at least {rounds}", a.workload));
+    if count < rounds {
+        return Err(format!("{} splits {flag} over {rounds} rounds: give at least {rounds}", a.workload));
     }
     let mut combos = Vec::new();
     for l in &a.lock_scope {
@@ -381,7 +382,8 @@ fn merge_repeats(phases: Vec<PhaseResult>) -> Vec<PhaseResult> {
 }
 
 /// The figures of alternated phase pairs: seed000's speedup of all workers
-/// over worker 0 alone ("X" over "X 1w", and "X apart" over "X 1w"), seed001's cost of a lookup in the
+/// over worker 0 alone ("X" over "X 1w", and "X apart" over "X 1w"),
+/// seed002's fine-grained over big-lock rate ("X" over "X global"), seed001's cost of a lookup in the
 /// big directory over one in the small one ("X 1K" rate over "X" rate).
 fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
     let rate = |name: &str| phases.iter().find(|x| x.name == name).map(|x| x.ops as f64 / x.secs.max(1e-9));
@@ -395,6 +397,11 @@ fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
             // workers in engines of their own.
             if let Some(all) = rate(&format!("{base} apart")) {
                 out.push((format!("{base} apart speedup"), all / solo.max(1e-9)));
+            }
+        }
+        if let (Some(base), Some(big_lock)) = (x.name.strip_suffix(" global"), rate(&x.name)) {
+            if let Some(fine) = rate(base) {
+                out.push((format!("{base} fine/global"), fine / big_lock.max(1e-9)));
             }
         }
         if let (Some(base), Some(small)) = (x.name.strip_suffix(" 1K"), rate(&x.name)) {
@@ -440,12 +447,18 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
         s
     };
     // seed000's "... apart" phases: each worker in an engine of its own
-    // (memory only), so that nothing of the engine is shared.
-    let apart = workloads::phases(&p.workload)?.iter().any(|ph| ph.ends_with(" apart"));
-    if apart && sw.commit != "none" {
-        return Err(format!("{}: its engines apart are memory only: use --commit none", p.workload));
+    // (memory only), so that nothing of the engine is shared. seed002's
+    // "... global" phases: one more engine, shared, under the big lock.
+    let has = |suffix: &str| workloads::phases(&p.workload).map(|v| v.iter().any(|ph| ph.ends_with(suffix)));
+    let (apart, global) = (has(" apart")?, has(" global")?);
+    if (apart || global) && sw.commit != "none" {
+        return Err(format!("{}: its second engines are memory only: use --commit none", p.workload));
     }
     let own_cfg = cfg.clone();
+    let glob = match global {
+        true => Some(Engine::open(Arc::new(NullStore), Config { lock_scope: LockScope::Global, ..cfg.clone() }).map_err(|e| e.to_string())?),
+        false => None,
+    };
     let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
     let phases = workloads::phases(&p.workload)?;
     let rss = RssSampler::start();
@@ -456,7 +469,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..p.workers)
             .map(|id| {
-                let (e, barrier, phases, own_cfg) = (&e, &barrier, &phases, &own_cfg);
+                let (e, barrier, phases, own_cfg, glob) = (&e, &barrier, &phases, &own_cfg, &glob);
                 sc.spawn(move || -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
                     let fs = EngineFs { e };
                     let mut st = WorkerState::new(p.seed, id);
@@ -468,8 +481,13 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     };
                     let own_fs = own.as_deref().map(|e| EngineFs { e });
                     let mut own_st = WorkerState::new(p.seed, id);
-                    if let Some(ofs) = &own_fs {
-                        workloads::run_phase(ofs, p, id, "setup", &mut own_st).map_err(|e| format!("worker {id} own setup: {e}"))?;
+                    // The big-lock engine's state, for "... global" phases.
+                    let glob_fs = glob.as_deref().map(|e| EngineFs { e });
+                    let mut glob_st = WorkerState::new(p.seed, id);
+                    for (side, f, s) in [("own", &own_fs, &mut own_st), ("big-lock", &glob_fs, &mut glob_st)] {
+                        if let Some(f) = f {
+                            workloads::run_phase(f, p, id, "setup", s).map_err(|e| format!("worker {id} {side} engine's setup: {e}"))?;
+                        }
                     }
                     let (mut ops, mut lats) = (vec![], vec![]);
                     // A failed worker keeps meeting the barriers (doing
@@ -477,19 +495,20 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     // it forever; its first error ends the run afterwards.
                     let mut failed = None;
                     for ph in phases.iter() {
-                        barrier.wait();
-                        st.lat.clear();
-                        let r = match (&failed, &own_fs) {
-                            (Some(_), _) => Ok(0),
-                            (None, Some(ofs)) if ph.ends_with(" apart") => workloads::run_phase(ofs, p, id, ph, &mut own_st),
-                            (None, _) => workloads::run_phase(&fs, p, id, ph, &mut st),
+                        let (f, s) = match (&own_fs, &glob_fs) {
+                            (Some(o), _) if ph.ends_with(" apart") => (o, &mut own_st),
+                            (_, Some(g)) if ph.ends_with(" global") => (g, &mut glob_st),
+                            _ => (&fs, &mut st),
                         };
+                        barrier.wait();
+                        s.lat.clear();
+                        let r = if failed.is_none() { workloads::run_phase(f, p, id, ph, s) } else { Ok(0) };
                         barrier.wait();
                         match r {
                             Ok(n) => ops.push(n),
                             Err(e) => failed = Some(format!("worker {id} {ph}: {e}")),
                         }
-                        lats.push(std::mem::take(&mut st.lat));
+                        lats.push(std::mem::take(&mut s.lat));
                     }
                     match failed {
                         Some(e) => Err(e),
@@ -704,7 +723,7 @@ mod tests {
     fn run_args(args: &[&str], workers: usize) -> (usize, Vec<PhaseResult>) {
         let a = Cmd::parse_from(args).a;
         let p = Params {
-            workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: 0, size: 0,
+            workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: a.transactions, size: 0,
             shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot,
         };
         let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
@@ -736,5 +755,24 @@ mod tests {
             k
         }).collect();
         assert_eq!(names, ["crunl speedup", "rndrename speedup", "rndrename apart speedup", "private speedup"]);
+    }
+
+    /// seed002 runs each worker's postmark instance in the run's engine and
+    /// in a big-lock engine, the transactions alternated: each phase counts
+    /// both workers' transactions once, and each pair yields its ratio.
+    #[test]
+    fn seed002_alternates_fine_and_big_lock_engines() {
+        let (n, merged) = run_args(&["bench", "seed002", "--files", "200", "--transactions", "1000"], 2);
+        assert_eq!(n as u64, 1 + 2 + 2 * workloads::SEED002_ROUNDS + 2);
+        let got: Vec<(&str, u64)> = merged.iter().take(5).map(|r| (r.name.as_str(), r.ops)).collect();
+        assert_eq!(got, [("setup", 0), ("create pool", 400), ("create pool global", 400), ("transactions", 2000), ("transactions global", 2000)]);
+        let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(names, ["create pool fine/global", "transactions fine/global", "delete pool fine/global"]);
+        // Each engine's pools are deleted in full: what was created and not
+        // deleted by the transactions.
+        for sfx in ["", " global"] {
+            let ops = |name: &str| merged.iter().find(|r| r.name == format!("{name}{sfx}")).unwrap().ops;
+            assert!(ops("delete pool") > 0 && ops("delete pool") <= 400 + 2000, "delete pool{sfx}: {}", ops("delete pool"));
+        }
     }
 }

@@ -229,6 +229,20 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
             v
         }
         "postmark" => vec!["setup", "create pool", "transactions", "delete pool"],
+        // Seed 002's figure in one run: postmark's instances (one per worker,
+        // each in its own directory) in the engine with the run's lock
+        // scope and in a second engine with the big lock ("... global"),
+        // the transactions alternated in SEED002_ROUNDS so that both see
+        // the same machine (and the allocator's first-touch cost falls on
+        // the pools, not on one setting).
+        "seed002" => {
+            let mut v = vec!["setup", "create pool", "create pool global"];
+            for _ in 0..SEED002_ROUNDS {
+                v.extend(["transactions", "transactions global"]);
+            }
+            v.extend(["delete pool", "delete pool global"]);
+            v
+        }
         // remove: like rm -rf, names in listing order (seed 003 timed rm -rf).
         "fsmark" => vec!["setup", "create", "remove"],
         // A big directory (the scale issue): create, random lookups of
@@ -259,7 +273,7 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         // and reclaim evicts everything cold; the same lookups before, with
         // the cache full, are the baseline.
         "evict" => vec!["setup", "populate", "lookup (full cache)", "lookup (evicting)"],
-        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, seed000, postmark, fsmark, create, bigdir, mdtest-hard, lookup, seed001, evict, tree)")),
+        _ => return Err(format!("unknown workload '{w}' (crunl, rndrename, seed000, postmark, seed002, fsmark, create, bigdir, mdtest-hard, lookup, seed001, evict, tree)")),
     })
 }
 
@@ -270,17 +284,27 @@ pub const ROUNDS: u64 = 5;
 /// seed000: the rounds each phase is split into (its phases are short).
 pub const SEED000_ROUNDS: u64 = 10;
 
-/// seed000: the workload a phase runs, its iterations per worker, and
-/// whether worker 0 runs it alone. Other workloads: as given.
-fn seed000_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, u64, bool) {
-    if p.workload != "seed000" || phase == "setup" {
-        return (p.workload.as_str(), p.iters, false);
+/// seed002: the rounds the transactions are split into.
+pub const SEED002_ROUNDS: u64 = 10;
+
+/// What a phase runs: (workload, phase, count per worker, whether worker 0
+/// runs it alone). The one-run workloads name their phases after another
+/// workload's: seed000's "crunl 1w", "rndrename apart"; seed002's
+/// "transactions global" (postmark's transactions in the big-lock engine).
+/// The count is the loop's length: iterations, or postmark's transactions.
+fn split_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, &'a str, u64, bool) {
+    match p.workload.as_str() {
+        "seed000" if phase != "setup" => {
+            let (w, solo) = match phase.strip_suffix(" 1w") {
+                Some(w) => (w, true),
+                None => (phase.strip_suffix(" apart").unwrap_or(phase), false),
+            };
+            (w, w, p.iters / SEED000_ROUNDS, solo)
+        }
+        "seed002" => ("postmark", phase.strip_suffix(" global").unwrap_or(phase), p.transactions / SEED002_ROUNDS, false),
+        "postmark" => ("postmark", phase, p.transactions, false),
+        w => (w, phase, p.iters, false),
     }
-    let (w, solo) = match phase.strip_suffix(" 1w") {
-        Some(w) => (w, true),
-        None => (phase.strip_suffix(" apart").unwrap_or(phase), false),
-    };
-    (w, p.iters / SEED000_ROUNDS, solo)
 }
 
 /// The directory a `lookup` or `seed001` phase works in, its number of
@@ -300,7 +324,7 @@ pub fn headline(w: &str) -> &'static str {
         "crunl" => "create+unlink",
         "rndrename" => "create+rename+unlink",
         "seed000" => "crunl",
-        "postmark" => "transactions",
+        "postmark" | "seed002" => "transactions",
         "fsmark" | "create" | "bigdir" => "create",
         "mdtest-hard" => "write",
         "lookup" | "seed001" => "lookup",
@@ -366,14 +390,14 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }};
     }
-    let (workload, iters, solo) = seed000_phase(p, phase);
+    let (workload, base, iters, solo) = split_phase(p, phase);
     if solo && id != 0 {
         return Ok(0);
     }
-    match (workload, phase) {
+    match (workload, base) {
         (_, "setup") => {
             let top = fs.mkdir(&root, &p.top)?;
-            let per_worker = matches!(p.workload.as_str(), "postmark") || !p.shared_dir;
+            let per_worker = matches!(p.workload.as_str(), "postmark" | "seed002") || !p.shared_dir;
             let d = if per_worker { fs.mkdir(&top, &format!("w{id}"))? } else { fs.mkdir(&top, "shared")? };
             st.dir = Some(d);
             if p.workload == "seed001" {
@@ -431,7 +455,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         ("postmark", "transactions") => {
             // Each transaction: read or append a random file, then create or delete one.
             let d = st.dir.clone().unwrap();
-            for _ in 0..p.transactions {
+            for _ in 0..iters {
                 timed!({
                     if !st.pool.is_empty() {
                         let i = st.rng.gen_range(0..st.pool.len());
