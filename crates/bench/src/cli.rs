@@ -87,6 +87,11 @@ pub struct BenchArgs {
     pub plot: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Pin worker i to CPU i modulo the CPU count (threads in engine mode,
+    /// processes in path mode), so that the scheduler's placement of the
+    /// workers is not part of the comparison.
+    #[arg(long)]
+    pub pin: bool,
     /// Engine mode with a store: after the run, flush and compact the store
     /// and report its bytes on disk per file created (use with `create`).
     #[arg(long)]
@@ -292,6 +297,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     evict_to: a.evict_to_mb << 20,
                     hits: a.hits,
                     hot: a.hot,
+                    pin: a.pin,
                 };
                 let pb = indicatif::ProgressBar::new_spinner();
                 pb.set_message(format!("{} {} w={} {}", a.workload, tname, w, sw.short()));
@@ -481,6 +487,9 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     };
                     let own_fs = own.as_deref().map(|e| EngineFs { e });
                     let mut own_st = WorkerState::new(p.seed, id);
+                    if p.pin {
+                        pin_to_cpu(id)?;
+                    }
                     // The big-lock engine's state, for "... global" phases.
                     let glob_fs = glob.as_deref().map(|e| EngineFs { e });
                     let mut glob_st = WorkerState::new(p.seed, id);
@@ -681,10 +690,32 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
     Ok((results, cpu, cs, Value::Null, serde_json::Map::new()))
 }
 
+/// `--pin`: run the calling thread (or process) on CPU `id` modulo the CPUs
+/// this process may use.
+fn pin_to_cpu(id: usize) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; both calls get a valid pointer and size.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &allowed)).collect();
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpus[id % cpus.len()], &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!("sched_setaffinity: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
 fn worker_main(a: &BenchArgs, id: usize) -> Result<(), String> {
     let p: Params = serde_json::from_str(a.params.as_deref().ok_or("--params")?).map_err(|e| e.to_string())?;
     let fs = PathFs { root: a.root.clone().ok_or("--root")? };
     let phases = workloads::phases(&p.workload)?;
+    if p.pin {
+        pin_to_cpu(id)?;
+    }
     let mut st = WorkerState::new(p.seed, id);
     let stdin = std::io::stdin();
     let mut line = String::new();
@@ -724,7 +755,7 @@ mod tests {
         let a = Cmd::parse_from(args).a;
         let p = Params {
             workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: a.transactions, size: 0,
-            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot,
+            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot, pin: a.pin,
         };
         let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
         let (phases, ..) = run_engine(&p, &sw, &a).unwrap();

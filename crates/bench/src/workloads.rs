@@ -203,6 +203,8 @@ pub struct Params {
     pub hits: f64,
     /// lookup, seed001: lookups draw from each worker's first `hot` names (0: all).
     pub hot: u64,
+    /// Each worker runs on one CPU (`--pin`).
+    pub pin: bool,
 }
 
 /// The phases of a workload, in order; the first one is the reported rate
