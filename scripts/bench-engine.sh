@@ -10,6 +10,8 @@ echo "## seed 000's figure in one run: 1 vs 2 workers alternated, beside the mac
 $S bench seed000 --workers 2 --iters 600000 --lock-scope name,dir,global $J
 echo "## seed 001's figure in one run: a 1K vs a 1M entry directory alternated (half the lookups hit)"
 $S bench seed001 --workers 1 --files 1000000 --iters 2000000 $J
+echo "## seed 002's figure in one run: two postmark instances, per-name engine vs big-lock engine alternated, workers pinned"
+$S bench seed002 --workers 2 --pin $J
 echo "## seed 000: crunl and rndrename, one directory, lock scope name vs dir vs global"
 $S bench crunl --workers 1,2 --iters 500000 --lock-scope name,dir,global $J --plot $OUT/crunl-engine.svg
 $S bench rndrename --workers 1,2 --iters 300000 --lock-scope name,dir,global $J --plot $OUT/rndrename-engine.svg
