@@ -9,6 +9,8 @@ done
 # The one-run seed workloads need at least one iteration per round.
 err=$("$SHOAL" bench seed000 --iters 5 2>&1) && fail "seed000 with fewer iterations than rounds ran"
 [[ $err == *"at least 10"* ]] || fail "seed000 rounds message: $err"
+err=$("$SHOAL" bench seed002 --mode path --target t=/tmp 2>&1) && fail "seed002 in path mode ran"
+[[ $err == *"engine mode only"* ]] || fail "seed002 path mode message: $err"
 S=$WORK/cli.store; M=$WORK/cli.mnt
 rm -rf "$S"; mkdir -p "$M"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succeeded"

@@ -247,6 +247,9 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     if count < rounds {
         return Err(format!("{} splits {flag} over {rounds} rounds: give at least {rounds}", a.workload));
     }
+    if a.workload == "seed002" && a.mode != "engine" {
+        return Err("seed002 compares two engines in one process: it runs in engine mode only".into());
+    }
     let mut combos = Vec::new();
     for l in &a.lock_scope {
         for d in &a.dir_index {
