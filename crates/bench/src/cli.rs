@@ -794,9 +794,10 @@ mod tests {
     /// seed002 runs each worker's postmark instance in the run's engine and
     /// in a big-lock engine, the transactions alternated: each phase counts
     /// both workers' transactions once, and each pair yields its ratio.
+    /// (With `--pin`: the workers pin themselves, which must not fail.)
     #[test]
     fn seed002_alternates_fine_and_big_lock_engines() {
-        let (n, merged) = run_args(&["bench", "seed002", "--files", "200", "--transactions", "1000"], 2);
+        let (n, merged) = run_args(&["bench", "seed002", "--files", "200", "--transactions", "1000", "--pin"], 2);
         assert_eq!(n as u64, 1 + 2 + 2 * workloads::SEED002_ROUNDS + 2);
         let got: Vec<(&str, u64)> = merged.iter().take(5).map(|r| (r.name.as_str(), r.ops)).collect();
         assert_eq!(got, [("setup", 0), ("create pool", 400), ("create pool global", 400), ("transactions", 2000), ("transactions global", 2000)]);
