@@ -237,15 +237,12 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     if a.workload != "tree" {
         workloads::phases(&a.workload)?;
     }
-    // The one-run workloads split --iters over their rounds.
-    let (rounds, count, flag) = match a.workload.as_str() {
-        "seed000" => (workloads::SEED000_ROUNDS, a.iters, "--iters"),
-        "seed001" => (workloads::ROUNDS, a.iters, "--iters"),
-        "seed002" => (workloads::SEED002_ROUNDS, a.transactions, "--transactions"),
-        _ => (1, 1, ""),
-    };
-    if count < rounds {
-        return Err(format!("{} splits {flag} over {rounds} rounds: give at least {rounds}", a.workload));
+    // The one-run workloads split a count over their rounds.
+    if let Some((rounds, flag)) = workloads::rounds(&a.workload) {
+        let count = if flag == "--transactions" { a.transactions } else { a.iters };
+        if count < rounds {
+            return Err(format!("{} splits {flag} over {rounds} rounds: give at least {rounds}", a.workload));
+        }
     }
     if a.workload == "seed002" && a.mode != "engine" {
         return Err("seed002 compares two engines in one process: it runs in engine mode only".into());
@@ -458,8 +455,9 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     // seed000's "... apart" phases: each worker in an engine of its own
     // (memory only), so that nothing of the engine is shared. seed002's
     // "... global" phases: one more engine, shared, under the big lock.
-    let has = |suffix: &str| workloads::phases(&p.workload).map(|v| v.iter().any(|ph| ph.ends_with(suffix)));
-    let (apart, global) = (has(" apart")?, has(" global")?);
+    let phases = workloads::phases(&p.workload)?;
+    let has = |suffix: &str| phases.iter().any(|ph| ph.ends_with(suffix));
+    let (apart, global) = (has(" apart"), has(" global"));
     if (apart || global) && sw.commit != "none" {
         return Err(format!("{}: its second engines are memory only: use --commit none", p.workload));
     }
@@ -469,7 +467,6 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
         false => None,
     };
     let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
-    let phases = workloads::phases(&p.workload)?;
     let rss = RssSampler::start();
     let barrier = Barrier::new(p.workers + 1);
     let locks0 = lock_snapshot();
@@ -750,8 +747,6 @@ mod tests {
         a: BenchArgs,
     }
 
-    /// seed001 runs both directory sizes in one engine, alternated, and
-    /// reports each phase once with the rounds' operations summed.
     /// Run `shoal bench ARGS` in engine mode with `workers` and the default
     /// switches; the phases as run (count) and merged.
     fn run_args(args: &[&str], workers: usize) -> (usize, Vec<PhaseResult>) {
@@ -765,6 +760,8 @@ mod tests {
         (phases.len(), merge_repeats(phases))
     }
 
+    /// seed001 runs both directory sizes in one engine, alternated, and
+    /// reports each phase once with the rounds' operations summed.
     #[test]
     fn seed001_reports_each_size_once() {
         let (n, merged) = run_args(&["bench", "seed001", "--files", "3000", "--iters", "1000"], 1);

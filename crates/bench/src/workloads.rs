@@ -289,11 +289,23 @@ pub const SEED000_ROUNDS: u64 = 10;
 /// seed002: the rounds the transactions are split into.
 pub const SEED002_ROUNDS: u64 = 10;
 
+/// The one-run workloads: how many rounds they split a count into, and the
+/// option that gives the count (`split_phase` divides it).
+pub fn rounds(w: &str) -> Option<(u64, &'static str)> {
+    match w {
+        "seed000" => Some((SEED000_ROUNDS, "--iters")),
+        "seed001" => Some((ROUNDS, "--iters")),
+        "seed002" => Some((SEED002_ROUNDS, "--transactions")),
+        _ => None,
+    }
+}
+
 /// What a phase runs: (workload, phase, count per worker, whether worker 0
 /// runs it alone). The one-run workloads name their phases after another
 /// workload's: seed000's "crunl 1w", "rndrename apart"; seed002's
 /// "transactions global" (postmark's transactions in the big-lock engine).
-/// The count is the loop's length: iterations, or postmark's transactions.
+/// The count is the loop's length: iterations, or postmark's transactions,
+/// divided by the workload's `rounds`.
 fn split_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, &'a str, u64, bool) {
     match p.workload.as_str() {
         "seed000" if phase != "setup" => {
@@ -304,19 +316,18 @@ fn split_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, &'a str, u64, boo
             (w, w, p.iters / SEED000_ROUNDS, solo)
         }
         "seed002" => ("postmark", phase.strip_suffix(" global").unwrap_or(phase), p.transactions / SEED002_ROUNDS, false),
+        "seed001" => ("seed001", phase, p.iters / ROUNDS, false),
         "postmark" => ("postmark", phase, p.transactions, false),
         w => (w, phase, p.iters, false),
     }
 }
 
-/// The directory a `lookup` or `seed001` phase works in, its number of
-/// names, and the phase's iterations: seed001 splits --iters over ROUNDS,
-/// and its phases named "... 1K" use the small directory.
-fn lookup_target<D: Clone>(p: &Params, phase: &str, st: &WorkerState<D>) -> (D, u64, u64) {
-    match (p.workload.as_str(), phase.ends_with(" 1K")) {
-        ("lookup", _) => (st.dir.clone().unwrap(), p.files, p.iters),
-        (_, false) => (st.dir.clone().unwrap(), p.files, p.iters / ROUNDS),
-        (_, true) => (st.small.clone().unwrap(), SMALL_DIR, p.iters / ROUNDS),
+/// The directory a `lookup` or `seed001` phase works in and its number of
+/// names: seed001's phases named "... 1K" use the small directory.
+fn lookup_target<D: Clone>(phase: &str, p: &Params, st: &WorkerState<D>) -> (D, u64) {
+    match phase.ends_with(" 1K") {
+        false => (st.dir.clone().unwrap(), p.files),
+        true => (st.small.clone().unwrap(), SMALL_DIR),
     }
 }
 
@@ -586,7 +597,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         ("lookup" | "seed001", "lookup" | "lookup 1K") => {
             // Random lookups of existing names (a fraction --hits of them)
             // and of missing ones.
-            let (d, files, iters) = lookup_target(p, phase, st);
+            let (d, files) = lookup_target(phase, p, st);
             let files = if p.hot > 0 { files.min(p.hot) } else { files };
             for _ in 0..iters {
                 let i = st.rng.gen_range(0..files.max(1));
@@ -602,7 +613,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }
         ("lookup" | "seed001", "create+unlink" | "create+unlink 1K") => {
-            let (d, _, iters) = lookup_target(p, phase, st);
+            let (d, _) = lookup_target(phase, p, st);
             let name = format!("c-{id}");
             for _ in 0..iters {
                 timed!({
