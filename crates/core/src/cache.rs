@@ -185,19 +185,21 @@ impl Slot {
 /// The table doubles past 3/4 full. Inserting shifts the rest of a run one
 /// position right; removing shifts the displaced entries after it one left
 /// (both keep the order). A shard of at most `SMALL_MAX` entries is one run
-/// from home 0, a sorted array whose tags stay inline.
+/// from home 0, a sorted array whose tags stay inline. A shard of at most
+/// `TINY` entries keeps each slot in a box of its own (`Store`).
 ///
 /// `repr(C)`, hot fields first: with the shard's lock word they fill the
 /// shard's first cache line, and a small shard's tags sit there too
 /// (`SmallVec`), so a name in a small directory costs two lines (this one
 /// and its slot), not three.
-#[derive(Default)]
 #[repr(C)]
 pub struct Index {
     bits: u32,
     len: u32,
     tags: SmallVec<[u8; 16]>,
-    slots: Box<[Option<Slot>]>,
+    /// One slot a position (`tags.len()` of them); `is_tiny` tells which
+    /// field of the union is live.
+    store: Store,
     /// Hashes of names evicted from a complete directory: a miss on any other
     /// hash is still definite, so creating new names never reads the store
     /// (about 1.5 bytes per evicted name instead of a cached entry's ~200).
@@ -206,6 +208,49 @@ pub struct Index {
 
 /// Entries a shard holds as one sorted run (`bits == 0`) before hashing.
 const SMALL_MAX: usize = 12;
+
+/// Positions of a tiny shard: one whose slots are boxed (`Store::tiny`).
+/// Every other table has at least 4 positions, so `tags.len() == TINY`
+/// tells a tiny shard (`Index::is_tiny`).
+const TINY: usize = 2;
+
+/// Where a shard's slots live. A flat array, one 64-byte slot a position,
+/// except in a tiny shard (at most `TINY` entries, the state of most shards
+/// of a directory of a few dozen names, and of every shard of an empty one),
+/// which boxes each slot. The box comes from the inserting thread's heap
+/// (mimalloc keeps one per thread), so the line a new name is written to is
+/// one that thread already owns, where a flat array's first position is a
+/// line every thread writes. Two threads making and removing random names in
+/// one directory (rndrename) then move the shard's first line between cores
+/// and not also its slots' (docs/BENCHMARKS.md, run 12). A lookup reads one
+/// slot line either way: the pointers sit in the shard's first line, in the
+/// place of the flat array's.
+///
+/// A union, not an enum, because an enum's tag would push the slot pointer
+/// out of the shard's first cache line (`size_guard` checks the layout); the
+/// tag is the tags' length instead.
+union Store {
+    flat: std::mem::ManuallyDrop<Box<[Option<Slot>]>>,
+    tiny: std::mem::ManuallyDrop<[Option<Box<Slot>>; TINY]>,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            bits: 0,
+            len: 0,
+            tags: SmallVec::from_elem(0, TINY),
+            store: Store { tiny: std::mem::ManuallyDrop::new([None, None]) },
+            evicted: EvictedFilter::default(),
+        }
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        self.drop_store();
+    }
+}
 /// Tag displacement codes 1..=15 are a distance of 0..=13 from home plus
 /// one; 15 means 14 or more (the slot's hash then tells the home).
 const DISP_SATURATED: u8 = 15;
@@ -373,9 +418,116 @@ fn tag_of(hash: u64, bits: u32, disp: usize) -> u8 {
 }
 
 impl Index {
+    /// The slots are boxed one by one (see `Store`).
+    #[inline]
+    fn is_tiny(&self) -> bool {
+        self.tags.len() == TINY
+    }
+
+    /// The slot at position `q`, if any. The `Store` accessors below are
+    /// the only code that touches the union; each reads the field
+    /// `is_tiny` names, and every change of `tags.len()` between tiny and
+    /// flat goes through `set_store`, which swaps the field with it.
+    #[inline]
+    fn at(&self, q: usize) -> Option<&Slot> {
+        // SAFETY: `is_tiny` names the live field (see above).
+        unsafe {
+            if self.is_tiny() {
+                (*self.store.tiny)[q].as_deref()
+            } else {
+                (*self.store.flat)[q].as_ref()
+            }
+        }
+    }
+
+    #[inline]
+    fn at_mut(&mut self, q: usize) -> Option<&mut Slot> {
+        // SAFETY: as in `at`.
+        unsafe {
+            if self.is_tiny() {
+                (*self.store.tiny)[q].as_deref_mut()
+            } else {
+                (*self.store.flat)[q].as_mut()
+            }
+        }
+    }
+
+    /// Take the slot at `q` out, leaving the position empty.
+    #[inline]
+    fn take_at(&mut self, q: usize) -> Option<Slot> {
+        // SAFETY: as in `at`.
+        unsafe {
+            if self.is_tiny() {
+                (*self.store.tiny)[q].take().map(|b| *b)
+            } else {
+                (*self.store.flat)[q].take()
+            }
+        }
+    }
+
+    /// Put `s` at the empty position `q` (a tiny shard boxes it here, on
+    /// this thread's heap).
+    #[inline]
+    fn put_at(&mut self, q: usize, s: Slot) {
+        // SAFETY: as in `at`.
+        unsafe {
+            if self.is_tiny() {
+                debug_assert!((*self.store.tiny)[q].is_none());
+                (*self.store.tiny)[q] = Some(Box::new(s));
+            } else {
+                debug_assert!((*self.store.flat)[q].is_none());
+                (*self.store.flat)[q] = Some(s);
+            }
+        }
+    }
+
+    /// Move the slots at `q..e` one position right; the (empty) one at `e` comes to `q`.
+    #[inline]
+    fn shift_right(&mut self, q: usize, e: usize) {
+        // SAFETY: as in `at`.
+        unsafe {
+            if self.is_tiny() {
+                (*self.store.tiny)[q..=e].rotate_right(1);
+            } else {
+                (*self.store.flat)[q..=e].rotate_right(1);
+            }
+        }
+    }
+
+    /// Free the live field of the store (the caller replaces it, or is `drop`).
+    fn drop_store(&mut self) {
+        // SAFETY: as in `at`; the field is dropped once, and the caller writes
+        // a new store (or drops the index) before anything reads it.
+        unsafe {
+            if self.is_tiny() {
+                std::mem::ManuallyDrop::drop(&mut self.store.tiny);
+            } else {
+                std::mem::ManuallyDrop::drop(&mut self.store.flat);
+            }
+        }
+    }
+
+    /// Replace the tags and the slots together (the union's tag is the
+    /// tags' length). Every position of the old store must be empty.
+    fn set_store(&mut self, tags: SmallVec<[u8; 16]>, flat: Option<Box<[Option<Slot>]>>) {
+        debug_assert!((0..self.tags.len()).all(|q| self.at(q).is_none()));
+        self.drop_store();
+        match flat {
+            Some(f) => {
+                debug_assert!(tags.len() != TINY && tags.len() == f.len());
+                self.store = Store { flat: std::mem::ManuallyDrop::new(f) };
+            }
+            None => {
+                debug_assert!(tags.len() == TINY);
+                self.store = Store { tiny: std::mem::ManuallyDrop::new([None, None]) };
+            }
+        }
+        self.tags = tags;
+    }
+
     #[inline]
     fn slot(&self, q: usize) -> &Slot {
-        self.slots[q].as_ref().expect("a tagged position holds a slot")
+        self.at(q).expect("a tagged position holds a slot")
     }
 
     /// Walk the positions from `hash`'s home in order. The tags settle
@@ -441,13 +593,19 @@ impl Index {
     }
 
     pub fn get_slot_mut(&mut self, hash: u64, name: &[u8]) -> Option<&mut Slot> {
-        self.find(hash, name).map(|q| self.slots[q].as_mut().expect("a tagged position holds a slot"))
+        self.find(hash, name).map(|q| self.at_mut(q).expect("a tagged position holds a slot"))
     }
 
     /// Insert a name known to be absent.
     pub fn insert(&mut self, hash: u64, name: &[u8], d: Dent, inode: Option<Arc<Inode>>) {
         let homes = 1usize << self.bits;
-        let full = if self.bits == 0 { SMALL_MAX } else { homes / 4 * 3 };
+        let full = if self.is_tiny() {
+            TINY
+        } else if self.bits == 0 {
+            SMALL_MAX
+        } else {
+            homes / 4 * 3
+        };
         if self.len as usize >= full {
             self.rebuild(if self.bits == 0 { 5 } else { self.bits + 1 });
         }
@@ -459,7 +617,7 @@ impl Index {
                 self.rebuild(self.bits);
                 continue;
             };
-            self.slots[q..=e].rotate_right(1);
+            self.shift_right(q, e);
             self.tags[q..=e].rotate_right(1);
             for t in &mut self.tags[q + 1..=e] {
                 // One further from home (a saturated code stays saturated).
@@ -468,7 +626,7 @@ impl Index {
                 }
             }
             self.tags[q] = tag_of(hash, self.bits, q - home_at(hash, self.bits));
-            self.slots[q] = Some(Slot::new(hash, name, d, inode));
+            self.put_at(q, Slot::new(hash, name, d, inode));
             self.len += 1;
             return;
         }
@@ -478,7 +636,7 @@ impl Index {
     /// room as they need (at least a sixteenth of the homes, doubled until
     /// the last run fits; called with the same `bits` when a run reached the end).
     fn rebuild(&mut self, bits: u32) {
-        let entries: Vec<Slot> = std::mem::take(&mut self.slots).into_vec().into_iter().flatten().collect();
+        let entries: Vec<Slot> = (0..self.tags.len()).filter_map(|q| self.take_at(q)).collect();
         let homes = 1usize << bits;
         let mut slack = if bits == 0 {
             // One sorted run: 4, 8 or 16 positions (tags inline).
@@ -518,14 +676,13 @@ impl Index {
             next = q + 1;
         }
         self.bits = bits;
-        self.tags = tags;
-        self.slots = slots.into_boxed_slice();
+        self.set_store(tags, Some(slots.into_boxed_slice()));
     }
 
     /// Take the entry at `q` out; the displaced entries after it move one
     /// position back (towards their homes), which keeps the order.
     fn remove_at(&mut self, q: usize) -> Slot {
-        let s = self.slots[q].take().expect("a tagged position holds a slot");
+        let s = self.take_at(q).expect("a tagged position holds a slot");
         let mut j = q;
         while j + 1 < self.tags.len() {
             let t = self.tags[j + 1];
@@ -533,7 +690,8 @@ impl Index {
             if t == 0 || t >> 4 == 1 {
                 break;
             }
-            self.slots[j] = self.slots[j + 1].take();
+            let next = self.take_at(j + 1).expect("a tagged position holds a slot");
+            self.put_at(j, next);
             self.tags[j] = if t >> 4 == DISP_SATURATED {
                 let h = self.slot(j).hash;
                 tag_of(h, self.bits, j - home_at(h, self.bits))
@@ -563,25 +721,28 @@ impl Index {
 
     /// All entries in hash order.
     pub fn iter(&self) -> impl Iterator<Item = &Slot> {
-        self.slots.iter().flatten()
+        (0..self.tags.len()).filter_map(|q| self.at(q))
     }
 
     /// Entries of shard `si` with `from <= hash <= to`, in hash order. An
     /// entry before `from`'s home has a smaller hash prefix, so the walk
     /// starts there.
     pub fn range(&self, si: usize, from: u64, to: u64) -> impl Iterator<Item = &Slot> {
-        let lo = if dir_shard(from) < si { 0 } else { home_at(from, self.bits).min(self.slots.len()) };
-        self.slots[lo..].iter().flatten().take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
+        let lo = if dir_shard(from) < si { 0 } else { home_at(from, self.bits).min(self.tags.len()) };
+        (lo..self.tags.len()).filter_map(|q| self.at(q)).take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
     }
 
     /// The table's invariants (tests): entries sorted by hash, each at or
     /// after its home with no empty position in between, tags exact, `len` right.
     #[cfg(test)]
     fn check(&self) {
-        assert_eq!(self.tags.len(), self.slots.len());
+        assert!(self.is_tiny() == (self.tags.len() == TINY));
+        if self.is_tiny() {
+            assert_eq!(self.bits, 0, "a tiny shard is one run");
+        }
         let (mut n, mut prev) = (0, 0u64);
-        for q in 0..self.slots.len() {
-            match &self.slots[q] {
+        for q in 0..self.tags.len() {
+            match self.at(q) {
                 None => assert_eq!(self.tags[q], 0, "position {q}"),
                 Some(e) => {
                     let h = home_at(e.hash, self.bits);
@@ -601,7 +762,8 @@ impl Index {
     fn shrink(&mut self) {
         if self.len == 0 {
             let evicted = std::mem::take(&mut self.evicted);
-            *self = Index { evicted, ..Index::default() };
+            *self = Index::default();
+            self.evicted = evicted;
             return;
         }
         let len = self.len as usize;
@@ -864,7 +1026,7 @@ impl Dir {
         let mut guard = self.shards[si].write();
         let s: &mut Index = &mut guard;
         let from = from.max((si as u64) << DIR_SHARD_SHIFT);
-        let n = s.slots.len();
+        let n = s.tags.len();
         let start = if s.len == 0 { n } else { home_at(from, s.bits).min(n) };
         // The chunk: positions start..end, holding `max` entries from `from`
         // on and the rest of the last one's hash.
@@ -872,7 +1034,7 @@ impl Dir {
         let mut victims = Vec::new();
         let mut dirty = 0;
         while end < n {
-            if let Some(e) = &s.slots[end] {
+            if let Some(e) = s.at(end) {
                 if e.hash >= from {
                     if visited >= max && last != Some(e.hash) {
                         break;
@@ -890,7 +1052,7 @@ impl Dir {
             }
             end += 1;
         }
-        let next = s.slots[end..].iter().flatten().next().map(|e| e.hash);
+        let next = (end..n).find_map(|q| s.at(q)).map(|e| e.hash);
         if self.complete.load(Ordering::SeqCst) {
             // Remember the hashes before the entries go (see `probe`).
             let (mut added, bytes) = (0, s.evicted.bytes());
@@ -1297,6 +1459,61 @@ mod tests {
     /// The ordered table under crowded hashes: long runs (saturated
     /// distances in the tags), runs into the overflow room at the end of
     /// the shard, many equal hashes, growth and shrinking, against a model.
+    /// A shard of at most `TINY` entries boxes its slots and one of more
+    /// has a flat array; growing and shrinking across the line keeps every
+    /// entry, the order and the tags (random operations in one shard
+    /// against a model, equal hashes and long names included).
+    #[test]
+    fn tiny_shards_switch_to_flat_and_back() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut ix = Index::default();
+        assert!(ix.is_tiny());
+        let mut model: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
+        let base = 9u64 << DIR_SHARD_SHIFT;
+        let dent = |ino| Dent { ino, kind: Kind::File, sole: false, ver: 1, dirty_epoch: 0 };
+        let (mut tiny_seen, mut flat_seen) = (0, 0);
+        for i in 0..20_000u64 {
+            // Sizes wander between 0 and about 6: most steps are near the line.
+            let grow = model.is_empty() || (model.len() < 6 && rng.gen_bool(0.5));
+            if grow {
+                let h = base | if rng.gen_bool(0.2) { 77 } else { rng.gen::<u64>() % (1 << 20) };
+                let len = if rng.gen_bool(0.3) { 40 } else { 6 };
+                let name: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..=b'z')).collect();
+                if let std::collections::btree_map::Entry::Vacant(v) = model.entry((h, name.clone())) {
+                    ix.insert(h, &name, dent(i + 1), None);
+                    v.insert(i + 1);
+                }
+            } else {
+                let k = model.keys().nth(rng.gen_range(0..model.len())).cloned().expect("not empty");
+                assert_eq!(ix.remove(k.0, &k.1).map(|s| s.d().ino), model.remove(&k));
+                if model.is_empty() {
+                    ix.shrink();
+                }
+            }
+            ix.check();
+            assert_eq!(ix.len(), model.len());
+            if ix.is_tiny() {
+                tiny_seen += 1;
+                assert!(model.len() <= TINY);
+            } else {
+                flat_seen += 1;
+            }
+            let got: Vec<(u64, Vec<u8>, Ino)> = ix.iter().map(|s| (s.hash, s.name.to_vec(), s.d().ino)).collect();
+            let mut want: Vec<(u64, Vec<u8>, Ino)> = model.iter().map(|((h, n), i)| (*h, n.clone(), *i)).collect();
+            // Equal hashes keep their insertion order in the index, not name order.
+            let mut got_sorted = got.clone();
+            got_sorted.sort();
+            want.sort();
+            assert_eq!(got_sorted, want);
+            assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "hash order");
+            for ((h, n), ino) in &model {
+                assert_eq!(ix.get(*h, n).map(|d| d.ino), Some(*ino));
+            }
+            assert!(ix.get(base | 77, b"absent").is_none());
+        }
+        assert!(tiny_seen > 1000 && flat_seen > 1000, "both kinds exercised: {tiny_seen} tiny, {flat_seen} flat");
+    }
+
     #[test]
     fn index_keeps_order_under_crowded_hashes() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
@@ -1347,7 +1564,7 @@ mod tests {
         ix.shrink();
         ix.check();
         assert_eq!(ix.len(), model.len());
-        assert!(ix.slots.len() <= 64, "{} positions for {} entries", ix.slots.len(), ix.len());
+        assert!(ix.tags.len() <= 64, "{} positions for {} entries", ix.tags.len(), ix.len());
         for ((h, n), ino) in &model {
             assert_eq!(ix.get(*h, n).map(|d| d.ino), Some(*ino));
         }
@@ -1451,7 +1668,7 @@ mod size_guard {
         // tags of a small shard and the slot array's pointer) sit in the
         // shard's first cache line.
         let lock = std::mem::size_of::<crate::sync::RwLock<()>>();
-        let hot = std::mem::offset_of!(super::Index, slots) + std::mem::size_of::<Box<[Option<super::Slot>]>>();
+        let hot = std::mem::offset_of!(super::Index, store) + std::mem::size_of::<super::Store>();
         assert_eq!(std::mem::size_of::<Option<super::Slot>>(), 64, "an empty position costs no more than a slot");
         assert!(lock + hot <= 64, "lock {lock} + hot index fields {hot} bytes");
     }
