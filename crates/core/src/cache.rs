@@ -8,13 +8,13 @@
 //! - `NameLocks` slot: the right to change the entry (dir, name) hashed there.
 
 use crate::schema::name_hash;
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, LockClass, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, BitGuard, BitLocks, LockClass, Mutex, MutexGuard, OnceLock, Ordering, RwLock};
 use crate::types::{Attr, Ino, Kind, LockScope};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub const DIR_SHARDS: usize = 32;
-const DIR_SHARD_SHIFT: u32 = 63 - 5;
+pub const DIR_SHARDS: usize = 64;
+const DIR_SHARD_SHIFT: u32 = 63 - 6;
 pub const INODE_SHARDS: usize = 64;
 /// Inode numbers are handed to threads in chunks of `1 << INO_CHUNK_SHIFT`.
 pub const INO_CHUNK_SHIFT: u32 = 6;
@@ -200,10 +200,6 @@ pub struct Index {
     /// One slot a position (`tags.len()` of them); `is_tiny` tells which
     /// field of the union is live.
     store: Store,
-    /// Hashes of names evicted from a complete directory: a miss on any other
-    /// hash is still definite, so creating new names never reads the store
-    /// (about 1.5 bytes per evicted name instead of a cached entry's ~200).
-    pub evicted: EvictedFilter,
 }
 
 /// Entries a shard holds as one sorted run (`bits == 0`) before hashing.
@@ -241,7 +237,6 @@ impl Default for Index {
             len: 0,
             tags: SmallVec::from_elem(0, TINY),
             store: Store { tiny: std::mem::ManuallyDrop::new([None, None]) },
-            evicted: EvictedFilter::default(),
         }
     }
 }
@@ -761,9 +756,7 @@ impl Index {
     /// 1/8 full halves until it is at least 3/8 full (or small again).
     fn shrink(&mut self) {
         if self.len == 0 {
-            let evicted = std::mem::take(&mut self.evicted);
             *self = Index::default();
-            self.evicted = evicted;
             return;
         }
         let len = self.len as usize;
@@ -778,8 +771,10 @@ impl Index {
 }
 
 /// One cache line per directory shard: unlike `CachePadded` (128 bytes on
-/// x86-64, for the adjacent-line prefetcher) this keeps a directory at 2 KiB
-/// while giving it 32 shards, which halves shard collisions.
+/// x86-64, for the adjacent-line prefetcher) this keeps a directory's 64
+/// shards in 4 KiB. The shard's lock word, its name locks and its index's
+/// hot fields fill the line exactly (`size_guard`); the evicted-name
+/// filters live apart (`Dir::filters`).
 #[repr(align(64))]
 pub struct Line<T>(T);
 
@@ -790,9 +785,13 @@ impl<T> std::ops::Deref for Line<T> {
     }
 }
 
+/// A directory shard's lock, with the shard's name locks in its line
+/// (`RwLock::side`: the bytes between the lock's class and its lock word).
+type ShardLock = RwLock<Index, BitLocks>;
+
 pub struct Dir {
     /// Padded: two threads working on different shards must not share a cache line.
-    shards: [Line<RwLock<Index>>; DIR_SHARDS],
+    shards: [Line<ShardLock>; DIR_SHARDS],
     /// Every live entry of the directory is in the shards, except names whose
     /// hashes are in a shard's `evicted` set: a miss on any other hash is a
     /// definite "absent" without a store read. False for a directory loaded
@@ -801,6 +800,14 @@ pub struct Dir {
     /// How many hashes the shards' `evicted` filters hold (0: listing from the
     /// cache alone is whole). Raised under the shard lock before entries go.
     pub evicted: AtomicU64,
+    /// Hashes of names evicted from a complete directory, one filter per
+    /// shard: a miss on any other hash is still definite, so creating new
+    /// names never reads the store (about 1.5 bytes per evicted name instead
+    /// of a cached entry's ~200). Made at the first eviction (most
+    /// directories never have one), outside the shards so that a shard is one
+    /// cache line. A shard's filter is read and changed only under the
+    /// shard's lock, taken first (the filter's lock is a leaf).
+    filters: OnceLock<Box<[RwLock<EvictedFilter>]>>,
     /// The engine-wide bytes of evicted-name filters (cache accounting).
     acct: Option<Arc<AtomicI64>>,
     /// Per-thread deltas of the directory's entry count, subdirectory count and
@@ -819,7 +826,7 @@ pub const DIR_STRIPES: usize = 4;
 impl Drop for Dir {
     fn drop(&mut self) {
         if let Some(a) = &self.acct {
-            let bytes: usize = self.shards.iter().map(|s| s.read().evicted.bytes()).sum();
+            let bytes: usize = self.filters.get().map_or(0, |f| f.iter().map(|f| f.read().bytes()).sum());
             a.fetch_sub(bytes as i64, Ordering::Relaxed);
         }
     }
@@ -845,14 +852,25 @@ pub fn dir_shard(hash: u64) -> usize {
 impl Dir {
     pub fn new(complete: bool, gid: u32, sgid: bool, acct: Option<Arc<AtomicI64>>) -> Dir {
         Dir {
-            shards: std::array::from_fn(|_| Line(RwLock::new(LockClass::DirShard, Index::default()))),
+            shards: std::array::from_fn(|_| Line(RwLock::with_side(LockClass::DirShard, Default::default(), Index::default()))),
             complete: AtomicBool::new(complete),
             evicted: AtomicU64::new(0),
+            filters: OnceLock::new(),
             acct,
             stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
             gid: AtomicU32::new(gid),
             sgid: AtomicBool::new(sgid),
         }
+    }
+
+    /// The per-name-scope lock of the names with this hash: one of the
+    /// `BIT_LOCKS` in the line of the shard that holds them, picked by the
+    /// hash modulo their number. A create, unlink or rename of a random
+    /// name then moves one line between cores (the shard's), not two: with
+    /// the name locks in a table of their own, rndrename at 2 workers lost
+    /// about as much to the table's lines as to the shards' (docs/BENCHMARKS.md, runs 11 and 12).
+    pub fn name_lock(&self, hash: u64) -> (&BitLocks, u32) {
+        (&self.shards[dir_shard(hash)].side, (hash % crate::sync::BIT_LOCKS as u64) as u32)
     }
 
     /// Indexed lookup in one shard: the entry, whether a miss is definite,
@@ -872,8 +890,18 @@ impl Dir {
         let inode = if want_inode { slot.and_then(|sl| sl.inode.clone()) } else { None };
         // Only a miss or a negative entry asks whether the absence is definite
         // (a positive hit skips the filter probes; the flag is then unused).
-        let definite = d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !s.evicted.maybe_contains(hash);
+        let definite = d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !self.maybe_evicted(hash);
+        drop(s);
         (d, inode, definite)
+    }
+
+    /// Whether `hash` may be a name evicted from this (complete) directory.
+    /// Called under the shard's lock. No filter holds anything while the
+    /// count is 0: eviction raises it under the shard's write lock, before
+    /// the entries go.
+    #[inline]
+    fn maybe_evicted(&self, hash: u64) -> bool {
+        self.evicted.load(Ordering::SeqCst) != 0 && self.filters.get().is_some_and(|f| f[dir_shard(hash)].read().maybe_contains(hash))
     }
 
     /// Pin `inode` in the entry that names it, if the entry is still cached,
@@ -996,10 +1024,13 @@ impl Dir {
     pub fn demote(&self) -> u64 {
         self.complete.store(false, Ordering::SeqCst);
         let (mut dropped, mut bytes) = (0u64, 0usize);
-        for sh in &self.shards {
-            let set = std::mem::take(&mut sh.write().evicted);
-            dropped += set.len();
-            bytes += set.bytes();
+        if let Some(filters) = self.filters.get() {
+            for (sh, f) in self.shards.iter().zip(filters.iter()) {
+                let _s = sh.write();
+                let set = std::mem::take(&mut *f.write());
+                dropped += set.len();
+                bytes += set.bytes();
+            }
         }
         self.evicted.fetch_sub(dropped, Ordering::SeqCst);
         if let Some(a) = &self.acct {
@@ -1053,16 +1084,18 @@ impl Dir {
             end += 1;
         }
         let next = (end..n).find_map(|q| s.at(q)).map(|e| e.hash);
-        if self.complete.load(Ordering::SeqCst) {
+        if self.complete.load(Ordering::SeqCst) && !victims.is_empty() {
             // Remember the hashes before the entries go (see `probe`).
-            let (mut added, bytes) = (0, s.evicted.bytes());
+            let filters = self.filters.get_or_init(|| (0..DIR_SHARDS).map(|_| RwLock::new(LockClass::DirShard, EvictedFilter::default())).collect());
+            let mut f = filters[si].write();
+            let (mut added, bytes) = (0, f.bytes());
             for &q in &victims {
                 let h = s.slot(q).hash;
-                added += s.evicted.insert(h) as u64;
+                added += f.insert(h) as u64;
             }
             self.evicted.fetch_add(added, Ordering::SeqCst);
             if let Some(a) = &self.acct {
-                a.fetch_add((s.evicted.bytes() - bytes) as i64, Ordering::Relaxed);
+                a.fetch_add((f.bytes() - bytes) as i64, Ordering::Relaxed);
             }
         }
         // From the back: removing at q moves only entries after q.
@@ -1284,37 +1317,69 @@ pub struct NameLocks {
     scope: LockScope,
 }
 
+/// Held name locks (one or two), released on drop.
 pub struct NameGuard<'a> {
-    _a: MutexGuard<'a, ()>,
-    _b: Option<MutexGuard<'a, ()>>,
+    _a: Held<'a>,
+    _b: Option<Held<'a>>,
+}
+
+/// (Held for their `Drop` alone.)
+enum Held<'a> {
+    /// A directory shard's name lock (per-name scope).
+    Shard { _g: BitGuard<'a> },
+    /// A slot of the table (directory and global scopes).
+    Table { _g: MutexGuard<'a, ()> },
+}
+
+/// Which lock a name takes: a directory shard's, or a table slot.
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    Shard(&'a BitLocks, u32),
+    Table(usize),
+}
+
+impl Which<'_> {
+    /// The position in the one order name locks are taken in: a shard's
+    /// lock by the address of its word, then its bit; a table slot by its
+    /// index (one scope uses only one kind).
+    fn key(&self) -> usize {
+        match self {
+            Which::Shard(l, i) => ((*l as *const BitLocks as usize) << 5) | *i as usize,
+            Which::Table(i) => *i,
+        }
+    }
 }
 
 impl NameLocks {
     pub fn new(scope: LockScope) -> NameLocks {
-        NameLocks { slots: (0..NAME_SLOTS).map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ()))).collect(), scope }
+        // The per-name scope keeps its locks in the directories' shards;
+        // the table serves the other two (slot 0 is also `bkl`).
+        let n = if scope == LockScope::Name { 1 } else { NAME_SLOTS };
+        NameLocks { slots: (0..n).map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ()))).collect(), scope }
     }
-    pub fn slot(&self, dir: Ino, name: &[u8]) -> usize {
-        self.slot_of_hash(dir, name_hash(name))
-    }
-    /// The slot of a name given its hash (`schema::name_hash`): the same
-    /// slot `slot` picks for the name itself.
-    pub fn slot_of_hash(&self, dir: Ino, hash: u64) -> usize {
+    /// The lock of the names of `dir` with this hash (`schema::name_hash`).
+    fn which<'a>(&self, dir: &'a Inode, hash: u64) -> Which<'a> {
         match self.scope {
-            LockScope::Global => 0,
-            LockScope::Dir => (dir.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS,
+            LockScope::Global => Which::Table(0),
+            LockScope::Dir => Which::Table((dir.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS),
             LockScope::Name => {
-                (hash ^ dir.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xff51_afd7_ed55_8ccd) as usize
-                    >> 7
-                    & (NAME_SLOTS - 1)
+                let (l, i) = dir.dir.as_ref().expect("name locks are taken in directories").name_lock(hash);
+                Which::Shard(l, i)
             }
         }
     }
-    pub fn lock(&self, dir: Ino, name: &[u8]) -> NameGuard<'_> {
-        NameGuard { _a: self.slots[self.slot(dir, name)].lock(), _b: None }
+    fn take<'a>(&'a self, w: Which<'a>) -> Held<'a> {
+        match w {
+            Which::Shard(l, i) => Held::Shard { _g: l.lock(i, LockClass::Name) },
+            Which::Table(i) => Held::Table { _g: self.slots[i].lock() },
+        }
     }
-    /// Lock every name of `dir` with this hash (the slot of any of them).
-    pub fn lock_hash(&self, dir: Ino, hash: u64) -> NameGuard<'_> {
-        NameGuard { _a: self.slots[self.slot_of_hash(dir, hash)].lock(), _b: None }
+    pub fn lock<'a>(&'a self, dir: &'a Inode, name: &[u8]) -> NameGuard<'a> {
+        self.lock_hash(dir, name_hash(name))
+    }
+    /// Lock every name of `dir` with this hash (they share a lock).
+    pub fn lock_hash<'a>(&'a self, dir: &'a Inode, hash: u64) -> NameGuard<'a> {
+        NameGuard { _a: self.take(self.which(dir, hash)), _b: None }
     }
     /// The big lock, under the `Global` scope only: seed 002's BKL also
     /// covered the read side of the namespace (`i_op->lookup`,
@@ -1323,14 +1388,15 @@ impl NameLocks {
     /// left out: they may clear a sole flag under a name lock, which would
     /// be this same slot.)
     pub fn bkl(&self) -> Option<NameGuard<'_>> {
-        (self.scope == LockScope::Global).then(|| NameGuard { _a: self.slots[0].lock(), _b: None })
+        (self.scope == LockScope::Global).then(|| NameGuard { _a: Held::Table { _g: self.slots[0].lock() }, _b: None })
     }
-    /// Lock two names, lower slot first; one lock if they share a slot.
-    pub fn lock2(&self, d1: Ino, n1: &[u8], d2: Ino, n2: &[u8]) -> NameGuard<'_> {
-        let (a, b) = (self.slot(d1, n1), self.slot(d2, n2));
-        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        let ga = self.slots[lo].lock();
-        let gb = if hi != lo { Some(self.slots[hi].lock()) } else { None };
+    /// Lock two names in the order of `Which::key`; one lock if they share one.
+    pub fn lock2<'a>(&'a self, d1: &'a Inode, n1: &[u8], d2: &'a Inode, n2: &[u8]) -> NameGuard<'a> {
+        let (a, b) = (self.which(d1, name_hash(n1)), self.which(d2, name_hash(n2)));
+        let (lo, hi) = if a.key() <= b.key() { (a, b) } else { (b, a) };
+        let same = lo.key() == hi.key();
+        let ga = self.take(lo);
+        let gb = if same { None } else { Some(self.take(hi)) };
         NameGuard { _a: ga, _b: gb }
     }
 }
@@ -1667,8 +1733,9 @@ mod size_guard {
         // A shard's lock word and its index's hot fields (through the inline
         // tags of a small shard and the slot array's pointer) sit in the
         // shard's first cache line.
-        let lock = std::mem::size_of::<crate::sync::RwLock<()>>();
+        let lock = std::mem::size_of::<super::ShardLock>() - std::mem::size_of::<super::Index>();
         let hot = std::mem::offset_of!(super::Index, store) + std::mem::size_of::<super::Store>();
+        assert_eq!(std::mem::size_of::<super::Line<super::ShardLock>>(), 64, "a shard is one cache line");
         assert_eq!(std::mem::size_of::<Option<super::Slot>>(), 64, "an empty position costs no more than a slot");
         assert!(lock + hot <= 64, "lock {lock} + hot index fields {hot} bytes");
     }

@@ -801,7 +801,7 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
         }
-        let _n = self.names.lock(parent, name);
+        let _n = self.names.lock(&p, name);
         if self.find(&p, name)?.is_some() {
             return Err(Error::Exists);
         }
@@ -876,7 +876,7 @@ impl Engine {
         }
         check_name(name)?;
         let p = self.dir_ref(parent)?;
-        let _n = self.names.lock(parent, name);
+        let _n = self.names.lock(&p, name);
         let (ino, kind, sole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind == Kind::Dir {
             return Err(Error::IsDir);
@@ -922,7 +922,7 @@ impl Engine {
                 Err(Error::NotFound) => return self.lost_primary(c),
                 Err(e) => return Err(e),
             };
-            let _n = self.names.lock_hash(parent, h);
+            let _n = self.names.lock_hash(&p, h);
             if c.st.lock().primary != Some((parent, h)) {
                 continue; // renamed meanwhile: its rename moved the pointer
             }
@@ -1082,7 +1082,7 @@ impl Engine {
         }
         check_name(name)?;
         let p = self.dir_ref(parent)?;
-        let _n = self.names.lock(parent, name);
+        let _n = self.names.lock(&p, name);
         let (ino, kind, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         if kind != Kind::Dir {
             return Err(Error::NotDir);
@@ -1116,7 +1116,7 @@ impl Engine {
         // Before the name lock (unshare takes the old name's). A no-op for
         // directories, which are never sole.
         self.unshare(&c)?;
-        let _n = self.names.lock(newparent, newname);
+        let _n = self.names.lock(&np, newname);
         if self.find(&np, newname)?.is_some() {
             return Err(Error::Exists);
         }
@@ -1196,7 +1196,7 @@ impl Engine {
         let np = self.dir_ref(newparent)?;
         let cross = parent != newparent;
         let _r = if cross { Some(self.rename_lock.lock()) } else { None };
-        let _n = self.names.lock2(parent, name, newparent, newname);
+        let _n = self.names.lock2(&p, name, &np, newname);
         let (sino, skind, ssole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         let dst = self.find(&np, newname)?;
         let s = self.inode(sino)?;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 pub use parking_lot::{Condvar, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-pub use std::sync::Arc;
+pub use std::sync::{Arc, OnceLock};
 
 /// A mutex outside the lock classes: the committer's bookkeeping (its wakeup
 /// flag and condition variables, the one-commit-at-a-time lock, the hooks set
@@ -24,10 +24,14 @@ pub type PlainMutex<T> = parking_lot::Mutex<T>;
 pub use parking_lot::const_mutex as const_plain_mutex;
 
 /// Lock classes, as in seed 002's lockmeter table and XFS's lock classes.
+/// One byte: a lock's class is its first field, and under the per-name
+/// scope the bytes after it hold a directory shard's name locks (`RwLock::side`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
+#[repr(u8)]
 pub enum LockClass {
-    /// A slot of the name-lock table (per name, per directory or global, by switch).
+    /// A name lock: under the per-name scope one of a directory shard's
+    /// (`cache::Dir::name_lock`), else a slot of the name-lock table (per
+    /// directory or global, by switch).
     Name = 0,
     /// An inode's state mutex (attributes, data, xattrs).
     Inode,
@@ -257,17 +261,130 @@ impl<T> Mutex<T> {
     }
 }
 
+/// Up to 31 mutexes guarding no data, one bit each in one 32-bit word, the
+/// word's top bit saying that a thread may be parked on one of them. A
+/// directory shard keeps its name locks in the padding of its own lock
+/// (`RwLock::side`), so locking a name touches no cache line the operation
+/// does not touch anyway, and 31 of them per shard keep two random names
+/// from sharing a lock about as rarely as the 4096-slot table did.
+/// Counted under the class given to `lock`, like the other locks.
+///
+/// Written by hand because no crate packs mutexes into bits of a shared
+/// word. Waiting follows parking_lot's raw mutex: spin, then park on the
+/// word's address after setting the parked bit under the parking lot's
+/// bucket lock, but only if the wanted bit is still held (the check and
+/// the set are one compare-exchange). A release clears its bit, and if the
+/// parked bit was set it clears that too and wakes every thread parked on
+/// the word: a waiter for another bit finds its bit still held, sets the
+/// parked bit again and parks again. No wake-up is lost: a waiter parks only
+/// if its bit was held when it set the parked bit, and the release of that
+/// bit comes later in the word's order, so it sees the parked bit.
+#[derive(Default)]
+pub struct BitLocks(AtomicU32);
+
+/// Locks in one `BitLocks` word.
+pub const BIT_LOCKS: u32 = 31;
+const BIT_PARKED: u32 = 1 << 31;
+
+impl BitLocks {
+    #[inline]
+    fn try_bit(&self, bit: u32) -> bool {
+        // Read first: a waiter spinning on a held bit does not take the line
+        // from the holder.
+        self.0.load(Ordering::Relaxed) & bit == 0 && self.0.fetch_or(bit, Ordering::Acquire) & bit == 0
+    }
+
+    /// Lock number `i` (< `BIT_LOCKS`).
+    #[inline]
+    pub fn lock(&self, i: u32, class: LockClass) -> BitGuard<'_> {
+        debug_assert!(i < BIT_LOCKS);
+        let bit = 1 << i;
+        if self.0.fetch_or(bit, Ordering::Acquire) & bit == 0 {
+            note(class, None);
+        } else {
+            let t = Instant::now();
+            if spin(t, || self.try_bit(bit).then_some(())).is_none() {
+                self.lock_slow(bit);
+            }
+            note(class, Some(t.elapsed().as_nanos() as u64));
+        }
+        BitGuard { word: self, bit }
+    }
+
+    #[cold]
+    fn lock_slow(&self, bit: u32) {
+        let key = self as *const BitLocks as usize;
+        while !self.try_bit(bit) {
+            let validate = || {
+                let mut s = self.0.load(Ordering::Relaxed);
+                loop {
+                    if s & bit == 0 {
+                        return false;
+                    }
+                    match self.0.compare_exchange_weak(s, s | BIT_PARKED, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => return true,
+                        Err(x) => s = x,
+                    }
+                }
+            };
+            // SAFETY: the key is this word's address, which outlives the
+            // call; the callbacks neither panic nor call into the parking lot.
+            unsafe {
+                parking_lot_core::park(key, validate, || {}, |_, _| {}, parking_lot_core::DEFAULT_PARK_TOKEN, None);
+            }
+        }
+    }
+
+    #[inline]
+    fn unlock(&self, bit: u32) {
+        if self.0.fetch_and(!bit, Ordering::Release) & BIT_PARKED != 0 {
+            self.wake();
+        }
+    }
+
+    #[cold]
+    fn wake(&self) {
+        self.0.fetch_and(!BIT_PARKED, Ordering::Relaxed);
+        // SAFETY: as in `lock_slow`.
+        unsafe {
+            parking_lot_core::unpark_all(self as *const BitLocks as usize, parking_lot_core::DEFAULT_UNPARK_TOKEN);
+        }
+    }
+}
+
+/// A held lock of a `BitLocks` word, released on drop.
+pub struct BitGuard<'a> {
+    word: &'a BitLocks,
+    bit: u32,
+}
+
+impl Drop for BitGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.word.unlock(self.bit);
+    }
+}
+
 /// A reader-writer lock that counts its contention under a lock class
-/// (laid out like `Mutex`).
+/// (laid out like `Mutex`). `side`: small locks that share the lock's cache
+/// line, placed between the class byte and the lock word where the padding
+/// was (a directory shard's name locks; `()` elsewhere).
 #[repr(C)]
-pub struct RwLock<T> {
+pub struct RwLock<T, S = ()> {
     class: LockClass,
+    pub side: S,
     inner: parking_lot::RwLock<T>,
 }
 
 impl<T> RwLock<T> {
     pub const fn new(class: LockClass, v: T) -> Self {
-        RwLock { class, inner: parking_lot::const_rwlock(v) }
+        RwLock { class, side: (), inner: parking_lot::const_rwlock(v) }
+    }
+}
+
+impl<T, S> RwLock<T, S> {
+    pub const fn with_side(class: LockClass, side: S, v: T) -> Self {
+        RwLock { class, side, inner: parking_lot::const_rwlock(v) }
     }
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
@@ -296,6 +413,40 @@ impl<T> RwLock<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bit locks exclude: threads increment counters with a plain load and
+    /// store under the counter's bit (a lost update would show), some bits
+    /// shared by several threads. Holders sleep now and then for longer than
+    /// `SPIN_NS`, so waiters park and must be woken, also by the release of
+    /// another bit of the same word.
+    #[test]
+    fn bit_locks_exclude_and_wake_parked_waiters() {
+        let word = Arc::new(BitLocks::default());
+        let counts: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+        let threads: Vec<_> = (0..6u32)
+            .map(|t| {
+                let (word, counts) = (word.clone(), counts.clone());
+                std::thread::spawn(move || {
+                    for k in 0..3_000u32 {
+                        let i = (t + k) % 4 * 7 + 1; // bits 1, 8, 15, 22
+                        let _g = word.lock(i, LockClass::Name);
+                        let c = &counts[(i / 7) as usize];
+                        let v = c.load(Ordering::Relaxed);
+                        if k % 100 == 0 {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
+                        c.store(v + 1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("no panic");
+        }
+        let total: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, 6 * 3_000);
+        assert_eq!(word.0.load(Ordering::Relaxed), 0, "every bit released, no parked flag left");
+    }
 
     /// Per-thread blocks add up exactly, and counts outlive their threads.
     /// (Other tests in this process take locks too, so the class used here
