@@ -1383,10 +1383,12 @@ impl NameLocks {
     }
     /// The big lock, under the `Global` scope only: seed 002's BKL also
     /// covered the read side of the namespace (`i_op->lookup`,
-    /// `f_op->readdir`), so the "before" switch takes it there too. Lookups
-    /// and readdir take no name lock otherwise. (Its setattr and truncate are
-    /// left out: they may clear a sole flag under a name lock, which would
-    /// be this same slot.)
+    /// `f_op->readdir`), `i_op->setattr` and `i_op->truncate`, and 2.4's
+    /// ext2 mapped and allocated a file's blocks under it (`ext2_get_block`;
+    /// the seed moved allocation to per-group locks), so the "before" switch
+    /// takes it in lookup, readdir, setattr and write too. Those take no name
+    /// lock otherwise; setattr and write take it after `unshare` has
+    /// released its name lock, which under this scope is this same slot.
     pub fn bkl(&self) -> Option<NameGuard<'_>> {
         (self.scope == LockScope::Global).then(|| NameGuard { _a: Held::Table { _g: self.slots[0].lock() }, _b: None })
     }

@@ -1336,6 +1336,8 @@ impl Engine {
                 self.unshare(&i)?;
             }
         }
+        // After `unshare`, which takes and releases a name lock of its own.
+        let _bkl = self.names.bkl();
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
@@ -1616,6 +1618,8 @@ impl Engine {
         if end > INLINE_MAX {
             self.unshare(&i)?;
         }
+        // After `unshare`, which takes and releases a name lock of its own.
+        let _bkl = self.names.bkl();
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
