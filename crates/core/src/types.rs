@@ -162,7 +162,9 @@ impl Ctx {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockScope {
     /// One lock for the whole namespace (the big kernel lock): namespace
-    /// changes, and also lookup and readdir, as seed 002's BKL covered them.
+    /// changes, and also lookup, readdir, setattr (truncate included) and
+    /// write, as seed 002's BKL covered them (2.4's ext2 allocated blocks
+    /// under it).
     Global,
     /// One lock per directory (i_sem / i_rwsem).
     Dir,
