@@ -1258,9 +1258,16 @@ fn ino_shard(ino: Ino) -> usize {
 
 impl Default for InodeTable {
     fn default() -> Self {
+        // Each shard's map starts with room for 64 inodes (a chunk), about
+        // 1 KiB. A map that grew from empty got a table of a few dozen bytes
+        // from whichever thread first inserted into its shard, next to other
+        // shards' tables in that thread's heap, across cache lines. Threads
+        // working in their own chunks' shards then shared those lines:
+        // rndrename 2w/1w 1.69 -> 1.77, crunl 1.85 -> 2.04 (six alternated
+        // runs, docs/BENCHMARKS.md run 12).
         InodeTable {
             shards: (0..INODE_SHARDS)
-                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, InoMap::default())))
+                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, InoMap::with_capacity_and_hasher(1 << INO_CHUNK_SHIFT, Default::default()))))
                 .collect(),
         }
     }
