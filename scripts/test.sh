@@ -28,6 +28,7 @@ suite "cargo test" cargo test --release --workspace
 suite "fault points" cargo test --release -p shoal-core --features faults --test faults
 suite "cli" bash tests/scripts/cli.sh
 suite "enospc" bash tests/scripts/enospc.sh
+suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (kernel checks: default_permissions)" env MOUNT_OPTS=allow_other,default_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
