@@ -421,8 +421,9 @@ impl Index {
 
     /// The slot at position `q`, if any. The `Store` accessors below are
     /// the only code that touches the union; each reads the field
-    /// `is_tiny` names, and every change of `tags.len()` between tiny and
-    /// flat goes through `set_store`, which swaps the field with it.
+    /// `is_tiny` names. A shard turns flat only through `set_flat`, which
+    /// swaps the field with the tags, and tiny again only as a whole new
+    /// `Index::default()` (`shrink`).
     #[inline]
     fn at(&self, q: usize) -> Option<&Slot> {
         // SAFETY: `is_tiny` names the live field (see above).
@@ -520,21 +521,14 @@ impl Index {
         }
     }
 
-    /// Replace the tags and the slots together (the union's tag is the
-    /// tags' length). Every position of the old store must be empty.
-    fn set_store(&mut self, tags: SmallVec<[u8; 16]>, flat: Option<Box<[Option<Slot>]>>) {
+    /// Replace the tags and the slots together with a flat array (the
+    /// union's tag is the tags' length). Every position of the old store
+    /// must be empty.
+    fn set_flat(&mut self, tags: SmallVec<[u8; 16]>, flat: Box<[Option<Slot>]>) {
         debug_assert!((0..self.tags.len()).all(|q| self.at(q).is_none()));
+        debug_assert!(tags.len() != TINY && tags.len() == flat.len());
         self.drop_store();
-        match flat {
-            Some(f) => {
-                debug_assert!(tags.len() != TINY && tags.len() == f.len());
-                self.store = Store { flat: std::mem::ManuallyDrop::new(f) };
-            }
-            None => {
-                debug_assert!(tags.len() == TINY);
-                self.store = Store { tiny: std::mem::ManuallyDrop::new([None, None]) };
-            }
-        }
+        self.store = Store { flat: std::mem::ManuallyDrop::new(flat) };
         self.tags = tags;
     }
 
@@ -689,7 +683,7 @@ impl Index {
             next = q + 1;
         }
         self.bits = bits;
-        self.set_store(tags, Some(slots.into_boxed_slice()));
+        self.set_flat(tags, slots.into_boxed_slice());
     }
 
     /// Take the entry at `q` out; the displaced entries after it move one
@@ -908,7 +902,6 @@ impl Dir {
         // Only a miss or a negative entry asks whether the absence is definite
         // (a positive hit skips the filter probes; the flag is then unused).
         let definite = d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !self.maybe_evicted(hash);
-        drop(s);
         (d, inode, definite)
     }
 
@@ -1548,9 +1541,6 @@ mod tests {
         assert!(!d.listing_complete());
     }
 
-    /// The ordered table under crowded hashes: long runs (saturated
-    /// distances in the tags), runs into the overflow room at the end of
-    /// the shard, many equal hashes, growth and shrinking, against a model.
     /// A shard of at most `TINY` entries boxes its slots and one of more
     /// has a flat array; growing and shrinking across the line keeps every
     /// entry, the order and the tags (random operations in one shard
@@ -1615,6 +1605,9 @@ mod tests {
         assert!(tiny_seen > 1000 && flat_seen > 1000, "both kinds exercised: {tiny_seen} tiny, {flat_seen} flat");
     }
 
+    /// The ordered table under crowded hashes: long runs (saturated
+    /// distances in the tags), runs into the overflow room at the end of
+    /// the shard, many equal hashes, growth and shrinking, against a model.
     #[test]
     fn index_keeps_order_under_crowded_hashes() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
