@@ -1933,7 +1933,8 @@ impl Engine {
         // allocator rounding (calibrated against RSS when the inode was
         // padded to 384 bytes: 300K files at 16 vs 64 MiB budgets, and 270K
         // cached inodes through a mount: about 800 bytes each in all; the
-        // unpadded inode saves 192 of them, so this is now an upper bound). Per entry: a 64-byte slot and a tag byte at the
+        // unpadded inode saves 192 of them, so this is now an upper bound).
+        // Per entry: a 64-byte slot and a tag byte at the
         // index's load of 3/8 to 3/4 (86-172 bytes), and a long name's heap
         // copy: 192 was calibrated on the bucket array before it and stays
         // an upper bound for names of up to 20 bytes.
