@@ -1760,7 +1760,7 @@ mod tests {
 mod size_guard {
     /// Every cached inode and entry costs this much: 10M of each is the
     /// cache at scale, so growth here is a memory regression (the budget's
-    /// per-inode estimate is `size_of::<Inode>() + 400`).
+    /// per-inode estimate is `size_of::<Inode>() + 296`).
     #[test]
     fn cached_objects_stay_small() {
         // With the Arc's two counts, within mimalloc's 320-byte class.
