@@ -727,7 +727,12 @@ impl Index {
 
     /// All entries in hash order.
     pub fn iter(&self) -> impl Iterator<Item = &Slot> {
-        (0..self.tags.len()).filter_map(|q| self.at(q))
+        self.slots_from(0)
+    }
+
+    /// The entries at position `lo` and after, in hash order.
+    fn slots_from(&self, lo: usize) -> impl Iterator<Item = &Slot> {
+        (lo..self.tags.len()).filter_map(|q| self.at(q))
     }
 
     /// Entries of shard `si` with `from <= hash <= to`, in hash order. An
@@ -735,7 +740,7 @@ impl Index {
     /// starts there.
     pub fn range(&self, si: usize, from: u64, to: u64) -> impl Iterator<Item = &Slot> {
         let lo = if dir_shard(from) < si { 0 } else { home_at(from, self.bits).min(self.tags.len()) };
-        (lo..self.tags.len()).filter_map(|q| self.at(q)).take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
+        self.slots_from(lo).take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
     }
 
     /// The table's invariants (tests): entries sorted by hash, each at or
@@ -1093,7 +1098,7 @@ impl Dir {
             }
             end += 1;
         }
-        let next = (end..n).find_map(|q| s.at(q)).map(|e| e.hash);
+        let next = s.slots_from(end).next().map(|e| e.hash);
         if self.complete.load(Ordering::SeqCst) && !victims.is_empty() {
             // Remember the hashes before the entries go (see `probe`).
             let filters = self.filters.get_or_init(|| (0..DIR_SHARDS).map(|_| RwLock::new(LockClass::DirShard, EvictedFilter::default())).collect());
