@@ -1936,10 +1936,10 @@ impl Engine {
         // `size_of + 400`. Of that 400, the padded layout's `Arc` took 128
         // bytes (a 128-aligned header: 512 a block); the unpadded one takes
         // 24 (312 bytes in mimalloc's 320 class), so 104 fewer.
-        // Per entry: a 64-byte slot and a tag byte at the
-        // index's load of 3/8 to 3/4 (86-172 bytes), and a long name's heap
-        // copy: 192 was calibrated on the bucket array before it and stays
-        // an upper bound for names of up to 20 bytes.
+        // Per entry: a 64-byte slot and a tag byte at the index's load of
+        // 3/8 to 3/4 (86-172 bytes), and a long name's heap copy: 192 was
+        // calibrated on the bucket array before it and stays an upper bound
+        // for names of up to 20 bytes.
         let per_inode = (std::mem::size_of::<Inode>() + 296) as u64;
         // Evicted names: the bytes of their directories' filters.
         let filters = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
