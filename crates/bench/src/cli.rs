@@ -75,6 +75,12 @@ pub struct BenchArgs {
     /// with a working set as small as a small directory's.
     #[arg(long, default_value_t = 0)]
     pub hot: u64,
+    /// seed001: the small side is N directories of 1000 names, lookups
+    /// spread over all of them. With N = --files / 1000 it holds as many
+    /// names as the big directory: the same working set in small
+    /// directories, a control for what the directory's size alone costs.
+    #[arg(long, default_value_t = 1)]
+    pub small_dirs: u64,
     /// Bound on the whole process's resident memory in MiB (engine mode; 0:
     /// none): the cache budget shrinks to keep the process under it.
     #[arg(long, default_value_t = 0)]
@@ -297,6 +303,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                     evict_to: a.evict_to_mb << 20,
                     hits: a.hits,
                     hot: a.hot,
+                    small_dirs: a.small_dirs,
                     pin: a.pin,
                 };
                 let pb = indicatif::ProgressBar::new_spinner();
@@ -753,7 +760,7 @@ mod tests {
         let a = Cmd::parse_from(args).a;
         let p = Params {
             workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: a.transactions, size: 0,
-            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot, pin: a.pin,
+            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot, small_dirs: a.small_dirs, pin: a.pin,
         };
         let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
         let (phases, ..) = run_engine(&p, &sw, &a).unwrap();
@@ -770,6 +777,16 @@ mod tests {
         // Half the lookups ask for missing names: a missing name found, or
         // an existing one not found, fails the run.
         assert_eq!(got, [("setup", 0), ("populate", 3000 + workloads::SMALL_DIR), ("lookup 1K", 1000), ("lookup", 1000), ("create+unlink 1K", 1000), ("create+unlink", 1000)]);
+    }
+
+    /// seed001 with --small-dirs: the small side is that many directories
+    /// of 1000 names, all populated, and its lookups of existing names
+    /// find every one (a name not found fails the run).
+    #[test]
+    fn seed001_spreads_the_small_side_over_directories() {
+        let (_, merged) = run_args(&["bench", "seed001", "--files", "3000", "--iters", "2000", "--small-dirs", "3", "--hits", "1"], 1);
+        let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
+        assert_eq!(got, [("setup", 0), ("populate", 3000 + 3 * workloads::SMALL_DIR), ("lookup 1K", 2000), ("lookup", 2000), ("create+unlink 1K", 2000), ("create+unlink", 2000)]);
     }
 
     /// seed000 alternates worker 0 alone with every worker in one engine:

@@ -182,6 +182,10 @@ impl Fs for PathFs {
     }
 }
 
+fn one() -> u64 {
+    1
+}
+
 /// Parameters of one run (shared by all workers).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Params {
@@ -203,6 +207,13 @@ pub struct Params {
     pub hits: f64,
     /// lookup, seed001: lookups draw from each worker's first `hot` names (0: all).
     pub hot: u64,
+    /// seed001: the small side is this many directories of `SMALL_DIR`
+    /// names, its lookups spread over all of them (1: seed 001's one small
+    /// directory). With `--files / SMALL_DIR` of them the small side holds
+    /// as many names as the big directory: the same working set, in small
+    /// directories.
+    #[serde(default = "one")]
+    pub small_dirs: u64,
     /// Each worker runs on one CPU (`--pin`).
     pub pin: bool,
 }
@@ -322,12 +333,13 @@ fn split_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, &'a str, u64, boo
     }
 }
 
-/// The directory a `lookup` or `seed001` phase works in and its number of
-/// names: seed001's phases named "... 1K" use the small directory.
-fn lookup_target<D: Clone>(phase: &str, p: &Params, st: &WorkerState<D>) -> (D, u64) {
+/// The directories a `lookup` or `seed001` phase works in and the number
+/// of names in each: seed001's phases named "... 1K" use the small
+/// directories.
+fn lookup_target<'a, D>(phase: &str, p: &Params, st: &'a WorkerState<D>) -> (&'a [D], u64) {
     match phase.ends_with(" 1K") {
-        false => (st.dir.clone().unwrap(), p.files),
-        true => (st.small.clone().unwrap(), SMALL_DIR),
+        false => (std::slice::from_ref(st.dir.as_ref().unwrap()), p.files),
+        true => (&st.small, SMALL_DIR),
     }
 }
 
@@ -349,8 +361,8 @@ pub fn headline(w: &str) -> &'static str {
 /// Per-worker state carried between phases.
 pub struct WorkerState<D> {
     dir: Option<D>,
-    /// seed001: the small directory.
-    small: Option<D>,
+    /// seed001: the small directories (`Params::small_dirs`).
+    small: Vec<D>,
     /// seed000: the worker's own directory for "... apart" phases.
     apart: Option<D>,
     pool: Vec<String>,
@@ -367,7 +379,7 @@ impl<D> WorkerState<D> {
         // Random bytes: file data that compresses no better than real data does.
         let mut data = vec![0u8; 1 << 16];
         rng.fill(&mut data[..]);
-        WorkerState { dir: None, small: None, apart: None, pool: vec![], next: 0, rng, data, lat: vec![] }
+        WorkerState { dir: None, small: vec![], apart: None, pool: vec![], next: 0, rng, data, lat: vec![] }
     }
 }
 
@@ -414,7 +426,10 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             let d = if per_worker { fs.mkdir(&top, &format!("w{id}"))? } else { fs.mkdir(&top, "shared")? };
             st.dir = Some(d);
             if p.workload == "seed001" {
-                st.small = Some(fs.mkdir(&top, &format!("small{id}"))?);
+                for k in 0..p.small_dirs.max(1) {
+                    let name = if k == 0 { format!("small{id}") } else { format!("small{id}.{k}") };
+                    st.small.push(fs.mkdir(&top, &name)?);
+                }
             }
         }
         ("crunl", _) => {
@@ -506,8 +521,8 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 let name = format!("f{id}.{i}");
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
             }
-            // seed001: then the small directory, the same way.
-            if let Some(small) = st.small.clone() {
+            // seed001: then the small directories, the same way.
+            for small in st.small.clone() {
                 for i in 0..SMALL_DIR {
                     timed!(fs.create(&small, &format!("f{id}.{i}"), &st.data[..size.min(st.data.len())])?);
                 }
@@ -597,9 +612,13 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         ("lookup" | "seed001", "lookup" | "lookup 1K") => {
             // Random lookups of existing names (a fraction --hits of them)
             // and of missing ones.
-            let (d, files) = lookup_target(phase, p, st);
+            let (dirs, files) = lookup_target(phase, p, st);
+            let dirs = dirs.to_vec();
             let files = if p.hot > 0 { files.min(p.hot) } else { files };
             for _ in 0..iters {
+                // One directory: no draw, so seed001's default run makes
+                // the same calls as before there was a choice.
+                let d = if dirs.len() == 1 { &dirs[0] } else { &dirs[st.rng.gen_range(0..dirs.len())] };
                 let i = st.rng.gen_range(0..files.max(1));
                 if st.rng.gen_bool(p.hits) {
                     timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
@@ -613,7 +632,7 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             }
         }
         ("lookup" | "seed001", "create+unlink" | "create+unlink 1K") => {
-            let (d, _) = lookup_target(phase, p, st);
+            let d = lookup_target(phase, p, st).0[0].clone();
             let name = format!("c-{id}");
             for _ in 0..iters {
                 timed!({
