@@ -1214,13 +1214,102 @@ impl Inode {
     }
 }
 
-/// The inode cache: a fixed number of shards by inode number hash. Lookups
-/// take a shard's read lock for one hash probe.
+/// The inode cache: a fixed number of shards by allocation chunk (see
+/// `ino_shard`). Lookups take a shard's read lock for one probe.
 pub struct InodeTable {
-    shards: Vec<crossbeam_utils::CachePadded<RwLock<InoMap>>>,
+    shards: Vec<crossbeam_utils::CachePadded<RwLock<InoShard>>>,
 }
 
-type InoMap = HashMap<Ino, Arc<Inode>, std::hash::BuildHasherDefault<ChunkHasher>>;
+const CHUNK: usize = 1 << INO_CHUNK_SHIFT;
+
+type ChunkMap = HashMap<u64, InoBlock, std::hash::BuildHasherDefault<InoHasher>>;
+
+/// One allocation chunk's cached inodes, by offset in the chunk (XFS's
+/// inode cluster): 512 bytes, and how many are cached.
+struct InoBlock {
+    slots: Box<[Option<Arc<Inode>>; CHUNK]>,
+    live: u32,
+}
+
+/// One shard of the inode table: a map from chunk number to the chunk's
+/// block. Written by hand because the layout is the product: a thread hands
+/// out its chunk's numbers in a row, so a run of creates writes one block,
+/// lines its core already holds, after one probe of a map with one entry a
+/// chunk, which stays in cache. A map keyed by the inode number sent each
+/// create to a random place in a table of about 16K inodes a shard at 1M
+/// cached, a miss or two per create, and took about 35 bytes an inode where
+/// a full block takes 8 (docs/BENCHMARKS.md, run 14). A chunk with few
+/// survivors costs its whole block, which the memory bound sees as overhead
+/// (`Engine::cache_usage`).
+///
+/// An emptied block stays until `EMPTY_BLOCKS` have piled up in the shard,
+/// then they go in one sweep: create+unlink empties its chunk's block at
+/// every unlink, and freeing it there would cost an allocation, 512 zeroed
+/// bytes and two map updates a pair.
+struct InoShard {
+    chunks: ChunkMap,
+    len: usize,
+    /// Blocks with no inode, kept for the next create in their chunk.
+    empty: usize,
+}
+
+const EMPTY_BLOCKS: usize = 64;
+
+impl InoShard {
+    #[inline]
+    fn get(&self, ino: Ino) -> Option<&Arc<Inode>> {
+        self.chunks.get(&(ino >> INO_CHUNK_SHIFT)).and_then(|b| b.slots[ino as usize % CHUNK].as_ref())
+    }
+
+    /// Put `i` in its place; returns the inode it replaced.
+    fn insert(&mut self, i: Arc<Inode>) -> Option<Arc<Inode>> {
+        let slot = self.free_or_taken(i.ino);
+        slot.replace(i)
+    }
+
+    /// The cached inode of `i.ino`, `i` put there first if there is none.
+    fn fill(&mut self, i: Arc<Inode>) -> Arc<Inode> {
+        self.free_or_taken(i.ino).get_or_insert(i).clone()
+    }
+
+    /// The position of `ino`, its chunk's block made if need be. An empty
+    /// position is counted as taken: the caller fills it.
+    fn free_or_taken(&mut self, ino: Ino) -> &mut Option<Arc<Inode>> {
+        let mut fresh = false;
+        let b = self.chunks.entry(ino >> INO_CHUNK_SHIFT).or_insert_with(|| {
+            fresh = true;
+            InoBlock { slots: Box::new(std::array::from_fn(|_| None)), live: 0 }
+        });
+        let slot = &mut b.slots[ino as usize % CHUNK];
+        if slot.is_none() {
+            if b.live == 0 && !fresh {
+                self.empty -= 1;
+            }
+            b.live += 1;
+            self.len += 1;
+        }
+        slot
+    }
+
+    fn remove(&mut self, ino: Ino) -> Option<Arc<Inode>> {
+        let b = self.chunks.get_mut(&(ino >> INO_CHUNK_SHIFT))?;
+        let old = b.slots[ino as usize % CHUNK].take()?;
+        b.live -= 1;
+        self.len -= 1;
+        if b.live == 0 {
+            self.empty += 1;
+            if self.empty > EMPTY_BLOCKS {
+                self.chunks.retain(|_, b| b.live > 0);
+                self.empty = 0;
+            }
+        }
+        Some(old)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Inode>> {
+        self.chunks.values().flat_map(|b| b.slots.iter().flatten())
+    }
+}
 
 /// Inode numbers are not attacker-chosen hash keys: a multiply-xorshift mix
 /// (splitmix64's finaliser) costs a few cycles where SipHash costs ~20 ns.
@@ -1230,39 +1319,6 @@ pub struct InoHasher(u64);
 impl std::hash::Hasher for InoHasher {
     fn finish(&self) -> u64 {
         mix64(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | *b as u64;
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x;
-    }
-}
-
-/// The inode table's hash: the numbers of one allocation chunk get
-/// consecutive positions (the chunk's mixed number plus the offset in the
-/// chunk), and the top 7 bits, which hashbrown compares in its control
-/// bytes, are mixed from the whole number, so neighbours still tell apart
-/// by their control byte. A thread hands out its chunk's numbers in a row,
-/// so a run of creates writes neighbouring control bytes and buckets, lines
-/// its core already holds. `InoHasher` sent each create to a random place
-/// in a map of 16K inodes a shard at 1M cached, a miss or two per create:
-/// fsmark's creates at 1M files a worker went 541K -> 811K/s (one worker)
-/// and 685K -> 971K/s (two), five alternated runs (docs/BENCHMARKS.md, run
-/// 14). The price is runs of filled positions: a probe for a number not in
-/// the table walks further, 41 -> 74 ns at 1M cached: a probe before a
-/// store read, or before rm -rf deletes an evicted inode unread.
-#[derive(Default)]
-pub struct ChunkHasher(u64);
-
-impl std::hash::Hasher for ChunkHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        let x = self.0;
-        let pos = mix64(x >> INO_CHUNK_SHIFT).wrapping_add(x & ((1 << INO_CHUNK_SHIFT) - 1));
-        (pos & !(0x7F << 57)) | (mix64(x) & (0x7F << 57))
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
@@ -1297,16 +1353,19 @@ fn ino_shard(ino: Ino) -> usize {
 
 impl Default for InodeTable {
     fn default() -> Self {
-        // Each shard's map starts with room for 64 inodes (a chunk), about
-        // 1 KiB. A map that grew from empty got a table of a few dozen bytes
-        // from whichever thread first inserted into its shard, next to other
-        // shards' tables in that thread's heap, across cache lines. Threads
-        // working in their own chunks' shards then shared those lines:
-        // rndrename 2w/1w 1.69 -> 1.77, crunl 1.85 -> 2.04 (six alternated
-        // runs, docs/BENCHMARKS.md run 12).
+        // Each shard's map starts with room for 16 chunks. A map that grew
+        // from empty got a table of a few dozen bytes from whichever thread
+        // first inserted into its shard, next to other shards' tables in
+        // that thread's heap, across cache lines. Threads working in their
+        // own chunks' shards then shared those lines: rndrename 2w/1w 1.69
+        // -> 1.77, crunl 1.85 -> 2.04 (six alternated runs,
+        // docs/BENCHMARKS.md run 12).
         InodeTable {
             shards: (0..INODE_SHARDS)
-                .map(|_| crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, InoMap::with_capacity_and_hasher(1 << INO_CHUNK_SHIFT, Default::default()))))
+                .map(|_| {
+                    let shard = InoShard { chunks: HashMap::with_capacity_and_hasher(16, Default::default()), len: 0, empty: 0 };
+                    crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, shard))
+                })
                 .collect(),
         }
     }
@@ -1314,7 +1373,7 @@ impl Default for InodeTable {
 
 impl InodeTable {
     pub fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
-        let i = self.shards[ino_shard(ino)].read().get(&ino).cloned();
+        let i = self.shards[ino_shard(ino)].read().get(ino).cloned();
         if let Some(i) = &i {
             touch(&i.referenced);
         }
@@ -1322,24 +1381,22 @@ impl InodeTable {
     }
     /// Insert unless present; returns the cached one.
     pub fn fill(&self, i: Arc<Inode>) -> Arc<Inode> {
-        let mut s = self.shards[ino_shard(i.ino)].write();
-        s.entry(i.ino).or_insert(i).clone()
+        self.shards[ino_shard(i.ino)].write().fill(i)
     }
     pub fn insert(&self, i: Arc<Inode>) {
-        self.shards[ino_shard(i.ino)].write().insert(i.ino, i);
+        // A replaced inode is dropped after the shard lock is released.
+        let _old = self.shards[ino_shard(i.ino)].write().insert(i);
     }
     pub fn remove_if(&self, ino: Ino, pred: impl FnOnce(&Arc<Inode>) -> bool) -> bool {
         let mut s = self.shards[ino_shard(ino)].write();
-        if let Some(i) = s.get(&ino) {
-            if pred(i) {
-                s.remove(&ino);
-                return true;
-            }
+        if s.get(ino).is_some_and(pred) {
+            s.remove(ino);
+            return true;
         }
         false
     }
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.read().len()).sum()
+        self.shards.iter().map(|s| s.read().len).sum()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -1358,14 +1415,14 @@ impl InodeTable {
     pub fn evict_listed(&self, i: usize, inos: &[Ino], mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
         let mut s = self.shards[i].write();
         let mut ev = 0;
-        for ino in inos {
+        for &ino in inos {
             if s.get(ino).is_some_and(|inode| Arc::strong_count(inode) == 1 && pred(inode)) {
                 s.remove(ino);
                 ev += 1;
             }
         }
-        if ev > 0 && s.capacity() > 64 && s.len() * 8 < s.capacity() {
-            s.shrink_to_fit();
+        if ev > 0 && s.chunks.capacity() > 64 && s.chunks.len() * 8 < s.chunks.capacity() {
+            s.chunks.shrink_to_fit();
         }
         ev
     }
@@ -1521,27 +1578,40 @@ mod tests {
         Inode::new(st, true, None)
     }
 
-    /// `ChunkHasher` puts a chunk's numbers at consecutive positions and
-    /// still gives them different control bytes (the top 7 bits).
+    /// A chunk's inodes share one block. An emptied block is kept for the
+    /// chunk's next create, and the shard's emptied blocks go together once
+    /// more than `EMPTY_BLOCKS` have piled up.
     #[test]
-    fn chunk_hasher_keeps_a_chunk_together_with_distinct_tags() {
-        use std::hash::BuildHasher;
-        let b = std::hash::BuildHasherDefault::<ChunkHasher>::default();
-        for chunk in [0u64, 1, 12345, 1 << 40] {
-            let first = chunk << INO_CHUNK_SHIFT;
-            let h0 = b.hash_one(first);
-            let tags: HashSet<u64> = (0..1u64 << INO_CHUNK_SHIFT)
-                .map(|k| {
-                    let h = b.hash_one(first + k);
-                    assert_eq!(h & ((1 << 57) - 1), h0.wrapping_add(k) & ((1 << 57) - 1), "chunk {chunk} offset {k}");
-                    h >> 57
-                })
-                .collect();
-            assert!(tags.len() > 32, "chunk {chunk}: {} control bytes for 64 numbers", tags.len());
+    fn a_chunk_is_one_block_and_emptied_blocks_go_in_a_sweep() {
+        let t = InodeTable::default();
+        // Chunks 5, 5 + 64, 5 + 128, ... of group 0 share a shard.
+        let chunk = |j: u64| (5 + j * INODE_SHARDS as u64) << INO_CHUNK_SHIFT;
+        let shard = ino_shard(chunk(0));
+        assert!((0..100).all(|j| ino_shard(chunk(j)) == shard));
+        let blocks = |t: &InodeTable| t.shards[shard].read().chunks.len();
+        for k in 0..CHUNK as u64 {
+            t.insert(table_inode(chunk(0) + k));
         }
+        assert_eq!((blocks(&t), t.len()), (1, CHUNK));
+        for k in 0..CHUNK as u64 {
+            assert!(t.remove_if(chunk(0) + k, |_| true));
+        }
+        assert!(!t.remove_if(chunk(0) + 1, |_| true), "removed twice");
+        assert_eq!((blocks(&t), t.len()), (1, 0));
+        // The kept block takes the chunk's next inode, and empties again.
+        t.insert(table_inode(chunk(0) + 3));
+        assert_eq!((blocks(&t), t.len()), (1, 1));
+        assert!(t.remove_if(chunk(0) + 3, |_| true));
+        for j in 1..=EMPTY_BLOCKS as u64 {
+            t.insert(table_inode(chunk(j)));
+            assert!(t.remove_if(chunk(j), |_| true));
+            let want = if j < EMPTY_BLOCKS as u64 { j as usize + 1 } else { 0 };
+            assert_eq!(blocks(&t), want, "after chunk {j}");
+        }
+        assert_eq!(t.len(), 0);
     }
 
-    /// The inode table with chunked positions, against a model: whole and
+    /// The inode table against a model: whole and
     /// partly removed chunks, numbers never inserted, `fill` keeping the
     /// cached object, eviction of what the table alone holds.
     #[test]
