@@ -1242,8 +1242,10 @@ struct InoBlock {
 /// survivors costs its whole block, which the memory bound sees as overhead
 /// (`Engine::cache_usage`).
 ///
-/// An emptied block stays until `EMPTY_BLOCKS` have piled up in the shard,
-/// then they go in one sweep: create+unlink empties its chunk's block at
+/// An emptied block stays until `EMPTY_BLOCKS`, or an eighth of the
+/// shard's blocks if more, have piled up, then they go in one sweep of the
+/// shard's map (so a sweep's cost is spread over as many emptied blocks as
+/// the map has entries over 8): create+unlink empties its chunk's block at
 /// every unlink, and freeing it there would cost an allocation, 512 zeroed
 /// bytes and two map updates a pair.
 struct InoShard {
@@ -1298,7 +1300,7 @@ impl InoShard {
         self.len -= 1;
         if b.live == 0 {
             self.empty += 1;
-            if self.empty > EMPTY_BLOCKS {
+            if self.empty > EMPTY_BLOCKS.max(self.chunks.len() / 8) {
                 self.chunks.retain(|_, b| b.live > 0);
                 self.empty = 0;
             }
@@ -1609,6 +1611,47 @@ mod tests {
             assert_eq!(blocks(&t), want, "after chunk {j}");
         }
         assert_eq!(t.len(), 0);
+    }
+
+    /// The count of emptied blocks stays exact through fills, removals,
+    /// refills of emptied blocks and sweeps, in a shard with many chunks
+    /// (where a sweep waits for an eighth of the blocks).
+    #[test]
+    fn emptied_blocks_are_counted_exactly() {
+        let t = InodeTable::default();
+        let chunk = |j: u64| (7 + j * INODE_SHARDS as u64) << INO_CHUNK_SHIFT;
+        let shard = ino_shard(chunk(0));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        let mut live: BTreeMap<Ino, Arc<Inode>> = BTreeMap::new();
+        let mut fewest_blocks = usize::MAX;
+        for step in 0..200_000u64 {
+            // Four numbers a chunk, so that blocks empty often.
+            let ino = chunk(rng.gen_range(0..1500)) + rng.gen_range(0..4);
+            if live.contains_key(&ino) && rng.gen_bool(0.6) {
+                assert!(t.remove_if(ino, |_| true));
+                live.remove(&ino);
+            } else if !live.contains_key(&ino) && rng.gen_bool(0.3) {
+                let i = table_inode(ino);
+                if step % 2 == 0 {
+                    t.insert(i.clone());
+                } else {
+                    t.fill(i.clone());
+                }
+                live.insert(ino, i);
+            }
+            if step % 10_000 == 0 {
+                let s = t.shards[shard].read();
+                let empty = s.chunks.values().filter(|b| b.live == 0).count();
+                assert_eq!(s.empty, empty, "step {step}");
+                assert!(s.chunks.values().all(|b| b.live as usize == b.slots.iter().flatten().count()));
+                assert_eq!(s.len, live.len());
+                if step > 0 {
+                    fewest_blocks = fewest_blocks.min(s.chunks.len());
+                }
+            }
+        }
+        // Sweeps happened: every chunk has had a block since early on.
+        assert!(fewest_blocks < 1500 - EMPTY_BLOCKS, "{fewest_blocks} blocks at the fewest");
     }
 
     /// The inode table against a model: whole and
