@@ -182,10 +182,6 @@ impl Fs for PathFs {
     }
 }
 
-fn one() -> u64 {
-    1
-}
-
 /// Parameters of one run (shared by all workers).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Params {
@@ -212,7 +208,6 @@ pub struct Params {
     /// directory). With `--files / SMALL_DIR` of them the small side holds
     /// as many names as the big directory: the same working set, in small
     /// directories.
-    #[serde(default = "one")]
     pub small_dirs: u64,
     /// Each worker runs on one CPU (`--pin`).
     pub pin: bool,
