@@ -640,7 +640,9 @@ impl Engine {
     /// parent pointer, xattrs).
     fn emit_inode(&self, g: &mut Gate<'_>, st: &mut InodeState) {
         st.dirty_epoch = g.epoch;
-        if g.is_null() {
+        // A destroyed inode's records are deleted in this or an earlier
+        // commit; writing one again would leak an inode no name reaches.
+        if g.is_null() || st.destroyed {
             return;
         }
         let (key, ver, val) = Self::inode_record(st);
@@ -1341,6 +1343,12 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
+        if st.destroyed {
+            // Its last name and last handle are gone (the kernel may still
+            // send a SETATTR, e.g. the writeback cache flushing times after
+            // an unlink): nothing is left to change.
+            return Ok(st.attr);
+        }
         // A directory's pending stripe deltas first, so the record is whole.
         Self::dir_fold(&i, &mut st);
         if ctx.check_perms {
@@ -1422,21 +1430,32 @@ impl Engine {
             let keep_blocks = new.div_ceil(BLOCK);
             if old > INLINE_MAX {
                 if new <= INLINE_MAX {
-                    // Going inline: make sure block 0 is cached, then delete every block record.
-                    self.load_block(st, 0)?;
-                    let b0 = st.blocks.remove(&0);
+                    // Going inline: keep block 0's bytes cached (they become the
+                    // inline data) only if the new size keeps any of them, then
+                    // delete every block record.
+                    let b0 = if keep_blocks > 0 {
+                        self.load_block(st, 0)?;
+                        st.blocks.remove(&0)
+                    } else {
+                        None
+                    };
                     self.delete_blocks_from(g, st, 0)?;
-                    // Block 0 was taken out of the cache above, so delete its record here.
+                    // Block 0 may have been taken out of the cache above, so delete its record here.
                     g.del(schema::data_key(st.attr.ino, 0), st.attr.version);
                     if let Some(b) = b0 {
                         st.blocks.insert(0, b);
                     }
-                    st.blocks.retain(|b, _| *b == 0);
                 } else {
                     self.delete_blocks_from(g, st, keep_blocks)?;
                 }
-            } else {
-                st.blocks.retain(|b, _| *b < keep_blocks);
+            }
+            // No cached block past the new end may survive: a later growth
+            // would write its old bytes back (truncate to 0, then extend).
+            let gone: Vec<u64> = st.blocks.range(keep_blocks..).map(|(b, _)| *b).collect();
+            for b in gone {
+                if let Some(v) = st.blocks.remove(&b) {
+                    self.cached_data.add(-(v.len() as i64));
+                }
             }
             // Zero the tail of the new last block.
             if new % BLOCK != 0 {
@@ -1623,6 +1642,11 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         let mut st = i.st.lock();
+        if st.destroyed {
+            // Writeback of a file whose last name and handle are gone: its
+            // records are deleted, so the data has nowhere to go.
+            return Ok(data.len() as u32);
+        }
         let old = st.attr.size;
         if end > old {
             self.resize(&mut g, &mut st, end)?;
