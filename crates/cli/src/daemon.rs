@@ -20,6 +20,8 @@ pub struct Parsed {
     pub mount: Vec<MountOption>,
     pub allow_other: bool,
     pub verify: bool,
+    /// The mount's source as /proc/mounts shows it (default: the store's path).
+    pub fsname: Option<String>,
 }
 
 pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
@@ -29,6 +31,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         mount: vec![MountOption::DefaultPermissions],
         allow_other: false,
         verify: true,
+        fsname: None,
     };
     for o in opts.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let (k, v) = match o.split_once('=') {
@@ -76,6 +79,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "opendir" => p.fuse.no_opendir = false,
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,
+            "fsname" => p.fsname = Some(v.filter(|v| !v.is_empty()).ok_or_else(|| format!("option {k} needs a value"))?.to_string()),
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
@@ -110,6 +114,14 @@ fn check_mountpoint(m: &Path) -> Result<(), String> {
 }
 
 pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
+    let mut a = a.clone();
+    let store_arg = a.store.to_string_lossy().into_owned();
+    if let Some(path) = store_arg.strip_prefix(mountinfo::SOURCE_PREFIX) {
+        // `shoal:PATH`: the store at PATH, shown in /proc/mounts as given.
+        a.store = path.into();
+        a.options.push(format!("fsname={store_arg}"));
+    }
+    let a = &a;
     let parsed = parse_options(&a.options)?;
     let store_path = std::fs::canonicalize(&a.store).map_err(|_| store_error(&a.store, shoal_core::Error::NotFound))?;
     check_mountpoint(&a.mountpoint)?;
@@ -148,7 +160,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     let mut mopts = parsed.mount.clone();
-    mopts.push(MountOption::FSName(store_path.display().to_string()));
+    mopts.push(MountOption::FSName(parsed.fsname.clone().unwrap_or_else(|| store_path.display().to_string())));
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
@@ -253,7 +265,7 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         }
     }
     // Wait until the daemon has committed and released the store.
-    if !shoal_store::FjallStore::wait_unlocked(Path::new(&src), Duration::from_secs(300)) {
+    if !shoal_store::FjallStore::wait_unlocked(&mountinfo::store_of(&src), Duration::from_secs(300)) {
         return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
     }
     Ok(0)

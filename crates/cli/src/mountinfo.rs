@@ -39,8 +39,17 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The store behind a mount's source: the source is the store's path, or
+/// `shoal:PATH` (a source that is not a directory, so `umount SOURCE` finds
+/// the mount by its source as it does a device's).
+pub fn store_of(src: &str) -> PathBuf {
+    PathBuf::from(src.strip_prefix(SOURCE_PREFIX).unwrap_or(src))
+}
+
+pub const SOURCE_PREFIX: &str = "shoal:";
+
 /// Is this mount a shoal daemon's? Mounted as root, the kernel records type
 /// `fuse` (the subtype is lost), so the source must also be a shoal store.
 pub fn is_shoal(src: &str, ty: &str) -> bool {
-    ty == "fuse.shoal" || (ty == "fuse" && Path::new(src).join("SHOAL").exists())
+    ty == "fuse.shoal" || (ty == "fuse" && store_of(src).join("SHOAL").exists())
 }

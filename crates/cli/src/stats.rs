@@ -108,7 +108,7 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     if !crate::mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
-    let sock = Path::new(&src).join("control.sock");
+    let sock = crate::mountinfo::store_of(&src).join("control.sock");
     if a.json {
         println!("{}", fetch(&sock)?);
         return Ok(0);

@@ -835,6 +835,9 @@ pub struct Dir {
     /// taking the inode lock; written under it by setattr).
     pub gid: AtomicU32,
     pub sgid: AtomicBool,
+    /// Whether the directory has a default ACL (`acl::DEFAULT`): only then
+    /// does a create read the directory's xattrs. Written under the inode lock.
+    pub default_acl: AtomicBool,
 }
 
 pub const DIR_STRIPES: usize = 4;
@@ -876,6 +879,7 @@ impl Dir {
             stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
             gid: AtomicU32::new(gid),
             sgid: AtomicBool::new(sgid),
+            default_acl: AtomicBool::new(false),
         }
     }
 
@@ -1202,7 +1206,9 @@ impl Inode {
             ino: st.attr.ino,
             kind,
             dir: if kind == Kind::Dir {
-                Some(Box::new(Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0, acct.cloned())))
+                let d = Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0, acct.cloned());
+                d.default_acl.store(st.xattrs.iter().any(|(n, _)| n == crate::acl::DEFAULT), Ordering::Relaxed);
+                Some(Box::new(d))
             } else {
                 None
             },

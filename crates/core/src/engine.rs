@@ -6,6 +6,7 @@
 //! gate) -> commit gate shard -> one inode state at a time -> directory shard
 //! / inode-table shard (leaves). No operation holds two inode states at once.
 
+use crate::acl;
 use crate::cache::{Counter, Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
 use crate::commit::{Committer, Gate, Record};
 use crate::error::{Error, Result};
@@ -160,6 +161,27 @@ fn check_name(name: &[u8]) -> Result<()> {
         return Err(Error::Invalid);
     }
     Ok(())
+}
+
+/// xattr(7)'s namespaces, as ext4 has them: `user.`, `trusted.`,
+/// `security.` and the two POSIX ACLs; any other name is EOPNOTSUPP, an
+/// empty name after the namespace EINVAL. ACLs are refused where the engine
+/// checks permissions itself (`ctx.check_perms`): its checks do not evaluate
+/// them, and an ACL that is stored but not enforced is worse than none. The
+/// kernel enforces them through a mount (FUSE_POSIX_ACL).
+fn check_xattr_name(ctx: &Ctx, name: &[u8]) -> Result<()> {
+    if name.len() > 255 {
+        return Err(Error::Range);
+    }
+    if name == acl::ACCESS || name == acl::DEFAULT {
+        return if ctx.check_perms { Err(Error::NotSupported) } else { Ok(()) };
+    }
+    for ns in [&b"user."[..], b"trusted.", b"security."] {
+        if let Some(rest) = name.strip_prefix(ns) {
+            return if rest.is_empty() { Err(Error::Invalid) } else { Ok(()) };
+        }
+    }
+    Err(if name.is_empty() { Error::Invalid } else { Error::NotSupported })
 }
 
 fn is_dot(name: &[u8]) -> bool {
@@ -693,10 +715,16 @@ impl Engine {
     pub fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Lookup);
         let _bkl = self.names.bkl();
-        let p = self.dir_ref(parent)?;
         if name == b"." {
-            return Ok(self.attr_of(&p));
+            // Of any inode, not only a directory: the kernel looks up "." of
+            // a file handle's inode number (open_by_handle_at, NFS export).
+            let i = self.inode(parent)?;
+            if i.st.lock().destroyed {
+                return Err(Error::NotFound);
+            }
+            return Ok(self.attr_of(&i));
         }
+        let p = self.dir_ref(parent)?;
         if name == b".." {
             let pp = p.st.lock().parent();
             return self.getattr(pp);
@@ -803,6 +831,30 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
         }
+        let pdir = p.dir.as_ref().expect("directory");
+        // The directory's default ACL replaces the umask (acl(5)); read only
+        // when the directory has one, so a plain create takes no extra lock.
+        let default_acl = if pdir.default_acl.load(Ordering::Relaxed) {
+            p.st.lock().xattrs.iter().find(|(n, _)| n == acl::DEFAULT).map(|(_, v)| v.clone())
+        } else {
+            None
+        };
+        let mut xattrs = Vec::new();
+        let mut perm = perm;
+        match default_acl.as_deref().map(acl::Acl::decode).transpose()? {
+            _ if kind == Kind::Symlink => {}
+            Some(d) => {
+                let (access, bits) = d.inherit(perm);
+                perm = (perm & !0o777) | bits;
+                if let Some(a) = access {
+                    xattrs.push((acl::ACCESS.to_vec(), a.encode()));
+                }
+                if kind == Kind::Dir {
+                    xattrs.push((acl::DEFAULT.to_vec(), d.encode()));
+                }
+            }
+            None => perm &= !(ctx.umask as u16 & 0o777),
+        }
         let _n = self.names.lock(&p, name);
         if self.find(&p, name)?.is_some() {
             return Err(Error::Exists);
@@ -810,12 +862,10 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
-        let pdir = p.dir.as_ref().expect("directory");
         let (pgid, psgid) = (pdir.gid.load(Ordering::Relaxed), pdir.sgid.load(Ordering::Relaxed));
         let ino = self.alloc_ino(&mut g, parent, kind)?;
         g.born(ino);
         let gid = if psgid { pgid } else { ctx.gid };
-        let mut perm = perm;
         if kind == Kind::Dir && psgid {
             perm |= 0o2000;
         }
@@ -826,6 +876,7 @@ impl Engine {
         };
         let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
         let mut st = self.new_state(attr, blob);
+        st.xattrs = xattrs;
         // A new non-directory has one name and no data blocks: its entry is sole.
         let sole = kind != Kind::Dir;
         if sole {
@@ -1380,6 +1431,13 @@ impl Engine {
         }
         if let Some(m) = sa.mode {
             st.attr.perm = (m & 0o7777) as u16;
+            // chmod rewrites the access ACL's owner, mask and other entries.
+            let perm = st.attr.perm;
+            if let Some(x) = st.xattrs.iter_mut().find(|(n, _)| n == acl::ACCESS) {
+                let mut a = acl::Acl::decode(&x.1)?;
+                a.chmod(perm);
+                x.1 = a.encode();
+            }
         }
         let chown = sa.uid.is_some_and(|u| u != st.attr.uid) || sa.gid.is_some_and(|x| x != st.attr.gid);
         if let Some(u) = sa.uid {
@@ -1839,22 +1897,48 @@ impl Engine {
 
     // ---------------------------------------------------------------- xattrs
 
-    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+    pub fn setxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
         let _t = self.stats.start(Op::Xattr);
         self.writable()?;
-        if name.is_empty() || name.len() > 255 {
-            return Err(if name.is_empty() { Error::Invalid } else { Error::Range });
-        }
+        check_xattr_name(ctx, name)?;
         if value.len() > XATTR_SIZE_MAX {
             return Err(Error::Range);
         }
         let i = self.inode(ino)?;
+        let is_default = name == acl::DEFAULT;
+        let acl = if name == acl::ACCESS || is_default { Some(acl::Acl::decode(value)?) } else { None };
+        if is_default && i.kind != Kind::Dir {
+            // Only directories have default ACLs (ext4: EACCES, or nothing to do for an empty one).
+            return if acl.as_ref().is_some_and(|a| a.is_empty()) { Ok(()) } else { Err(Error::PermissionDenied) };
+        }
         let mut g = self.committer.enter()?;
         let mut st = i.st.lock();
+        if st.destroyed {
+            return Ok(());
+        }
+        // An access ACL sets the mode's permission bits; one the mode alone
+        // expresses is not stored, and an empty default ACL removes it.
+        let mut remove = false;
+        if let Some(a) = &acl {
+            if is_default {
+                remove = a.is_empty();
+            } else {
+                let (bits, equiv) = a.mode();
+                st.attr.perm = (st.attr.perm & !0o777) | bits;
+                if !(ctx.uid == 0 || ctx.in_group(st.attr.gid)) {
+                    st.attr.perm &= !0o2000;
+                }
+                remove = equiv;
+            }
+        }
         let pos = st.xattrs.iter().position(|(n, _)| n == name);
         match (pos, flags) {
             (Some(_), XATTR_CREATE) => return Err(Error::Exists),
             (None, XATTR_REPLACE) => return Err(Error::NoAttr),
+            (Some(p), _) if remove => {
+                st.xattrs.remove(p);
+            }
+            (None, _) if remove => {}
             (Some(p), _) => st.xattrs[p].1 = value.to_vec(),
             (None, _) => {
                 let total: usize = st.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
@@ -1863,6 +1947,9 @@ impl Engine {
                 }
                 st.xattrs.push((name.to_vec(), value.to_vec()))
             }
+        }
+        if let (true, Some(d)) = (is_default, &i.dir) {
+            d.default_acl.store(!remove, Ordering::Relaxed);
         }
         st.attr.ctime = now();
         Self::bump(&mut st);
@@ -1875,6 +1962,7 @@ impl Engine {
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         let _t = self.stats.start(Op::Xattr);
+        check_xattr_name(&Ctx::root(), name)?;
         let i = self.inode(ino)?;
         let st = i.st.lock();
         st.xattrs.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).ok_or(Error::NoAttr)
@@ -1887,14 +1975,21 @@ impl Engine {
         Ok(st.xattrs.iter().map(|(n, _)| n.clone()).collect())
     }
 
-    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+    pub fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
         let _t = self.stats.start(Op::Xattr);
         self.writable()?;
+        check_xattr_name(ctx, name)?;
         let i = self.inode(ino)?;
         let mut g = self.committer.enter()?;
         let mut st = i.st.lock();
+        if st.destroyed {
+            return Err(Error::NoAttr);
+        }
         let pos = st.xattrs.iter().position(|(n, _)| n == name).ok_or(Error::NoAttr)?;
         st.xattrs.remove(pos);
+        if let (true, Some(d)) = (name == acl::DEFAULT, &i.dir) {
+            d.default_acl.store(false, Ordering::Relaxed);
+        }
         st.attr.ctime = now();
         Self::bump(&mut st);
         self.emit_inode(&mut g, &mut st);

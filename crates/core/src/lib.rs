@@ -8,6 +8,7 @@
 //!
 //! Locking: docs/locking.md. Commit protocol and key schema: docs/design.md.
 
+pub mod acl;
 pub mod cache;
 pub mod commit;
 pub mod engine;

@@ -144,14 +144,17 @@ pub struct Ctx {
     pub gid: u32,
     pub groups: Vec<u32>,
     pub check_perms: bool,
+    /// The caller's umask, applied to a new inode's mode unless its
+    /// directory has a default ACL (which then replaces it, as in ext4).
+    pub umask: u32,
 }
 
 impl Ctx {
     pub fn root() -> Ctx {
-        Ctx { uid: 0, gid: 0, groups: vec![], check_perms: false }
+        Ctx { uid: 0, gid: 0, groups: vec![], check_perms: false, umask: 0 }
     }
     pub fn user(uid: u32, gid: u32) -> Ctx {
-        Ctx { uid, gid, groups: vec![], check_perms: true }
+        Ctx { uid, gid, groups: vec![], check_perms: true, umask: 0 }
     }
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)

@@ -88,7 +88,7 @@ impl Default for FuseOptions {
             writeback_cache: false,
             readdirplus: true,
             no_opendir: true,
-            daemon_permissions: true,
+            daemon_permissions: false,
             keep_cache: false,
             uring: false,
         }
@@ -353,7 +353,24 @@ impl ShoalFs {
     fn ctx(&self, req: &Request) -> Ctx {
         let check = self.opts.daemon_permissions;
         let groups = if check && req.uid() != 0 { groups_of(req.pid()) } else { vec![] };
-        Ctx { uid: req.uid(), gid: req.gid(), groups, check_perms: check }
+        Ctx { uid: req.uid(), gid: req.gid(), groups, check_perms: check, umask: 0 }
+    }
+
+    /// `ctx` with the caller's supplementary groups even when the kernel
+    /// checks permissions: setting an access ACL clears the setgid bit
+    /// unless the caller is in the file's group (or root).
+    fn ctx_with_groups(&self, req: &Request) -> Ctx {
+        let mut c = self.ctx(req);
+        if c.groups.is_empty() && req.uid() != 0 {
+            c.groups = groups_of(req.pid());
+        }
+        c
+    }
+
+    /// `ctx` for a create: the engine applies the umask unless the
+    /// directory's default ACL replaces it.
+    fn ctx_umask(&self, req: &Request, umask: u32) -> Ctx {
+        Ctx { umask, ..self.ctx(req) }
     }
 
     /// xattr(7) permissions when the daemon checks: user.* follows the file's
@@ -440,6 +457,15 @@ impl Filesystem for ShoalFs {
         if self.opts.writeback_cache {
             want |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
+        if !self.opts.daemon_permissions && self.opts.xattr {
+            // The kernel checks permissions with ACLs (POSIX_ACL implies
+            // default_permissions); the daemon applies the umask itself
+            // (DONT_MASK), since a directory's default ACL replaces it.
+            want |= InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        }
+        // LOOKUP of "." and ".." for any inode: file handles (open_by_handle_at,
+        // NFS export) stay valid across the kernel's inode cache.
+        want |= InitFlags::FUSE_EXPORT_SUPPORT;
         if self.opts.uring {
             // FUSE_OVER_IO_URING (fuser has no name for it).
             want |= InitFlags::from_bits_retain(1 << 41);
@@ -518,13 +544,13 @@ impl Filesystem for ShoalFs {
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         self.requests.count(req::MKNOD);
-        let r = self.engine.mknod(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777), rdev);
+        let r = self.engine.mknod(&self.ctx_umask(req, umask), parent.0, name.as_bytes(), mode, rdev);
         self.entry(parent, name, reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         self.requests.count(req::MKDIR);
-        let r = self.engine.mkdir(&self.ctx(req), parent.0, name.as_bytes(), mode & !(umask & 0o777));
+        let r = self.engine.mkdir(&self.ctx_umask(req, umask), parent.0, name.as_bytes(), mode);
         self.entry(parent, name, reply, r);
     }
 
@@ -735,7 +761,7 @@ impl Filesystem for ShoalFs {
             return reply.error(errno(&e));
         }
         let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
-        Self::empty(reply, self.engine.setxattr(ino.0, name.as_bytes(), value, f));
+        Self::empty(reply, self.engine.setxattr(&self.ctx_with_groups(req), ino.0, name.as_bytes(), value, f));
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -786,15 +812,15 @@ impl Filesystem for ShoalFs {
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
-        Self::empty(reply, self.engine.removexattr(ino.0, name.as_bytes()));
+        Self::empty(reply, self.engine.removexattr(&self.ctx(req), ino.0, name.as_bytes()));
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
         self.requests.count(req::CREATE);
-        let c = self.ctx(req);
+        let c = self.ctx_umask(req, umask);
         let r = match Kind::from_mode(mode) {
-            Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777)),
-            Some(_) => self.engine.mknod(&c, parent.0, name.as_bytes(), mode & !(umask & 0o777), 0),
+            Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode),
+            Some(_) => self.engine.mknod(&c, parent.0, name.as_bytes(), mode, 0),
         };
         match r.and_then(|a| self.engine.open_file(&c, a.ino, 0).map(|_| a)) {
             Ok(a) => {
