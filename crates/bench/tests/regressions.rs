@@ -95,3 +95,42 @@ fn setattr_and_write_after_the_last_unlink_leave_nothing() {
     drop(e);
     assert_fsck_clean(&store);
 }
+
+/// Punching a hole frees whole blocks (it wrote zeros before, so a punched
+/// file kept its space) and reads zeros at once and after a reopen; zero
+/// range does the same and can extend the file; a preallocation larger than
+/// the free space is ENOSPC (xfstests generic/213).
+#[test]
+fn punch_hole_and_zero_range_free_blocks() {
+    use shoal_core::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
+    let (store, e) = fresh();
+    let f = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
+    e.write(f.ino, 0, &vec![0x33; 8 * BLOCK as usize]).unwrap();
+    e.fsync(f.ino).unwrap();
+    let data_keys = |s: &MemStore| s.dump().iter().filter(|(k, _)| k.first() == Some(&b'D')).count();
+    let before = data_keys(&store);
+    // Blocks 2..6 whole, parts of 1 and 6.
+    e.fallocate(f.ino, BLOCK + 100, 5 * BLOCK, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE).unwrap();
+    let check = |e: &Engine| {
+        // Blocks 0..7 (block 7 is zeroed below).
+        let got = e.read(f.ino, 0, 7 * BLOCK as u32).unwrap();
+        assert_eq!(got.len(), 7 * BLOCK as usize);
+        let (a, z) = ((BLOCK + 100) as usize, (6 * BLOCK + 100) as usize);
+        assert!(got[..a].iter().all(|&b| b == 0x33));
+        assert!(got[a..z].iter().all(|&b| b == 0), "punched range is not zeros");
+        assert!(got[z..].iter().all(|&b| b == 0x33), "bytes after the hole changed");
+    };
+    check(&e);
+    e.fsync(f.ino).unwrap();
+    assert_eq!(data_keys(&store), before - 4, "the four whole blocks were not freed");
+    e.fallocate(f.ino, 7 * BLOCK, 4 * BLOCK, FALLOC_ZERO_RANGE).unwrap();
+    assert_eq!(e.getattr(f.ino).unwrap().size, 11 * BLOCK);
+    assert!(e.read(f.ino, 7 * BLOCK, BLOCK as u32).unwrap().iter().all(|&b| b == 0));
+    assert_eq!(e.fallocate(f.ino, 0, 1 << 50, 0), Err(shoal_core::Error::NoSpace));
+    e.shutdown().unwrap();
+    drop(e);
+    let e = engine(&store);
+    check(&e);
+    e.shutdown().unwrap();
+    assert_fsck_clean(&store);
+}

@@ -48,15 +48,20 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 p.cfg.read_only = true;
                 p.mount.push(MountOption::RO);
             }
-            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev" | "nofail" | "relatime"
-            | "norelatime" | "strictatime" | "nodiratime" | "diratime" | "async" | "loop" => {}
+            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev" | "nofail" | "nodiratime"
+            | "diratime" | "async" | "loop" => {}
+            "relatime" => p.cfg.atime = shoal_core::Atime::Relative,
+            "strictatime" | "norelatime" => p.cfg.atime = shoal_core::Atime::Strict,
             "dev" => p.mount.push(MountOption::Dev),
             "nodev" => p.mount.push(MountOption::NoDev),
             "suid" => p.mount.push(MountOption::Suid),
             "nosuid" => p.mount.push(MountOption::NoSuid),
             "exec" => p.mount.push(MountOption::Exec),
             "noexec" => p.mount.push(MountOption::NoExec),
-            "noatime" => p.mount.push(MountOption::NoAtime),
+            "noatime" => {
+                p.cfg.atime = shoal_core::Atime::Never;
+                p.mount.push(MountOption::NoAtime);
+            }
             "durability" => {
                 p.cfg.durability = match v {
                     Some("group") => Durability::Group,

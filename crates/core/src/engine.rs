@@ -57,6 +57,7 @@ pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
 pub const FALLOC_KEEP_SIZE: u32 = 1;
 pub const FALLOC_PUNCH_HOLE: u32 = 2;
+pub const FALLOC_ZERO_RANGE: u32 = 0x10;
 
 /// Access mask bits for [`Engine::access`].
 pub const R_OK: u32 = 4;
@@ -1674,7 +1675,34 @@ impl Engine {
             pos += n as u64;
         }
         drop(st);
+        self.touch_atime(&i)?;
         Ok(out)
+    }
+
+    /// The access time after a read or a listing, per `Config::atime`.
+    fn touch_atime(&self, i: &Inode) -> Result<()> {
+        if self.cfg.atime == Atime::Never || self.cfg.read_only {
+            return Ok(());
+        }
+        let t = now();
+        let due = |a: &Attr| match self.cfg.atime {
+            Atime::Strict => a.atime != t,
+            Atime::Relative => a.atime <= a.mtime || a.atime <= a.ctime || t.sec - a.atime.sec >= 24 * 3600,
+            Atime::Never => false,
+        };
+        if !due(&i.st.lock().attr) {
+            return Ok(());
+        }
+        let mut g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        if st.destroyed || !due(&st.attr) {
+            return Ok(());
+        }
+        Self::dir_fold(i, &mut st);
+        st.attr.atime = t;
+        Self::bump(&mut st);
+        self.emit_inode(&mut g, &mut st);
+        Ok(())
     }
 
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
@@ -1758,29 +1786,76 @@ impl Engine {
         if i.kind != Kind::File {
             return Err(if i.kind == Kind::Dir { Error::IsDir } else { Error::NotSupported });
         }
-        match mode {
+        let size = i.st.lock().attr.size;
+        let keep = mode & FALLOC_KEEP_SIZE != 0;
+        match mode & !FALLOC_KEEP_SIZE {
             0 => {
-                let size = i.st.lock().attr.size;
-                if end > size {
+                // Blocks are not reserved ahead (they are written when data
+                // is), but a request the disk cannot hold fails now, as on
+                // ext4: a program that preallocates relies on ENOSPC here.
+                let (_, free) = self.store.space();
+                if end.saturating_sub(if keep { 0 } else { size }) > free {
+                    return Err(Error::NoSpace);
+                }
+                if !keep && end > size {
                     self.setattr(&Ctx::root(), ino, &SetAttr { size: Some(end), ..Default::default() })?;
                 }
                 Ok(())
             }
-            FALLOC_KEEP_SIZE => Ok(()),
-            m if m == FALLOC_KEEP_SIZE | FALLOC_PUNCH_HOLE => {
-                let size = i.st.lock().attr.size;
-                let e = end.min(size);
-                let mut pos = off;
-                // Punching writes zeros: simple, and sparse blocks stay sparse elsewhere.
-                while pos < e {
-                    let n = (e - pos).min(1 << 20);
-                    self.write(ino, pos, &vec![0u8; n as usize])?;
-                    pos += n;
+            FALLOC_PUNCH_HOLE if keep => self.zero_range(&i, off, end.min(size)),
+            FALLOC_ZERO_RANGE => {
+                self.zero_range(&i, off, end.min(size))?;
+                if !keep && end > size {
+                    self.setattr(&Ctx::root(), ino, &SetAttr { size: Some(end), ..Default::default() })?;
                 }
                 Ok(())
             }
             _ => Err(Error::NotSupported),
         }
+    }
+
+    /// Make `off..end` (within the size) read as zeros: whole blocks are
+    /// deleted (they become holes and free their space), partial ones
+    /// are written with zeros.
+    fn zero_range(&self, i: &Inode, off: u64, end: u64) -> Result<()> {
+        if off >= end {
+            return Ok(());
+        }
+        let (first_whole, end_whole) = (off.div_ceil(BLOCK), end / BLOCK);
+        let inline = i.st.lock().attr.size <= INLINE_MAX;
+        if inline || first_whole >= end_whole {
+            return self.write(i.ino, off, &vec![0u8; (end - off) as usize]).map(|_| ());
+        }
+        if off < first_whole * BLOCK {
+            self.write(i.ino, off, &vec![0u8; (first_whole * BLOCK - off) as usize])?;
+        }
+        if end > end_whole * BLOCK {
+            self.write(i.ino, end_whole * BLOCK, &vec![0u8; (end - end_whole * BLOCK) as usize])?;
+        }
+        let _bkl = self.names.bkl();
+        let mut g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        if st.destroyed || st.attr.size <= INLINE_MAX {
+            return Ok(());
+        }
+        Self::bump(&mut st);
+        let ver = st.attr.version;
+        for b in first_whole..end_whole {
+            g.del(schema::data_key(i.ino, b), ver);
+            // An empty cached block is a hole the store must not be asked
+            // about until this delete is committed (reclaim drops it then).
+            if let Some(v) = st.blocks.insert(b, Vec::new()) {
+                self.cached_data.add(-(v.len() as i64));
+            }
+        }
+        let t = now();
+        st.attr.mtime = t;
+        st.attr.ctime = t;
+        self.emit_inode(&mut g, &mut st);
+        drop(st);
+        let e = g.epoch;
+        drop(g);
+        self.after_mutation(e)
     }
 
     /// Wait until every change to `ino`, and every operation acknowledged
@@ -1810,6 +1885,9 @@ impl Engine {
         let dir = d.dir.as_ref().expect("dir");
         if d.st.lock().dead {
             return Ok(Vec::new());
+        }
+        if cookie == 0 {
+            self.touch_atime(&d)?;
         }
         let max = max.max(1);
         let mut from = cookie.saturating_add(1).max(3);

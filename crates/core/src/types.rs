@@ -242,6 +242,21 @@ pub struct Config {
     /// Number of allocation groups.
     pub ags: u32,
     pub read_only: bool,
+    /// When a read or a listing updates the access time (mount's
+    /// `relatime`, `strictatime`, `noatime`).
+    pub atime: Atime,
+}
+
+/// Access-time updates, as mount(8)'s options name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atime {
+    /// Only when the access time is not newer than the modification or
+    /// change time, or is a day old (Linux's default).
+    Relative,
+    /// On every read.
+    Strict,
+    /// Never.
+    Never,
 }
 
 impl Default for Config {
@@ -257,6 +272,7 @@ impl Default for Config {
             memory_bytes: 0,
             ags: 16,
             read_only: false,
+            atime: Atime::Relative,
         }
     }
 }

@@ -842,7 +842,10 @@ impl Filesystem for ShoalFs {
         if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
             em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
         }
-        if m & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE) as u32 != 0 {
+        if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
+            em |= shoal_core::engine::FALLOC_ZERO_RANGE;
+        }
+        if m & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) as u32 != 0 {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
         }
         Self::empty(reply, self.engine.fallocate(ino.0, offset, length, em));

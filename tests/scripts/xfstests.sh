@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# xfstests (the Linux filesystem test suite) against shoal mounts: builds the
+# suite from ../shared/xfstests once (into target/xfstests), makes its users,
+# a test and a scratch store, and runs a group (default: the generic `quick`
+# group) with tests/xfstests/exclude.txt, in which every entry names the
+# reason FUSE itself cannot pass it. Prints passed / failed / not run and
+# fails on any failure.
+#   XFSTESTS_GROUP=auto bash tests/scripts/xfstests.sh   # the long run
+#   bash tests/scripts/xfstests.sh generic/091 generic/099  # some tests
+source "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+XFSTESTS=${XFSTESTS:-$ROOT/target/xfstests}
+TARBALL=${XFSTESTS_TARBALL:-$ROOT/../shared/xfstests/xfstests-v2026.01.27.tar.gz}
+if [ ! -x "$XFSTESTS/check" ] || [ ! -x "$XFSTESTS/ltp/fsstress" ]; then
+  rm -rf "$XFSTESTS"; mkdir -p "$XFSTESTS"
+  tar xzf "$TARBALL" -C "$XFSTESTS" --strip-components=1
+  make -C "$XFSTESTS" -j"$(nproc)" >"$WORK/xfstests-build.log" 2>&1 || { tail -20 "$WORK/xfstests-build.log"; exit 1; }
+fi
+getent group fsgqa >/dev/null || groupadd fsgqa
+for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m -g fsgqa "$u"; done
+# The daemon the suite mounts: a copy, so a rebuild during a run changes nothing.
+install -m 755 "$SHOAL" /usr/local/bin/shoal-xfstests
+D=/var/tmp/shoal-xfstests
+for m in /mnt/shoal-xt-test /mnt/shoal-xt-scratch; do mountpoint -q $m && umount $m; mkdir -p $m; done
+rm -rf "$D"; mkdir -p "$D"
+shoal-xfstests mkfs "$D/test" >/dev/null
+shoal-xfstests mkfs "$D/scratch" >/dev/null
+cat >"$XFSTESTS/local.config" <<CFG
+export FSTYP=fuse
+export FUSE_SUBTYP=.shoal
+export TEST_DEV=shoal:$D/test
+export TEST_DIR=/mnt/shoal-xt-test
+export SCRATCH_DEV=shoal:$D/scratch
+export SCRATCH_MNT=/mnt/shoal-xt-scratch
+export MOUNT_OPTIONS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
+export TEST_FS_MOUNT_OPTS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
+export SHOAL=/usr/local/bin/shoal-xfstests
+CFG
+cd "$XFSTESTS"
+rm -rf results
+if [ $# -gt 0 ]; then args=("$@"); else args=(-g "${XFSTESTS_GROUP:-quick}"); fi
+./check -E "$ROOT/tests/xfstests/exclude.txt" "${args[@]}" >"$WORK/xfstests.log" 2>&1 || true
+grep -E '^(generic|shared)/' "$WORK/xfstests.log" | grep -v '^\s*$' >"$WORK/xfstests.lines" || true
+ran=$(sed -n 's/^Ran: //p' "$WORK/xfstests.log" | wc -w)
+notrun=$(sed -n 's/^Not run: //p' "$WORK/xfstests.log" | wc -w)
+failures=$(sed -n 's/^Failures: //p' "$WORK/xfstests.log")
+nfail=$(wc -w <<<"$failures")
+excluded=$(sed 's/#.*//' "$ROOT/tests/xfstests/exclude.txt" | grep -c '/' || true)
+for t in $failures; do
+  echo "--- $t"; head -c 3000 "results/$t.out.bad" 2>/dev/null | diff "tests/$t.out" - | head -15 || true
+  tail -5 "results/$t.full" 2>/dev/null || true
+done
+mountpoint -q /mnt/shoal-xt-test && umount /mnt/shoal-xt-test
+mountpoint -q /mnt/shoal-xt-scratch && umount /mnt/shoal-xt-scratch
+echo "xfstests ${args[*]}: $((ran - nfail)) passed, $nfail failed, $notrun not run, $excluded excluded (FUSE reasons)"
+[ -n "$failures" ] && echo "failures: $failures"
+[ "$ran" -gt 0 ] && [ "$nfail" -eq 0 ]
