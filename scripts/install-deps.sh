@@ -4,7 +4,11 @@ set -euo pipefail
 need=()
 for p in fuse3 bc xz-utils; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ "${1:-}" = "--tests" ]; then
-  for p in linux-source-6.1 fsmark postmark; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+  # linux-source for the tree test; the rest builds and runs xfstests.
+  for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
+    libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
 fi
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test: unit and integration tests (model, power-cut, corruption, kill
-# on a real mount), then the CLI checks, pjdfstest, fsx and the tree test on
-# real mounts. Needs root and /dev/fuse. Installs what it needs first.
+# on a real mount), then the CLI checks, pjdfstest, fsx, the tree test and
+# xfstests' generic quick group on real mounts. Needs root and /dev/fuse. Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -27,6 +27,7 @@ suite "cargo test" cargo test --release --workspace
 # from the shipped binary's).
 suite "fault points" cargo test --release -p shoal-core --features faults --test faults
 suite "cli" bash tests/scripts/cli.sh
+suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "enospc" bash tests/scripts/enospc.sh
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh
@@ -34,6 +35,7 @@ suite "pjdfstest (kernel checks: default_permissions)" env MOUNT_OPTS=allow_othe
 suite "fsx" bash tests/scripts/fsx.sh
 suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx, SIGKILL" bash tests/scripts/uring.sh
 suite "tree" bash tests/scripts/tree.sh
+suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
 echo "suites: $passed passed, $failed failed"

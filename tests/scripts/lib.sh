@@ -24,3 +24,14 @@ unmount_check() {
 
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc -l | xargs printf '%.2f'; }
+
+# xfstests, built once from ../shared/xfstests into target/xfstests.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+XFSTESTS=${XFSTESTS:-$ROOT/target/xfstests}
+xfstests_build() {
+  local tarball=${XFSTESTS_TARBALL:-$ROOT/../shared/xfstests/xfstests-v2026.01.27.tar.gz}
+  [ -x "$XFSTESTS/check" ] && [ -x "$XFSTESTS/ltp/fsstress" ] && [ -x "$XFSTESTS/src/open_by_handle" ] && return 0
+  rm -rf "$XFSTESTS"; mkdir -p "$XFSTESTS"
+  tar xzf "$tarball" -C "$XFSTESTS" --strip-components=1
+  make -C "$XFSTESTS" -j"$(nproc)" >"$WORK/xfstests-build.log" 2>&1 || { tail -20 "$WORK/xfstests-build.log"; return 1; }
+}

@@ -54,12 +54,11 @@ mount -t fuse.shoal -o remount,rw "$S" "$M" || fail "remount,rw"
 touch "$M/rw" || fail "write after remount,rw"
 
 # open_by_handle after the kernel dropped its inode cache (FUSE export support).
-if [ -x /var/tmp/xfstests-build/xfstests/src/open_by_handle ]; then
-  mkdir "$M/h"
-  /var/tmp/xfstests-build/xfstests/src/open_by_handle -c "$M/h" 10 || fail "open_by_handle -c"
-  echo 3 >/proc/sys/vm/drop_caches
-  /var/tmp/xfstests-build/xfstests/src/open_by_handle "$M/h" 10 || fail "open_by_handle after drop_caches"
-fi
+xfstests_build
+mkdir "$M/h"
+"$XFSTESTS/src/open_by_handle" -c "$M/h" 10 || fail "open_by_handle -c"
+echo 3 >/proc/sys/vm/drop_caches
+"$XFSTESTS/src/open_by_handle" "$M/h" 10 || fail "open_by_handle after drop_caches"
 unmount_check posix >/dev/null || fail "fsck after the ACL and truncate checks"
 
 # The writeback cache: a deleted file is gone from the store too.

@@ -8,14 +8,7 @@
 #   XFSTESTS_GROUP=auto bash tests/scripts/xfstests.sh   # the long run
 #   bash tests/scripts/xfstests.sh generic/091 generic/099  # some tests
 source "$(dirname "$0")/lib.sh"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-XFSTESTS=${XFSTESTS:-$ROOT/target/xfstests}
-TARBALL=${XFSTESTS_TARBALL:-$ROOT/../shared/xfstests/xfstests-v2026.01.27.tar.gz}
-if [ ! -x "$XFSTESTS/check" ] || [ ! -x "$XFSTESTS/ltp/fsstress" ]; then
-  rm -rf "$XFSTESTS"; mkdir -p "$XFSTESTS"
-  tar xzf "$TARBALL" -C "$XFSTESTS" --strip-components=1
-  make -C "$XFSTESTS" -j"$(nproc)" >"$WORK/xfstests-build.log" 2>&1 || { tail -20 "$WORK/xfstests-build.log"; exit 1; }
-fi
+xfstests_build
 getent group fsgqa >/dev/null || groupadd fsgqa
 for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m -g fsgqa "$u"; done
 # The daemon the suite mounts: a copy, so a rebuild during a run changes nothing.
