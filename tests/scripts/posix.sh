@@ -38,6 +38,11 @@ touch "$M/su"; chmod 4777 "$M/su"
 as_nobody "echo x >> $M/su" || fail "a non-owner could not write a mode 4777 file"
 [ "$(stat -c %a "$M/su")" = 777 ] || fail "setuid not cleared by a non-owner's write: $(stat -c %a "$M/su")"
 
+# Device nodes and setuid work by default (dev,suid, as mount(8) gives root).
+mknod "$M/null" c 1 3; chmod 666 "$M/null"
+echo fred >"$M/null" || fail "writing a device node on a default mount"
+grep " $M fuse" /proc/mounts | grep -qE 'nosuid|nodev' && fail "default mount is nosuid or nodev: $(grep " $M " /proc/mounts)"
+
 # xattr namespaces as ext4: unknown ones are EOPNOTSUPP.
 err=$(setfattr -n bogus.x -v 1 "$M/g" 2>&1) && fail "an xattr in an unknown namespace was accepted"
 [[ $err == *"not supported"* ]] || fail "unknown namespace: $err"
@@ -61,8 +66,14 @@ echo 3 >/proc/sys/vm/drop_caches
 "$XFSTESTS/src/open_by_handle" "$M/h" 10 || fail "open_by_handle after drop_caches"
 unmount_check posix >/dev/null || fail "fsck after the ACL and truncate checks"
 
+# -o nodev still refuses device nodes.
+M=$(mount_fresh nodev allow_other,nodev)
+mknod "$M/null" c 1 3; chmod 666 "$M/null"
+(echo fred >"$M/null") 2>/dev/null && fail "a device node was usable on a nodev mount"
+unmount_check nodev >/dev/null || fail "fsck after nodev"
+
 # The writeback cache: a deleted file is gone from the store too.
 M=$(mount_fresh wb allow_other,writeback_cache)
 for i in $(seq 20); do echo data >"$M/f$i"; rm "$M/f$i"; done
 unmount_check wb >/dev/null || fail "writeback_cache leaked deleted files (fsck)"
-echo "posix: truncate, ACLs, setuid, xattr namespaces, atime, remount, handles, writeback cache: ok"
+echo "posix: truncate, ACLs, setuid, dev/suid, xattr namespaces, atime, remount, handles, writeback cache: ok"

@@ -28,7 +28,10 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
     let mut p = Parsed {
         cfg: Config::default(),
         fuse: FuseOptions::default(),
-        mount: vec![MountOption::DefaultPermissions],
+        // dev and suid as mount(8) gives root for ext4 (fuser's own default
+        // is nodev,nosuid): device nodes and setuid files work unless the
+        // mount says nodev or nosuid.
+        mount: vec![MountOption::DefaultPermissions, MountOption::Dev, MountOption::Suid],
         allow_other: false,
         verify: true,
         fsname: None,
@@ -52,10 +55,15 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             | "diratime" | "async" | "loop" => {}
             "relatime" => p.cfg.atime = shoal_core::Atime::Relative,
             "strictatime" | "norelatime" => p.cfg.atime = shoal_core::Atime::Strict,
-            "dev" => p.mount.push(MountOption::Dev),
-            "nodev" => p.mount.push(MountOption::NoDev),
-            "suid" => p.mount.push(MountOption::Suid),
-            "nosuid" => p.mount.push(MountOption::NoSuid),
+            "dev" | "suid" => {}
+            "nodev" => {
+                p.mount.retain(|m| *m != MountOption::Dev);
+                p.mount.push(MountOption::NoDev);
+            }
+            "nosuid" => {
+                p.mount.retain(|m| *m != MountOption::Suid);
+                p.mount.push(MountOption::NoSuid);
+            }
             "exec" => p.mount.push(MountOption::Exec),
             "noexec" => p.mount.push(MountOption::NoExec),
             "noatime" => {
