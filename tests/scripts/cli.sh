@@ -34,13 +34,18 @@ echo data > "$M/f"
 fusermount3 -u "$M"
 FjallWait=0; for i in $(seq 200); do "$SHOAL" fsck "$S" >/dev/null 2>&1 && break; sleep 0.05; done
 "$SHOAL" fsck "$S" >/dev/null || fail "fsck after fusermount3 -u"
+# A clean unmount marks the store, so the next mount need not walk it; the
+# mark goes as soon as a writable mount starts.
+[ -f "$S/clean" ] || fail "no clean mark after an unmount"
 # Read-only mount.
 "$SHOAL" mount -d "$S" "$M" -o ro >/dev/null
+[ -f "$S/clean" ] || fail "a read-only mount removed the clean mark"
 [ "$(cat "$M/f")" = data ] || fail "data after remount"
 touch "$M/g" 2>/dev/null && fail "write on a read-only mount succeeded"
 "$SHOAL" umount "$M"
 # Names over 255 bytes.
 "$SHOAL" mount -d "$S" "$M" >/dev/null
+[ -f "$S/clean" ] && fail "a writable mount kept the clean mark"
 long=$(printf 'x%.0s' $(seq 256))
 touch "$M/$long" 2>"$WORK/long.err" && fail "a 256-byte name was accepted"
 grep -q "too long" "$WORK/long.err" || fail "ENAMETOOLONG: $(cat "$WORK/long.err")"

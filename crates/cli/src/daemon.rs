@@ -155,7 +155,16 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
     let store = shoal_store::FjallStore::open(&store_path).map_err(|e| store_error(&store_path, e))?;
-    if parsed.verify {
+    // A store the last daemon closed cleanly is not walked again: every
+    // record carries its own checksum, checked when it is read, and the full
+    // walk is `shoal fsck`'s. The mark goes before this daemon can change
+    // anything, so a crash from here on leaves the store unmarked.
+    let clean_mark = store_path.join(CLEAN_MARK);
+    let was_clean = clean_mark.exists();
+    if was_clean && !parsed.cfg.read_only {
+        remove_durably(&clean_mark).map_err(|e| format!("{}: {e}", clean_mark.display()))?;
+    }
+    if parsed.verify && !was_clean {
         let r = shoal_store::fsck::fsck(&store, false).map_err(|e| store_error(&store_path, e))?;
         if !r.is_clean() {
             return Err(format!(
@@ -184,7 +193,30 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let _ = std::fs::remove_file(store_path.join("control.sock"));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     fin.map_err(|e| store_error(&store_path, e))?;
+    if !parsed.cfg.read_only {
+        // Everything is committed: the next mount need not walk the store.
+        if let Err(e) = write_durably(&clean_mark) {
+            tracing::warn!("{}: {e} (the next mount verifies the store)", clean_mark.display());
+        }
+    }
     Ok(0)
+}
+
+/// The file whose presence says the last daemon closed the store cleanly.
+pub const CLEAN_MARK: &str = "clean";
+
+fn sync_dir(p: &Path) -> std::io::Result<()> {
+    std::fs::File::open(p.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+fn write_durably(p: &Path) -> std::io::Result<()> {
+    std::fs::File::create(p)?.sync_all()?;
+    sync_dir(p)
+}
+
+fn remove_durably(p: &Path) -> std::io::Result<()> {
+    std::fs::remove_file(p)?;
+    sync_dir(p)
 }
 
 fn init_logging() {
