@@ -30,8 +30,8 @@ suite "cli" bash tests/scripts/cli.sh
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "enospc" bash tests/scripts/enospc.sh
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh
-suite "pjdfstest (daemon checks permissions, the default)" bash tests/scripts/pjdfstest.sh
-suite "pjdfstest (kernel checks: default_permissions)" env MOUNT_OPTS=allow_other,default_permissions bash tests/scripts/pjdfstest.sh
+suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/scripts/pjdfstest.sh
+suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx, SIGKILL" bash tests/scripts/uring.sh
 suite "tree" bash tests/scripts/tree.sh
