@@ -25,6 +25,18 @@ fn assert_fsck_clean(store: &Arc<MemStore>) {
     assert!(r.is_clean(), "fsck: {:?}", r.problems);
 }
 
+/// Run `check` on the engine, then on a fresh engine over the same store
+/// (what reached the store alone), then fsck the store.
+fn check_before_and_after_reopen(store: &Arc<MemStore>, e: Arc<Engine>, check: impl Fn(&Engine)) {
+    check(&e);
+    e.shutdown().unwrap();
+    drop(e);
+    let e = engine(store);
+    check(&e);
+    e.shutdown().unwrap();
+    assert_fsck_clean(store);
+}
+
 /// xfstests generic/091 and friends: `pwrite 0 8k; truncate 0; truncate 64k`
 /// read the old bytes back at offset 0, and the growth wrote them to the store.
 #[test]
@@ -39,17 +51,11 @@ fn truncate_to_zero_then_grow_reads_zeros() {
         } else {
             truncate(&e, f.ino, 64 << 10);
         }
-        let got = e.read(f.ino, 0, 16384).unwrap();
-        assert!(got.iter().all(|&b| b == 0), "first={first} write={grow_by_write}: stale bytes after truncate 0");
-        // And not in the store either: a fresh engine reads the records alone.
-        e.fsync(f.ino).unwrap();
-        e.shutdown().unwrap();
-        drop(e);
-        let e = engine(&store);
-        let got = e.read(f.ino, 0, 16384).unwrap();
-        assert!(got.iter().all(|&b| b == 0), "first={first} write={grow_by_write}: stale bytes in the store");
-        e.shutdown().unwrap();
-        assert_fsck_clean(&store);
+        // Zeros from the cache, and from the store alone after a reopen.
+        check_before_and_after_reopen(&store, e, |e| {
+            let got = e.read(f.ino, 0, 16384).unwrap();
+            assert!(got.iter().all(|&b| b == 0), "first={first} write={grow_by_write}: stale bytes after truncate 0");
+        });
     }
 }
 
@@ -68,13 +74,7 @@ fn truncate_into_the_first_block_then_grow() {
         assert!(got[..100].iter().all(|&b| b == 0x5a));
         assert!(got[100..].iter().all(|&b| b == 0), "stale bytes past the truncation point");
     };
-    check(&e);
-    e.shutdown().unwrap();
-    drop(e);
-    let e = engine(&store);
-    check(&e);
-    e.shutdown().unwrap();
-    assert_fsck_clean(&store);
+    check_before_and_after_reopen(&store, e, check);
 }
 
 /// With `-o writeback_cache` the kernel sends SETATTR (and may send WRITE)
@@ -127,10 +127,5 @@ fn punch_hole_and_zero_range_free_blocks() {
     assert_eq!(e.getattr(f.ino).unwrap().size, 11 * BLOCK);
     assert!(e.read(f.ino, 7 * BLOCK, BLOCK as u32).unwrap().iter().all(|&b| b == 0));
     assert_eq!(e.fallocate(f.ino, 0, 1 << 50, 0), Err(shoal_core::Error::NoSpace));
-    e.shutdown().unwrap();
-    drop(e);
-    let e = engine(&store);
-    check(&e);
-    e.shutdown().unwrap();
-    assert_fsck_clean(&store);
+    check_before_and_after_reopen(&store, e, check);
 }
