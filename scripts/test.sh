@@ -8,6 +8,8 @@ export PATH="$HOME/.cargo/bin:$PATH"
 bash scripts/install-deps.sh --tests
 cargo build --release --workspace -q
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
+# A run that was killed leaves mounts whose daemons are gone.
+bash -c "source tests/scripts/lib.sh; unmount_leftovers"
 export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1
 passed=0; failed=0; failures=()
 suite() {

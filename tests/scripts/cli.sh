@@ -51,4 +51,15 @@ touch "$M/$long" 2>"$WORK/long.err" && fail "a 256-byte name was accepted"
 grep -q "too long" "$WORK/long.err" || fail "ENAMETOOLONG: $(cat "$WORK/long.err")"
 "$SHOAL" stats "$M" --json | grep -q '"ops"' || fail "shoal stats --json"
 "$SHOAL" umount "$M"
-echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, ENAMETOOLONG, stats: ok"
+# A daemon killed with SIGKILL leaves a dead mount: mounting again names the
+# way out, and `shoal umount` takes it.
+"$SHOAL" mount -d "$S" "$M" >/dev/null
+pkill -KILL -f "shoal mount $S $M --background-child" || fail "no daemon to kill"
+for i in $(seq 100); do stat "$M" >/dev/null 2>&1 || break; sleep 0.05; done
+err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount over a dead mount succeeded"
+[[ $err == *"shoal umount"* ]] || fail "dead mount message: $err"
+"$SHOAL" umount "$M" || fail "umount of a dead mount"
+"$SHOAL" mount -d "$S" "$M" >/dev/null || fail "mount after a dead mount"
+[ "$(cat "$M/f")" = data ] || fail "data after a kill"
+"$SHOAL" umount "$M"
+echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, ENAMETOOLONG, stats, dead mount: ok"

@@ -8,7 +8,8 @@ mkdir -p "$WORK"
 mount_fresh() {
   local name=$1 opts=${2:-allow_other}
   local store=$WORK/$name.store mnt=$WORK/$name.mnt
-  mountpoint -q "$mnt" 2>/dev/null && "$SHOAL" umount "$mnt" || true
+  # /proc/mounts, not mountpoint(1): a mount whose daemon died fails stat.
+  if grep -qs " $mnt " /proc/mounts; then "$SHOAL" umount "$mnt"; fi
   rm -rf "$store"; mkdir -p "$mnt"
   "$SHOAL" mkfs "$store" >/dev/null
   "$SHOAL" mount -d "$store" "$mnt" -o "$opts" >/dev/null
@@ -20,6 +21,15 @@ unmount_check() {
   local name=$1
   "$SHOAL" umount "$WORK/$name.mnt"
   "$SHOAL" fsck "$WORK/$name.store"
+}
+
+# unmount_leftovers: unmount every mount under $WORK that an interrupted run
+# left behind (a killed test leaves a mount whose daemon is gone).
+unmount_leftovers() {
+  local m
+  for m in $(awk -v w="$WORK/" 'index($2, w) == 1 {print $2}' /proc/mounts); do
+    "$SHOAL" umount "$m" || umount -l "$m" || true
+  done
 }
 
 now() { date +%s.%N; }

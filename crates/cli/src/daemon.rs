@@ -113,7 +113,20 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
 }
 
 fn check_mountpoint(m: &Path) -> Result<(), String> {
-    let md = std::fs::metadata(m).map_err(|e| format!("mountpoint {}: {e}", m.display()))?;
+    let md = std::fs::metadata(m).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            // A FUSE mount whose daemon died (kill -9, crash): the kernel keeps
+            // the mount until someone unmounts it.
+            format!(
+                "mountpoint {}: a dead mount is still there (its daemon exited); \
+                 run `shoal umount {}` and mount again",
+                m.display(),
+                m.display()
+            )
+        } else {
+            format!("mountpoint {}: {e}", m.display())
+        }
+    })?;
     if !md.is_dir() {
         return Err(format!("mountpoint {} is not a directory", m.display()));
     }
