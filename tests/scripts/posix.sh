@@ -37,6 +37,14 @@ getfacl -p "$M/d/sub" 2>/dev/null | grep -q '^default:user:nobody:rwx' || fail "
 touch "$M/su"; chmod 4777 "$M/su"
 as_nobody "echo x >> $M/su" || fail "a non-owner could not write a mode 4777 file"
 [ "$(stat -c %a "$M/su")" = 777 ] || fail "setuid not cleared by a non-owner's write: $(stat -c %a "$M/su")"
+# Setgid without group exec goes too when the writer is not in the group (the
+# kernel's FUSE code keeps it; the daemon clears it), also for fallocate.
+touch "$M/sg"; chmod 2666 "$M/sg"
+as_nobody "echo x >> $M/sg" || fail "a non-owner could not write a mode 2666 file"
+[ "$(stat -c %a "$M/sg")" = 666 ] || fail "setgid kept after a non-group write: $(stat -c %a "$M/sg")"
+chmod 6666 "$M/sg"
+as_nobody "xfs_io -c 'falloc 0 64k' $M/sg" || fail "a non-owner could not fallocate a mode 6666 file"
+[ "$(stat -c %a "$M/sg")" = 666 ] || fail "setuid/setgid kept after a non-owner's fallocate: $(stat -c %a "$M/sg")"
 
 # Device nodes and setuid work by default (dev,suid, as mount(8) gives root).
 mknod "$M/null" c 1 3; chmod 666 "$M/null"

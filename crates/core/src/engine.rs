@@ -1773,6 +1773,60 @@ impl Engine {
         Ok(data.len() as u32)
     }
 
+    /// Clear setuid and setgid before a caller modifies a regular file's
+    /// data, as Linux does for every filesystem (`setattr_should_drop_suidgid`):
+    /// setuid always, setgid when the file is group-executable or the caller
+    /// is not in its group; root (standing in for CAP_FSETID) keeps both.
+    /// `groups` gives the caller's supplementary groups and is called only
+    /// when the answer depends on them (the FUSE adapter reads them from
+    /// /proc). The kernel clears the bits itself only when setgid comes with
+    /// group exec (fuse_setattr), so the adapter calls this before writes and
+    /// fallocate. Returns whether the mode changed.
+    pub fn drop_privileges(&self, uid: u32, gid: u32, groups: impl FnOnce() -> Vec<u32>, ino: Ino) -> Result<bool> {
+        if uid == 0 {
+            return Ok(false);
+        }
+        let i = self.inode(ino)?;
+        if i.kind != Kind::File {
+            return Ok(false);
+        }
+        let (perm, fgid) = {
+            let st = i.st.lock();
+            (st.attr.perm, st.attr.gid)
+        };
+        if perm & 0o6000 == 0 {
+            return Ok(false);
+        }
+        let in_group = fgid == gid || (perm & 0o2010 == 0o2000 && groups().contains(&fgid));
+        let kill = |perm: u16| {
+            let mut k = perm & 0o4000;
+            if perm & 0o2000 != 0 && (perm & 0o010 != 0 || !in_group) {
+                k |= 0o2000;
+            }
+            k
+        };
+        if kill(perm) == 0 {
+            return Ok(false);
+        }
+        self.writable()?;
+        let _bkl = self.names.bkl();
+        let mut g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        let k = kill(st.attr.perm);
+        if st.destroyed || k == 0 || st.attr.gid != fgid {
+            return Ok(false);
+        }
+        st.attr.perm &= !k;
+        st.attr.ctime = now();
+        Self::bump(&mut st);
+        self.emit_inode(&mut g, &mut st);
+        drop(st);
+        let e = g.epoch;
+        drop(g);
+        self.after_mutation(e)?;
+        Ok(true)
+    }
+
     pub fn fallocate(&self, ino: Ino, off: u64, len: u64, mode: u32) -> Result<()> {
         self.writable()?;
         let end = off.checked_add(len).ok_or(Error::FileTooBig)?;

@@ -100,6 +100,9 @@ pub struct ShoalFs {
     opts: FuseOptions,
     requests: Arc<Requests>,
     handed: Arc<Handed>,
+    /// Set once the session exists: attribute invalidations the daemon
+    /// starts (see `drop_privileges`).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 /// Entries handed to the kernel (lookup, create, mkdir, readdirplus...),
@@ -333,7 +336,7 @@ fn time(t: TimeOrNow) -> TimeSet {
 
 impl ShoalFs {
     pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
-        ShoalFs { engine, opts, requests: Arc::default(), handed: Arc::default() }
+        ShoalFs { engine, opts, requests: Arc::default(), handed: Arc::default(), notifier: Arc::default() }
     }
 
     /// The request counters (shared with the stats socket).
@@ -400,6 +403,26 @@ impl ShoalFs {
         }
     }
 
+    /// Before a non-root caller changes a file's data: clear setuid/setgid
+    /// as Linux does, and make the kernel drop the mode it caches. The
+    /// kernel's FUSE code clears setgid only with group exec, so a
+    /// world-writable setgid file stayed setgid after another user's write
+    /// or fallocate (xfstests generic/683-685). The invalidation is sent
+    /// before the reply, so a stat after the call sees the new mode; it
+    /// takes no inode lock in the kernel (offset -1: attributes only), so it
+    /// is safe while the caller's request is in flight.
+    fn drop_privileges(&self, req: &Request, ino: u64) -> shoal_core::Result<()> {
+        if req.uid() == 0 {
+            return Ok(());
+        }
+        if self.engine.drop_privileges(req.uid(), req.gid(), || groups_of(req.pid()), ino)? {
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(INodeNo(ino), -1, 0);
+            }
+        }
+        Ok(())
+    }
+
     fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
         match r {
             Ok(()) => reply.ok(),
@@ -419,7 +442,9 @@ impl ShoalFs {
         let engine = self.engine.clone();
         let handed = self.handed.clone();
         let requests = self.requests.clone();
+        let notifier = self.notifier.clone();
         let session = fuser::Session::new(self, mountpoint, &cfg)?;
+        let _ = notifier.set(session.notifier());
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let pruner = {
             let (notifier, stop) = (session.notifier(), stop.clone());
@@ -605,10 +630,13 @@ impl Filesystem for ShoalFs {
     }
 
     fn write(
-        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
+        &self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
         _flags: OpenFlags, _lock: Option<fuser::LockOwner>, reply: ReplyWrite,
     ) {
         self.requests.count(req::WRITE);
+        if let Err(e) = self.drop_privileges(req, ino.0) {
+            return reply.error(errno(&e));
+        }
         match self.engine.write(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
@@ -832,7 +860,7 @@ impl Filesystem for ShoalFs {
         }
     }
 
-    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         self.requests.count(req::FALLOCATE);
         let m = mode as u32;
         let mut em = 0;
@@ -847,6 +875,9 @@ impl Filesystem for ShoalFs {
         }
         if m & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) as u32 != 0 {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        if let Err(e) = self.drop_privileges(req, ino.0) {
+            return reply.error(errno(&e));
         }
         Self::empty(reply, self.engine.fallocate(ino.0, offset, length, em));
     }
