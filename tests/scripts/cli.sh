@@ -30,6 +30,14 @@ err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mounting a busy mountpoint succ
 [[ $err == *"busy"* ]] || fail "busy message: $err"
 err=$("$SHOAL" mount -d "$S" "$WORK" 2>&1) && fail "a second daemon on one store succeeded"
 [[ $err == *"in use"* ]] || fail "second daemon message: $err"
+# The store mounted a second time elsewhere: one filesystem in two places, as
+# mount(8) gives an ext4 device (xfstests generic/732); each unmounts alone.
+M2=$WORK/cli.mnt2; mkdir -p "$M2"
+SHOAL=$SHOAL mount -t fuse.shoal "$S" "$M2" || fail "second mount of a mounted store"
+echo two > "$M2/two"; [ "$(cat "$M/two")" = two ] || fail "second mount shows another filesystem"
+timeout 10 "$SHOAL" umount "$M2" || fail "shoal umount of the second place"
+[ "$(cat "$M/two")" = two ] || fail "first place gone with the second"
+rm "$M/two"
 echo data > "$M/f"
 fusermount3 -u "$M"
 FjallWait=0; for i in $(seq 200); do "$SHOAL" fsck "$S" >/dev/null 2>&1 && break; sleep 0.05; done

@@ -308,7 +308,8 @@ fn spawn_background(a: &MountArgs, store: &Path) -> Result<i32, String> {
 }
 
 pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
-    let (src, ty) = mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
+    let m = mountinfo::at(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
+    let (src, ty) = (m.source, m.fstype);
     if !mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
@@ -321,6 +322,11 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         if !st.is_ok_and(|s| s.success()) {
             return Err(format!("umount {}: {err}", a.mountpoint.display()));
         }
+    }
+    // Mounted elsewhere too (a bind mount, or a second `mount -t fuse.shoal`
+    // of the store): the daemon serves on until the last place is unmounted.
+    if mountinfo::all().iter().any(|o| o.dev == m.dev) {
+        return Ok(0);
     }
     // Wait until the daemon has committed and released the store.
     if !shoal_store::FjallStore::wait_unlocked(&mountinfo::store_of(&src), Duration::from_secs(300)) {

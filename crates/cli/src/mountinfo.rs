@@ -2,23 +2,45 @@
 
 use std::path::{Path, PathBuf};
 
-/// (source, fstype) of the mount at `mnt`, if any.
-pub fn find(mnt: &Path) -> Option<(String, String)> {
-    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut found = None;
+/// One line of /proc/self/mountinfo.
+pub struct Mount {
+    /// "major:minor" of the filesystem: the same for every place it is
+    /// mounted (bind mounts included).
+    pub dev: String,
+    pub point: PathBuf,
+    pub source: String,
+    pub fstype: String,
+}
+
+/// Every mount of this process's namespace, in mount order.
+pub fn all() -> Vec<Mount> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let Some(sep) = f.iter().position(|x| *x == "-") else { continue };
         if f.len() < sep + 3 || f.len() < 5 {
             continue;
         }
-        let point = unescape(f[4]);
-        if PathBuf::from(&point) == canon {
-            found = Some((unescape(f[sep + 2]), f[sep + 1].to_string()));
-        }
+        out.push(Mount {
+            dev: f[2].to_string(),
+            point: PathBuf::from(unescape(f[4])),
+            source: unescape(f[sep + 2]),
+            fstype: f[sep + 1].to_string(),
+        });
     }
-    found
+    out
+}
+
+/// The mount at `mnt` (the last, if mounts are stacked there).
+pub fn at(mnt: &Path) -> Option<Mount> {
+    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+    all().into_iter().filter(|m| m.point == canon).last()
+}
+
+/// (source, fstype) of the mount at `mnt`, if any.
+pub fn find(mnt: &Path) -> Option<(String, String)> {
+    at(mnt).map(|m| (m.source, m.fstype))
 }
 
 fn unescape(s: &str) -> String {
