@@ -12,6 +12,7 @@ err=$("$SHOAL" bench seed000 --iters 5 2>&1) && fail "seed000 with fewer iterati
 err=$("$SHOAL" bench seed002 --mode path --target t=/tmp 2>&1) && fail "seed002 in path mode ran"
 [[ $err == *"engine mode only"* ]] || fail "seed002 path mode message: $err"
 S=$WORK/cli.store; M=$WORK/cli.mnt
+for m in "$M" "$WORK/cli.mnt2" "$WORK/cli.mnt3"; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
 rm -rf "$S"; mkdir -p "$M"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succeeded"
 [[ $err == *"no shoal store"* ]] || fail "missing store message: $err"
@@ -28,7 +29,8 @@ SHOAL=$SHOAL mount -t fuse.shoal "$S" "$M" >/dev/null || fail "mount -t fuse.sho
 mountpoint -q "$M" || fail "helper mount"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mounting a busy mountpoint succeeded"
 [[ $err == *"busy"* ]] || fail "busy message: $err"
-err=$("$SHOAL" mount -d "$S" "$WORK" 2>&1) && fail "a second daemon on one store succeeded"
+mkdir -p "$WORK/cli.mnt3"
+err=$("$SHOAL" mount -d "$S" "$WORK/cli.mnt3" 2>&1) && fail "a second daemon on one store succeeded"
 [[ $err == *"in use"* ]] || fail "second daemon message: $err"
 # The store mounted a second time elsewhere: one filesystem in two places, as
 # mount(8) gives an ext4 device (xfstests generic/732); each unmounts alone.
@@ -58,7 +60,34 @@ long=$(printf 'x%.0s' $(seq 256))
 touch "$M/$long" 2>"$WORK/long.err" && fail "a 256-byte name was accepted"
 grep -q "too long" "$WORK/long.err" || fail "ENAMETOOLONG: $(cat "$WORK/long.err")"
 "$SHOAL" stats "$M" --json | grep -q '"ops"' || fail "shoal stats --json"
+# stats in a pipe: plain text, and a reader that stops early ends it quietly.
+out=$("$SHOAL" stats "$M" --interval 0.1 --count 2) || fail "shoal stats --count 2"
+[[ $out == *$'\e'* ]] && fail "stats wrote escape codes into a pipe"
+[ "$(grep -c '^shoal stats' <<<"$out")" = 2 ] || fail "stats in a pipe: $out"
+"$SHOAL" stats "$M" --interval 0.05 2>"$WORK/stats.err" | head -1 >/dev/null
+[ "${PIPESTATUS[0]}" = 0 ] || fail "stats | head -1 exited ${PIPESTATUS[0]}: $(cat "$WORK/stats.err")"
 "$SHOAL" umount "$M"
+# Misuse ends in a clear message and leaves nothing behind.
+mkdir -p "$WORK/inside"; rm -rf "$WORK/inside/store"
+"$SHOAL" mkfs "$WORK/inside/store" >/dev/null
+err=$("$SHOAL" mount -d "$WORK/inside/store" "$WORK/inside" 2>&1) && fail "a store was mounted over itself"
+[[ $err == *"lies inside"* ]] || fail "store inside mountpoint message: $err"
+for n in 0 1025 4294967295; do
+  err=$("$SHOAL" mkfs --ags $n "$WORK/ags" 2>&1) && fail "mkfs --ags $n succeeded"
+  [[ $err == *"ags"* ]] || fail "mkfs --ags $n message: $err"
+  [ -e "$WORK/ags" ] && fail "mkfs --ags $n left $WORK/ags"
+done
+rm -rf "$WORK/half"; mkdir -p "$WORK/half/db"; : > "$WORK/half/LOCK"   # what an interrupted mkfs leaves
+err=$("$SHOAL" mount -d "$WORK/half" "$M" 2>&1) && fail "mount of a half-made store succeeded"
+[[ $err == *"run \`shoal mkfs $WORK/half\`"* ]] || fail "half-made store message: $err"
+err=$("$SHOAL" fsck "$WORK/half" 2>&1) && fail "fsck of a half-made store succeeded"
+[[ $err == *"shoal mkfs"* ]] || fail "fsck half-made store message: $err"
+"$SHOAL" mkfs "$WORK/half" >/dev/null || fail "mkfs over a half-made store"
+"$SHOAL" fsck "$WORK/half" >/dev/null || fail "fsck after mkfs over a half-made store"
+rm -rf "$WORK/empty"; mkdir -p "$WORK/empty"
+"$SHOAL" mount -d "$WORK/empty" "$M" >/dev/null 2>&1 && fail "mount of an empty directory succeeded"
+[ -z "$(ls -A "$WORK/empty")" ] || fail "a failed mount left $(ls -A "$WORK/empty")"
+"$SHOAL" mkfs "$WORK/empty" >/dev/null || fail "mkfs after a failed mount"
 # A daemon killed with SIGKILL leaves a dead mount: mounting again names the
 # way out, and `shoal umount` takes it.
 "$SHOAL" mount -d "$S" "$M" >/dev/null
@@ -70,4 +99,4 @@ err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount over a dead mount succeed
 "$SHOAL" mount -d "$S" "$M" >/dev/null || fail "mount after a dead mount"
 [ "$(cat "$M/f")" = data ] || fail "data after a kill"
 "$SHOAL" umount "$M"
-echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, ENAMETOOLONG, stats, dead mount: ok"
+echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, ENAMETOOLONG, stats in pipes, misuse, dead mount: ok"

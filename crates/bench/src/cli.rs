@@ -454,8 +454,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             }
         };
         store_path = Some(dir.clone());
-        let s = Arc::new(shoal_store::FjallStore::create(&dir).map_err(|e| e.to_string())?);
-        Engine::mkfs(&*s, cfg.ags).map_err(|e| e.to_string())?;
+        let s = Arc::new(shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags)).map_err(|e| e.to_string())?);
         fjall = Some(s.clone());
         s
     };

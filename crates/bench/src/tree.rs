@@ -367,8 +367,7 @@ fn engine_tree(a: &BenchArgs, sw: &Switches, tar: &Path) -> Result<(u64, Vec<Pha
         let s: Arc<dyn Store> = if null {
             Arc::new(NullStore)
         } else if fresh {
-            let s = shoal_store::FjallStore::create(&dir).map_err(ee)?;
-            Engine::mkfs(&s, cfg.ags).map_err(ee)?;
+            let s = shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags)).map_err(ee)?;
             Arc::new(s)
         } else {
             Arc::new(shoal_store::FjallStore::open(&dir).map_err(ee)?)

@@ -11,8 +11,7 @@ use std::sync::Arc;
 type State = std::collections::BTreeSet<(String, model::K, u32, Vec<u8>)>;
 
 fn build(dir: &Path, seed: u64) -> State {
-    let store = FjallStore::create(dir).unwrap();
-    Engine::mkfs(&store, 4).unwrap();
+    let store = FjallStore::create(dir, |s| Engine::mkfs(s, 4)).unwrap();
     let e = Engine::open(Arc::new(store), Config::default()).unwrap();
     let t = EngineTarget { e: &e };
     let mut m = Model::default();

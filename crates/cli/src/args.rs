@@ -30,8 +30,8 @@ pub enum Cmd {
 pub struct MkfsArgs {
     /// Directory to hold the store (created if missing; must be empty).
     pub store: PathBuf,
-    /// Number of allocation groups.
-    #[arg(long, default_value_t = 16)]
+    /// Number of allocation groups (1 to 1024).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=shoal_core::MAX_AGS as i64))]
     pub ags: u32,
 }
 

@@ -151,6 +151,18 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let parsed = parse_options(&a.options)?;
     let store_path = std::fs::canonicalize(&a.store).map_err(|_| store_error(&a.store, shoal_core::Error::NotFound))?;
     check_mountpoint(&a.mountpoint)?;
+    // Mounted over its own store, the daemon could no longer reach it: the
+    // mount would serve, but nothing would find the store again by its path.
+    let mnt_path = std::fs::canonicalize(&a.mountpoint).map_err(|e| format!("mountpoint {}: {e}", a.mountpoint.display()))?;
+    if store_path.starts_with(&mnt_path) {
+        return Err(format!(
+            "store {} lies inside mountpoint {}: the mount would hide it; mount it somewhere outside the store's path",
+            store_path.display(),
+            mnt_path.display()
+        ));
+    }
+    // Not a store: say so here, before a background daemon logs into it.
+    shoal_store::FjallStore::probe(&store_path).map_err(|e| store_error(&store_path, e))?;
     if a.daemon && !a.background_child {
         return spawn_background(a, &store_path);
     }

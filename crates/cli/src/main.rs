@@ -60,8 +60,7 @@ pub fn store_error(store: &Path, e: Error) -> String {
 }
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
-    let store = shoal_store::FjallStore::create(&a.store).map_err(|e| store_error(&a.store, e))?;
-    shoal_core::Engine::mkfs(&store, a.ags).map_err(|e| store_error(&a.store, e))?;
+    shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags)).map_err(|e| store_error(&a.store, e))?;
     println!("created shoal store at {} ({} allocation groups)", a.store.display(), a.ags);
     Ok(0)
 }

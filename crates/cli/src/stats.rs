@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use shoal_core::stats::OPS;
 use shoal_core::sync::{lock_counts, LOCK_CLASSES};
 use shoal_core::Engine;
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -103,6 +103,14 @@ fn u(v: &Value, p: &[&str]) -> u64 {
     x.as_u64().unwrap_or(0)
 }
 
+/// `writeln!` into the screen being built (a String cannot fail).
+macro_rules! p {
+    ($out:ident, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
     if !crate::mountinfo::is_shoal(&src, &ty) {
@@ -110,23 +118,31 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     }
     let sock = crate::mountinfo::store_of(&src).join("control.sock");
     if a.json {
-        println!("{}", fetch(&sock)?);
+        emit(&format!("{}\n", fetch(&sock)?));
         return Ok(0);
     }
+    // A terminal gets one screen redrawn in place; a pipe or file gets each
+    // refresh as plain text after a blank line, with no escape codes.
+    let tty = std::io::stdout().is_terminal();
     let mut prev = fetch(&sock)?;
     let mut n = 0;
     loop {
         std::thread::sleep(Duration::from_secs_f64(a.interval));
         let cur = fetch(&sock)?;
         let dt = a.interval;
-        print!("\x1b[2J\x1b[H");
-        println!("shoal stats {}  (every {:.1}s)", a.mountpoint.display(), dt);
-        println!("{:<10} {:>10} {:>10} {:>10}", "op", "ops/s", "p50", "p99");
+        let mut out = String::new();
+        if tty {
+            out.push_str("\x1b[2J\x1b[H");
+        } else if n > 0 {
+            out.push('\n');
+        }
+        p!(out, "shoal stats {}  (every {:.1}s)", a.mountpoint.display(), dt);
+        p!(out, "{:<10} {:>10} {:>10} {:>10}", "op", "ops/s", "p50", "p99");
         if let Some(ops) = cur["ops"].as_object() {
             for (name, v) in ops {
                 let d = u(v, &["count"]) - u(&prev, &["ops", name, "count"]);
                 if d > 0 {
-                    println!("{:<10} {:>10.0} {:>9}us {:>9}us", name, d as f64 / dt,
+                    p!(out, "{:<10} {:>10.0} {:>9}us {:>9}us", name, d as f64 / dt,
                         u(v, &["p50_ns"]) / 1000, u(v, &["p99_ns"]) / 1000);
                 }
             }
@@ -140,22 +156,22 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
                 })
                 .collect();
             if !row.is_empty() {
-                println!("\nFUSE requests/s: {}", row.join("  "));
+                p!(out, "\nFUSE requests/s: {}", row.join("  "));
             }
         }
         let commits = u(&cur, &["commit", "commits"]) - u(&prev, &["commit", "commits"]);
         let recs = u(&cur, &["commit", "records_in"]) - u(&prev, &["commit", "records_in"]);
         let keys = u(&cur, &["commit", "keys_out"]) - u(&prev, &["commit", "keys_out"]);
         let elided = u(&cur, &["commit", "keys_elided"]) - u(&prev, &["commit", "keys_elided"]);
-        println!("\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  elided/commit {:.1}  read-only {}",
+        p!(out, "\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  elided/commit {:.1}  read-only {}",
             commits as f64 / dt, recs as f64 / commits.max(1) as f64, keys as f64 / commits.max(1) as f64,
             elided as f64 / commits.max(1) as f64, cur["commit"]["read_only"]);
-        println!("cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
+        p!(out, "cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
             u(&cur, &["cache", "bytes"]) >> 20, u(&cur, &["cache", "budget"]) >> 20,
             u(&cur, &["cache", "inodes"]), u(&cur, &["cache", "dents"]),
             (u(&cur, &["cache", "fills"]) - u(&prev, &["cache", "fills"])) as f64 / dt,
             (u(&cur, &["cache", "evicted_inodes"]) - u(&prev, &["cache", "evicted_inodes"])) as f64 / dt);
-        println!("\n{:<12} {:>12} {:>10} {:>12}", "lock class", "acquired/s", "waits/s", "wait us/s");
+        p!(out, "\n{:<12} {:>12} {:>10} {:>12}", "lock class", "acquired/s", "waits/s", "wait us/s");
         if let Some(locks) = cur["locks"].as_object() {
             let mut rows: Vec<_> = locks.keys().map(|k| {
                 let acq = u(&cur, &["locks", k, "acquired"]) - u(&prev, &["locks", k, "acquired"]);
@@ -165,13 +181,23 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
             }).collect();
             rows.sort_by(|a, b| b.cmp(a));
             for (ns, w, acq, k) in rows {
-                println!("{:<12} {:>12.0} {:>10.0} {:>12.0}", k, acq as f64 / dt, w as f64 / dt, ns as f64 / 1000.0 / dt);
+                p!(out, "{:<12} {:>12.0} {:>10.0} {:>12.0}", k, acq as f64 / dt, w as f64 / dt, ns as f64 / 1000.0 / dt);
             }
         }
+        emit(&out);
         prev = cur;
         n += 1;
         if a.count > 0 && n >= a.count {
             return Ok(0);
         }
+    }
+}
+
+/// Write to stdout; a closed pipe (`shoal stats M | head -1`) ends the
+/// command quietly with success, as it does for cat and ls.
+fn emit(s: &str) {
+    let mut o = std::io::stdout().lock();
+    if o.write_all(s.as_bytes()).and_then(|_| o.flush()).is_err() {
+        std::process::exit(0);
     }
 }

@@ -218,6 +218,9 @@ pub fn check_access(ctx: &Ctx, a: &Attr, mask: u32) -> Result<()> {
 impl Engine {
     /// Format an empty store.
     pub fn mkfs(store: &dyn Store, ags: u32) -> Result<()> {
+        if ags == 0 || ags > MAX_AGS {
+            return Err(Error::Invalid);
+        }
         if store.get(&schema::super_key())?.is_some() {
             return Err(Error::Exists);
         }
@@ -247,6 +250,9 @@ impl Engine {
                 .get(&schema::super_key())?
                 .ok_or_else(|| Error::Corrupted("no superblock: not a shoal store (run `shoal mkfs`)".into()))?;
             let (ags, format) = schema::decode_super_format(&sb)?;
+            if ags == 0 || ags > MAX_AGS {
+                return Err(Error::Corrupted(format!("superblock: {ags} allocation groups (1 to {MAX_AGS} are valid)")));
+            }
             cfg.ags = ags;
             if format < schema::FORMAT && !cfg.read_only {
                 // Records of the newer format may follow: mark the store so an

@@ -161,6 +161,11 @@ impl Ctx {
     }
 }
 
+/// The most allocation groups a store may have. Each costs a counter in
+/// memory and a record; past the core count they only spread placement,
+/// and XFS stops being helped by more well before this.
+pub const MAX_AGS: u32 = 1024;
+
 /// Lock scope switch (seed 000 and 002).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockScope {
@@ -239,7 +244,7 @@ pub struct Config {
     /// bound, reclaim measures resident memory and shrinks the cache budget
     /// so that the process stays under it (see `Engine::adapt_budget`).
     pub memory_bytes: u64,
-    /// Number of allocation groups.
+    /// Number of allocation groups (1 to `MAX_AGS`).
     pub ags: u32,
     pub read_only: bool,
     /// When a read or a listing updates the access time (mount's

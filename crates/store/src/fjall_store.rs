@@ -4,6 +4,9 @@
 //!
 //! `STORE/SHOAL` marks a shoal store (format line), and `STORE/LOCK` is held
 //! with `flock` for the daemon's life, so two daemons never open one store.
+//! mkfs writes the marker last (write, rename, fsync of the directory), after
+//! the formatted store is durable: a directory with `db` but no marker is an
+//! interrupted mkfs, which mkfs makes again and mount and fsck name as such.
 
 use parking_lot::Mutex;
 use shoal_core::store::{BatchItem, StoreCounters};
@@ -16,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const MARKER: &str = "SHOAL";
 const MARKER_TEXT: &str = "shoal store, format 1\n";
+/// What an interrupted mkfs can leave (and a failed mount's log).
+const MKFS_LEFTOVERS: [&str; 4] = ["db", "LOCK", "SHOAL.tmp", "daemon.log"];
 
 pub struct FjallStore {
     db: fjall::Database,
@@ -57,34 +62,75 @@ fn io_err(what: &str, p: &Path, e: std::io::Error) -> Error {
 }
 
 impl FjallStore {
-    /// Create a new store directory (mkfs). Refuses a non-empty directory that is not a shoal store.
-    pub fn create(path: &Path) -> Result<FjallStore> {
+    /// Create a new store directory (mkfs) and format it with `format` (the
+    /// engine's records); the store counts as made only once that is
+    /// durable. Refuses a store and a non-empty directory that is not a
+    /// half-made store.
+    pub fn create(path: &Path, format: impl FnOnce(&FjallStore) -> Result<()>) -> Result<FjallStore> {
         if path.join(MARKER).exists() {
             return Err(Error::Exists);
         }
         if path.exists() {
+            if Self::half_made(path) {
+                for name in MKFS_LEFTOVERS {
+                    let p = path.join(name);
+                    let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                    if let Err(e) = r {
+                        if e.kind() != std::io::ErrorKind::NotFound {
+                            return Err(io_err("remove", &p, e));
+                        }
+                    }
+                }
+            }
             let nonempty = std::fs::read_dir(path).map_err(|e| io_err("read", path, e))?.next().is_some();
             if nonempty {
                 return Err(Error::Invalid);
             }
         }
         std::fs::create_dir_all(path).map_err(|e| io_err("create", path, e))?;
-        let mut f = File::create(path.join(MARKER)).map_err(|e| io_err("create", path, e))?;
-        f.write_all(MARKER_TEXT.as_bytes()).map_err(|e| io_err("write", path, e))?;
-        f.sync_all().map_err(|e| io_err("sync", path, e))?;
-        Self::open_inner(path)
+        let store = Self::open_inner(path)?;
+        format(&store)?;
+        store.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)?;
+        let tmp = path.join("SHOAL.tmp");
+        let mut f = File::create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
+        f.write_all(MARKER_TEXT.as_bytes()).map_err(|e| io_err("write", &tmp, e))?;
+        f.sync_all().map_err(|e| io_err("sync", &tmp, e))?;
+        std::fs::rename(&tmp, path.join(MARKER)).map_err(|e| io_err("rename", &tmp, e))?;
+        File::open(path).and_then(|d| d.sync_all()).map_err(|e| io_err("sync", path, e))?;
+        Ok(store)
     }
 
-    /// Open an existing store.
-    pub fn open(path: &Path) -> Result<FjallStore> {
+    /// A directory an interrupted mkfs left: the database was started, the
+    /// marker never written, and nothing else is there.
+    fn half_made(path: &Path) -> bool {
+        if path.join(MARKER).exists() || !path.join("db").is_dir() {
+            return false;
+        }
+        let Ok(rd) = std::fs::read_dir(path) else { return false };
+        rd.flatten().all(|e| MKFS_LEFTOVERS.iter().any(|n| e.file_name() == *n))
+    }
+
+    /// Is there a store at `path`? The errors `open` gives, without opening
+    /// or locking anything (and without writing: `mount -d` asks before it
+    /// starts a daemon that would log into the store).
+    pub fn probe(path: &Path) -> Result<()> {
         if !path.exists() {
             return Err(Error::NotFound);
         }
         match std::fs::read_to_string(path.join(MARKER)) {
-            Ok(s) if s == MARKER_TEXT => {}
-            Ok(_) => return Err(Error::Corrupted(format!("{}: unknown store format", path.display()))),
-            Err(_) => return Err(Error::Invalid),
+            Ok(s) if s == MARKER_TEXT => Ok(()),
+            Ok(_) => Err(Error::Corrupted(format!("{}: unknown store format", path.display()))),
+            Err(_) if Self::half_made(path) => Err(Error::Io(format!(
+                "{p}: an interrupted mkfs left a half-made store; run `shoal mkfs {p}` to make it again",
+                p = path.display()
+            ))),
+            Err(_) => Err(Error::Invalid),
         }
+    }
+
+    /// Open an existing store.
+    pub fn open(path: &Path) -> Result<FjallStore> {
+        Self::probe(path)?;
         Self::open_inner(path)
     }
 

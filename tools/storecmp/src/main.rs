@@ -80,7 +80,7 @@ fn open(kind: &str, dir: &Path) -> Arc<dyn Store> {
             if dir.join("SHOAL").exists() {
                 Arc::new(shoal_store::FjallStore::open(dir).expect("fjall open"))
             } else {
-                Arc::new(shoal_store::FjallStore::create(dir).expect("fjall create"))
+                Arc::new(shoal_store::FjallStore::create(dir, |_| Ok(())).expect("fjall create"))
             }
         }
         _ => Arc::new(RocksStore::open(dir)),
