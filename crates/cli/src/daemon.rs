@@ -201,6 +201,10 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
             ));
         }
     }
+    if !parsed.cfg.read_only {
+        // Room for deletes on a full device (see `FjallStore::keep_room`).
+        store.keep_room();
+    }
     let store: Arc<dyn shoal_core::Store> = Arc::new(store);
     let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let _ = std::fs::write(store_path.join("daemon.pid"), format!("{}\n", std::process::id()));
@@ -325,6 +329,9 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     if !mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
+    // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
+    // there is to do; the next mount recovers the store.
+    let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
     let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: c is a valid path string.
     let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
@@ -341,8 +348,37 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         return Ok(0);
     }
     // Wait until the daemon has committed and released the store.
-    if !shoal_store::FjallStore::wait_unlocked(&mountinfo::store_of(&src), Duration::from_secs(300)) {
+    let store = mountinfo::store_of(&src);
+    if !shoal_store::FjallStore::wait_unlocked(&store, Duration::from_secs(300)) {
         return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
+    }
+    // A writable daemon marks the store clean after its final commit; no
+    // mark means that commit failed, and what was not fsync'ed is lost.
+    if dead {
+        eprintln!(
+            "shoal: {}: its daemon had exited without closing {}; the next mount recovers the store (what was fsync'ed is there)",
+            a.mountpoint.display(),
+            store.display()
+        );
+        return Ok(0);
+    }
+    if !m.read_only && store.join("SHOAL").exists() && !store.join(CLEAN_MARK).exists() {
+        // The reason, from the log of this daemon's life (the last "serving").
+        let text = std::fs::read_to_string(store.join("daemon.log")).unwrap_or_default();
+        let life = text.rfind("serving ").map_or("", |i| &text[i..]);
+        let why = life
+            .lines()
+            .rev()
+            .find(|l| l.contains("ERROR") || l.starts_with("shoal: "))
+            .map(|l| l.trim().to_string())
+            .unwrap_or_else(|| "see the daemon's output".into());
+        return Err(format!(
+            "the daemon serving {} did not close {} cleanly ({why}): changes not fsync'ed may be lost; \
+             run `shoal fsck {}` before mounting again",
+            a.mountpoint.display(),
+            store.display(),
+            store.display()
+        ));
     }
     Ok(0)
 }

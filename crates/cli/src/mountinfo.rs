@@ -10,6 +10,8 @@ pub struct Mount {
     pub point: PathBuf,
     pub source: String,
     pub fstype: String,
+    /// Mounted read-only (the per-mount `ro` flag).
+    pub read_only: bool,
 }
 
 /// Every mount of this process's namespace, in mount order.
@@ -27,6 +29,7 @@ pub fn all() -> Vec<Mount> {
             point: PathBuf::from(unescape(f[4])),
             source: unescape(f[sep + 2]),
             fstype: f[sep + 1].to_string(),
+            read_only: f[5].split(',').any(|o| o == "ro"),
         });
     }
     out

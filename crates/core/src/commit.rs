@@ -81,6 +81,8 @@ pub struct Committer {
     pub stats: CommitStats,
     /// Records queued in the open epoch (approximate while gates are held).
     open: crate::cache::Counter,
+    /// Their bytes: what the next commit will write at least (space admission).
+    open_bytes: crate::cache::Counter,
     /// One commit at a time (the thread, or an inline commit after shutdown).
     commit_lock: PlainMutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
@@ -96,7 +98,10 @@ pub struct Gate<'a> {
     null: bool,
     /// Records queued through this gate (added to `Committer::open` on drop).
     added: usize,
+    /// Their bytes (keys and values), added to `Committer::open_bytes`.
+    added_bytes: usize,
     open: &'a crate::cache::Counter,
+    open_bytes: &'a crate::cache::Counter,
 }
 
 impl Drop for Gate<'_> {
@@ -104,6 +109,7 @@ impl Drop for Gate<'_> {
         // Runs before the shard guard is released: counted in its epoch.
         if self.added > 0 {
             self.open.add(self.added as i64);
+            self.open_bytes.add(self.added_bytes as i64);
         }
     }
 }
@@ -117,6 +123,7 @@ impl Gate<'_> {
     #[inline]
     fn push(&mut self, r: Record) {
         if !self.null {
+            self.added_bytes += r.key.len() + r.val.as_ref().map_or(0, |v| v.len());
             self.q.recs.push(r);
             self.added += 1;
         }
@@ -169,6 +176,7 @@ impl Committer {
             interval: Duration::from_millis(interval_ms.max(1)),
             stats: CommitStats::default(),
             open: Default::default(),
+            open_bytes: Default::default(),
             commit_lock: PlainMutex::new(()),
             after_commit: PlainMutex::new(None),
             formatter: PlainMutex::new(None),
@@ -199,7 +207,7 @@ impl Committer {
         }
         let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
         let epoch = self.epoch.load(Ordering::Acquire);
-        Ok(Gate { q, epoch, null: self.store.is_null(), added: 0, open: &self.open })
+        Ok(Gate { q, epoch, null: self.store.is_null(), added: 0, added_bytes: 0, open: &self.open, open_bytes: &self.open_bytes })
     }
 
     /// Records queued in the open epoch: writers wait for a commit when it
@@ -207,6 +215,11 @@ impl Committer {
     /// commit batch and the memory it takes to write it.
     pub fn open_records(&self) -> u64 {
         self.open.get().max(0) as u64
+    }
+
+    /// Bytes of the records queued in the open epoch.
+    pub fn open_bytes(&self) -> u64 {
+        self.open_bytes.get().max(0) as u64
     }
 
     /// The bound on `open_records` (see there). Measured: unbounded, 8
@@ -324,6 +337,7 @@ impl Committer {
         let mut taken = Vec::new();
         let mut born = Vec::new();
         let closed;
+        let from_shards;
         {
             let mut guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
             closed = self.epoch.load(Ordering::Acquire);
@@ -337,6 +351,7 @@ impl Committer {
             }
             let queued: usize = taken.iter().map(|v| v.len()).sum();
             self.open.add(-(queued as i64));
+            from_shards = taken.len();
             if !marks.is_empty() {
                 // No operation is in flight (every shard is held): the marked
                 // inodes' state is exactly the state after this epoch.
@@ -349,6 +364,10 @@ impl Committer {
             self.epoch.store(closed + 1, Ordering::Release);
         }
         let nrec: usize = taken.iter().map(|v| v.len()).sum();
+        // Outside the shards: until here the taken bytes still count as
+        // queued, which only makes space admission more careful.
+        let bytes: usize = taken[..from_shards].iter().flatten().map(|r| r.key.len() + r.val.as_ref().map_or(0, |v| v.len())).sum();
+        self.open_bytes.add(-(bytes as i64));
         if nrec > 0 {
             // Per key: (highest version, its value, absent when the epoch opened).
             let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> = HashMap::with_capacity(nrec);

@@ -103,6 +103,10 @@ thread_local! {
     static INO_CACHE: std::cell::RefCell<HashMap<(u64, u32), (u64, u64)>> = std::cell::RefCell::new(HashMap::new());
 }
 
+/// What one inode or entry record costs the store at most, beside its name
+/// and data (space admission, `Engine::room`).
+const RECORD_ROOM: u64 = 512;
+
 pub struct Engine {
     pub cfg: Config,
     id: u64,
@@ -116,6 +120,10 @@ pub struct Engine {
     reclaim: RwLock<()>,
     pub committer: Arc<Committer>,
     commit_thread: PlainMutex<Option<std::thread::JoinHandle<()>>>,
+    /// Space admission (`room`): when the store's free space was last
+    /// sampled (ms since `SPACE_EPOCH`), and whether it was plenty then.
+    space_at: AtomicU64,
+    space_plenty: AtomicBool,
     /// Next free inode sequence per AG (chunks are carved from it).
     ag_next: Vec<crossbeam_utils::CachePadded<AtomicU64>>,
     spread_rr: AtomicU64,
@@ -299,6 +307,8 @@ impl Engine {
             budget_sampled: AtomicU64::new(0),
             big_reclaim_at: AtomicU64::new(0),
             over_bound: AtomicBool::new(false),
+            space_at: AtomicU64::new(0),
+            space_plenty: AtomicBool::new(false),
             evicted_inodes: AtomicU64::new(0),
             evicted_dents: AtomicU64::new(0),
             demoted_hashes: AtomicU64::new(0),
@@ -366,6 +376,32 @@ impl Engine {
             destroyed: false,
             primary: None,
         }
+    }
+
+    /// Space admission for an operation that makes the store grow by about
+    /// `need` bytes: ENOSPC unless the store's usable space (what is free
+    /// less the room it keeps for deletes, flushes and compactions, see
+    /// `Store::space`) covers it and what the open epoch already holds.
+    /// Deletes never ask, so on a full store they still commit and give
+    /// space back; nothing acknowledged then fails to commit for want of
+    /// room. With plenty of space (over 1 GiB usable) the answer is sampled
+    /// every 100 ms; near full, every call asks the store.
+    fn room(&self, need: u64) -> Result<()> {
+        if self.store.is_null() {
+            return Ok(());
+        }
+        static SPACE_EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let now = SPACE_EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1;
+        if self.space_plenty.load(Ordering::Relaxed) && now.saturating_sub(self.space_at.load(Ordering::Relaxed)) < 100 {
+            return Ok(());
+        }
+        let (_, usable) = self.store.space();
+        self.space_at.store(now, Ordering::Relaxed);
+        self.space_plenty.store(usable > 1 << 30, Ordering::Relaxed);
+        if usable < need.saturating_add(self.committer.open_bytes()) {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
     }
 
     fn writable(&self) -> Result<()> {
@@ -834,6 +870,7 @@ impl Engine {
             return Err(Error::Exists);
         }
         check_name(name)?;
+        self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
         let p = self.dir_ref(parent)?;
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
@@ -1168,6 +1205,7 @@ impl Engine {
             return Err(Error::Exists);
         }
         check_name(newname)?;
+        self.room(RECORD_ROOM + newname.len() as u64)?;
         let np = self.dir_ref(newparent)?;
         if ctx.check_perms {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
@@ -1726,6 +1764,7 @@ impl Engine {
         if end > MAX_FILE_SIZE {
             return Err(Error::FileTooBig);
         }
+        self.room(RECORD_ROOM + data.len() as u64)?;
         if end > INLINE_MAX {
             self.unshare(&i)?;
         }
@@ -2042,6 +2081,7 @@ impl Engine {
         if value.len() > XATTR_SIZE_MAX {
             return Err(Error::Range);
         }
+        self.room(RECORD_ROOM + (name.len() + value.len()) as u64)?;
         let i = self.inode(ino)?;
         let is_default = name == acl::DEFAULT;
         let acl = if name == acl::ACCESS || is_default { Some(acl::Acl::decode(value)?) } else { None };

@@ -16,6 +16,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const MARKER: &str = "SHOAL";
 const MARKER_TEXT: &str = "shoal store, format 1\n";
@@ -34,6 +35,106 @@ pub struct FjallStore {
     keys_written: AtomicU64,
     /// Serialises sync calls (fjall's persist is thread-safe; this only keeps counters honest).
     sync_lock: Mutex<()>,
+    space: Space,
+}
+
+/// How much of its device the store may still fill, and the room it keeps.
+///
+/// fjall stops for good (it poisons the database) when a journal write, a
+/// flush or a compaction fails, a full disk included. So the store must never
+/// reach a full device: it keeps free, beside what the engine may fill,
+///   - what flushing the journal will write (about the journal's size),
+///   - what a compaction may write before it deletes its inputs (the
+///     tables' size, up to `COMPACTION_ROOM`),
+///   - a headroom for deletes (1/32 of the device, 4 MiB to 1 GiB).
+/// The engine refuses growth past that (ENOSPC, `Engine::room`) and lets
+/// deletes through, so a full store can always commit the operations that
+/// free space. A reserve file (`STORE/reserve`, half the headroom) holds
+/// part of that room against other programs filling the device; the store
+/// gives it back when the device is nearly full whoever filled it, and takes
+/// it again when there is room. After deletes on a nearly full store, a
+/// maintenance thread flushes the journal (deleted data often still lies
+/// there) and compacts when the device can hold the compaction, so the space
+/// comes back within seconds. Described in docs/design.md ("A full disk").
+struct Space {
+    /// (when, usable bytes) of the last sample, shared by concurrent callers.
+    sample: Mutex<(std::time::Instant, u64, u64)>,
+    maint: Arc<Maint>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+struct Maint {
+    reserve: PathBuf,
+    /// Bytes the reserve file holds now (0: not held).
+    held: AtomicU64,
+    /// 1: deletes happened on a nearly full store; 2: stop.
+    state: std::sync::Mutex<u8>,
+    cv: std::sync::Condvar,
+    /// Deletes were written since the last give-back (or since the store
+    /// was opened: an earlier daemon's may not have been given back).
+    frees_pending: std::sync::atomic::AtomicBool,
+}
+
+impl Maint {
+    /// Take the reserve when the device has room for it beside `keep`.
+    fn restore_reserve(&self, dir: &Path, keep: u64) {
+        let (total, avail) = statvfs(dir);
+        let want = headroom(total) / 2;
+        if self.held.load(Ordering::Relaxed) >= want || avail < want + headroom(total) + keep {
+            return;
+        }
+        let made = File::create(&self.reserve).and_then(|f| {
+            // SAFETY: fallocate on a file descriptor we own.
+            if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, want as i64) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            f.sync_all()
+        });
+        match made {
+            Ok(()) => self.held.store(want, Ordering::Relaxed),
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.reserve);
+                tracing::warn!("{}: {e} (no reserve held)", self.reserve.display());
+            }
+        }
+    }
+
+    /// Give the reserve back to the device.
+    fn release_reserve(&self, why: &str) {
+        if self.held.swap(0, Ordering::Relaxed) > 0 {
+            let _ = std::fs::remove_file(&self.reserve);
+            tracing::warn!("{}: released ({why})", self.reserve.display());
+        }
+    }
+
+    fn kick(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if *st == 0 {
+            *st = 1;
+            self.cv.notify_one();
+        }
+    }
+}
+
+/// The most room kept for a compaction's output. fjall's tables are 64 MB
+/// and a leveled compaction merges a few of them at once.
+const COMPACTION_ROOM: u64 = 512 << 20;
+
+fn headroom(total: u64) -> u64 {
+    (total / 32).clamp(4 << 20, 1 << 30)
+}
+
+/// (total, available to unprivileged writers) bytes of the device holding `p`.
+fn statvfs(p: &Path) -> (u64, u64) {
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: c is a valid C string and s a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0 {
+        let f = s.f_frsize as u64;
+        (s.f_blocks as u64 * f, s.f_bavail as u64 * f)
+    } else {
+        (1 << 40, 1 << 40)
+    }
 }
 
 /// Map a fjall error to the engine's: ENOSPC stays ENOSPC, decode and checksum
@@ -158,7 +259,11 @@ impl FjallStore {
         }
         // fjall's own memory (block cache, memtables) is outside the engine's
         // cache budget; keep it small and bounded: the engine caches what is hot.
+        // A flush frees the journal only once it is sealed, which fjall does
+        // past this size: 64 MB would be most of a small device.
+        let rotation = (statvfs(path).0 / 16).clamp(1 << 20, 64_000_000);
         let db = fjall::Database::builder(path.join("db"))
+            .journal_rotation_size(rotation)
             .manual_journal_persist(true)
             .cache_size(64 << 20)
             .open()
@@ -194,7 +299,60 @@ impl FjallStore {
             syncs: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
+            space: Space {
+                sample: Mutex::new((std::time::Instant::now() - std::time::Duration::from_secs(1), 0, 0)),
+                maint: Arc::new(Maint {
+                    reserve: path.join("reserve"),
+                    held: AtomicU64::new(std::fs::metadata(path.join("reserve")).map(|m| m.len()).unwrap_or(0)),
+                    state: Default::default(),
+                    cv: Default::default(),
+                    frees_pending: Default::default(),
+                }),
+                thread: Mutex::new(None),
+            },
         })
+    }
+
+    /// For a writable mount: hold the reserve file (see `Space`) and start
+    /// the thread that gives space back after deletes on a nearly full store.
+    pub fn keep_room(&self) {
+        self.space.maint.frees_pending.store(true, Ordering::Relaxed);
+        self.restore_reserve();
+        let (total, avail) = statvfs(&self.path);
+        if avail < 2 * (headroom(total) + self.flush_and_compaction_room()) {
+            // Nearly full already: what an earlier daemon deleted may still
+            // take room.
+            self.space.maint.kick();
+        }
+        let (ks, maint) = (self.ks.clone(), self.space.maint.clone());
+        let path = self.path.clone();
+        let h = std::thread::Builder::new().name("shoal-space".into()).spawn(move || give_back(&ks, &maint, &path));
+        *self.space.thread.lock() = h.ok();
+    }
+
+    fn restore_reserve(&self) {
+        self.space.maint.restore_reserve(&self.path, self.flush_and_compaction_room());
+    }
+
+    /// Bytes the journal files take on disk. (fjall's own count is their
+    /// length, and a new journal is made 64 MiB long before it is written.)
+    fn journal_bytes(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(rd) = std::fs::read_dir(self.path.join("db")) else { return 0 };
+        rd.flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().ends_with(b".jnl"))
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.blocks() * 512)
+            .sum()
+    }
+
+    /// What flushing the memtables and one compaction may write, and the
+    /// journal that stays until its memtables are flushed. (The journal may
+    /// be compressed and the tables not: a flush can write more than the
+    /// journal holds.)
+    fn flush_and_compaction_room(&self) -> u64 {
+        let journal = self.journal_bytes();
+        journal.max(self.db.write_buffer_size()) + self.ks.disk_space().min(COMPACTION_ROOM)
     }
 
     /// Wait until no process holds the store's lock (a daemon has fully exited).
@@ -249,6 +407,14 @@ impl Store for FjallStore {
     }
 
     fn write(&self, batch: &[BatchItem], sync: bool) -> Result<()> {
+        let bytes: u64 = batch.iter().map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 32) as u64).sum();
+        let (total, avail) = statvfs(&self.path);
+        if avail < 2 * bytes + headroom(total) / 4 {
+            // Another program (or this one, past its admission) nearly
+            // filled the device: the reserve's room goes to this commit.
+            self.space.maint.release_reserve("the device is nearly full");
+        }
+        let frees = batch.iter().any(|(_, v)| v.is_none());
         let mut b = self.db.batch();
         for (k, v) in batch {
             match v {
@@ -259,6 +425,12 @@ impl Store for FjallStore {
         b.commit().map_err(map_err)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.keys_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if frees {
+            self.space.maint.frees_pending.store(true, Ordering::Relaxed);
+            if avail < 2 * (headroom(total) + self.flush_and_compaction_room()) {
+                self.space.maint.kick();
+            }
+        }
         if sync {
             self.sync()?;
         } else {
@@ -274,16 +446,24 @@ impl Store for FjallStore {
         self.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)
     }
 
+    /// (device size, what the engine may still fill): the device's free
+    /// bytes and the reserve, less the room kept (see `Space`). Sampled at
+    /// most every 10 ms (the tables' sizes are summed for it).
     fn space(&self) -> (u64, u64) {
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        let p = std::ffi::CString::new(self.path.as_os_str().as_encoded_bytes()).unwrap_or_default();
-        // SAFETY: p is a valid C string and s a valid out-pointer.
-        if unsafe { libc::statvfs(p.as_ptr(), &mut s) } == 0 {
-            let f = s.f_frsize as u64;
-            (s.f_blocks as u64 * f, s.f_bavail as u64 * f)
-        } else {
-            (1 << 40, 1 << 40)
+        let mut s = self.space.sample.lock();
+        if s.0.elapsed() < std::time::Duration::from_millis(10) {
+            return (s.1, s.2);
         }
+        let (total, avail) = statvfs(&self.path);
+        let keep = headroom(total) + self.flush_and_compaction_room();
+        let usable = (avail + self.space.maint.held.load(Ordering::Relaxed)).saturating_sub(keep);
+        if usable == 0 && self.space.maint.frees_pending.load(Ordering::Relaxed) {
+            // Full, and deleted records may still take room: give it back.
+            self.space.maint.kick();
+        }
+        *s = (std::time::Instant::now(), total, usable);
+        tracing::debug!(avail, held = self.space.maint.held.load(Ordering::Relaxed), journal = self.journal_bytes(), wbs = self.db.write_buffer_size(), tables = self.ks.disk_space(), usable, "space");
+        (total, usable)
     }
 
     fn counters(&self) -> StoreCounters {
@@ -294,5 +474,67 @@ impl Store for FjallStore {
             syncs: self.syncs.load(Ordering::Relaxed),
             keys_written: self.keys_written.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl Drop for FjallStore {
+    fn drop(&mut self) {
+        *self.space.maint.state.lock().unwrap_or_else(|e| e.into_inner()) = 2;
+        self.space.maint.cv.notify_all();
+        if let Some(h) = self.space.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The maintenance thread (`FjallStore::keep_room`): after deletes on a
+/// nearly full store, flush the journal, which frees it (a file written and
+/// deleted since the last flush lies there whole), then compact if the device
+/// can hold the compaction's output, which drops the deleted records from
+/// the tables. At most once a second.
+fn give_back(ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
+    loop {
+        {
+            let mut st = maint.state.lock().unwrap_or_else(|e| e.into_inner());
+            while *st == 0 {
+                st = maint.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if *st == 2 {
+                return;
+            }
+            *st = 0;
+        }
+        // Let a burst of deletes (rm -r) finish first.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if *maint.state.lock().unwrap_or_else(|e| e.into_inner()) == 2 {
+            return;
+        }
+        maint.frees_pending.store(false, Ordering::Relaxed);
+        let before = statvfs(path).1;
+        if let Err(e) = ks.rotate_memtable_and_wait() {
+            tracing::warn!("flush after deletes: {e:?}");
+            continue;
+        }
+        // A compaction writes at most its input (the tables) before it
+        // deletes it. The reserve is the store's own room: given up for the
+        // compaction if need be, taken again after.
+        let (total, avail) = statvfs(path);
+        let tables = ks.disk_space();
+        let held = maint.held.load(Ordering::Relaxed);
+        if avail + held > tables + headroom(total) / 4 {
+            if avail < tables + headroom(total) / 4 {
+                maint.release_reserve("room for a compaction after deletes");
+            }
+            // The table version the compaction replaced is collected only
+            // once a newer sequence number exists: a delete of a key outside
+            // the schema (tags are capital letters) makes one.
+            let done = ks.major_compact().and_then(|()| ks.remove(&b"\xffgc"[..])).and_then(|()| ks.collect_old_versions());
+            if let Err(e) = done {
+                tracing::warn!("compaction after deletes: {e:?}");
+            }
+        }
+        maint.restore_reserve(path, ks.disk_space().min(COMPACTION_ROOM));
+        tracing::info!("space given back after deletes: {} MiB free, was {} MiB", statvfs(path).1 >> 20, before >> 20);
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }

@@ -105,6 +105,16 @@ impl<O: Openable> Builder<O> {
         self
     }
 
+    /// shoal patch (PATCHED.md): a flush seals the active journal (so it
+    /// can be deleted once flushed) when it is past this size.
+    ///
+    /// Default = 64 MB
+    #[must_use]
+    pub fn journal_rotation_size(mut self, bytes: u64) -> Self {
+        self.inner.journal_rotation_size_in_bytes = bytes;
+        self
+    }
+
     /// Maximum size of all journals in bytes.
     ///
     /// Default = 512 MiB

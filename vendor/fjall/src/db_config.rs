@@ -30,6 +30,10 @@ pub struct Config {
     /// Max size of all journals in bytes
     pub(crate) max_journaling_size_in_bytes: u64, // TODO: should be configurable during runtime: AtomicU64
 
+    /// shoal patch (PATCHED.md): a flush seals the active journal once it
+    /// is past this size (upstream: 64 MB, fixed)
+    pub(crate) journal_rotation_size_in_bytes: u64,
+
     /// Max size of all active memtables
     ///
     /// This can be used to cap the memory usage if there are
@@ -75,6 +79,7 @@ impl Config {
             descriptor_table: Some(Arc::new(DescriptorTable::new(get_open_file_limit()))),
             max_write_buffer_size_in_bytes: None,
             max_journaling_size_in_bytes: /* 512 MiB */ 512 * 1_024 * 1_024,
+            journal_rotation_size_in_bytes: 64_000_000,
             worker_threads,
             // journal_recovery_mode: RecoveryMode::default(),
             manual_journal_persist: false,

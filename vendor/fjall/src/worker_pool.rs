@@ -191,7 +191,7 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
                 log::trace!("acquiring journal lock to maybe rotate journal");
                 let mut journal_writer = ctx.supervisor.journal.get_writer()?;
 
-                if journal_writer.pos()? > 64_000_000 {
+                if journal_writer.pos()? > ctx.supervisor.db_config.journal_rotation_size_in_bytes {
                     #[expect(clippy::expect_used)]
                     let mut journal_manager = ctx
                         .supervisor

@@ -721,6 +721,20 @@ impl Keyspace {
         Ok(())
     }
 
+    /// shoal patch (PATCHED.md): drop the table versions no reader needs, so
+    /// the files a compaction replaced are deleted now, not at the next
+    /// memtable rotation (what `inner_rotate_memtable` does after a rotation).
+    #[doc(hidden)]
+    pub fn collect_old_versions(&self) -> crate::Result<()> {
+        self.supervisor.snapshot_tracker.pullup();
+        self.supervisor.snapshot_tracker.gc();
+        self.tree.get_version_history_lock().maintenance(
+            self.path(),
+            self.supervisor.snapshot_tracker.get_seqno_safe_to_gc(),
+        )?;
+        Ok(())
+    }
+
     #[doc(hidden)]
     pub fn rotate_memtable(&self) -> crate::Result<bool> {
         log::trace!("acquiring journal lock");
