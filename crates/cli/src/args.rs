@@ -24,6 +24,15 @@ pub enum Cmd {
     Bench(shoal_bench::cli::BenchArgs),
     /// Live view of a running daemon: ops/s, latencies, commits, cache, locks.
     Stats(StatsArgs),
+    /// Make everything acknowledged on a mount durable (sync(1) does not
+    /// reach a FUSE daemon; this does).
+    Sync(SyncArgs),
+}
+
+#[derive(Args)]
+pub struct SyncArgs {
+    /// A shoal mountpoint.
+    pub mountpoint: PathBuf,
 }
 
 #[derive(Args)]

@@ -215,11 +215,11 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
-    crate::stats::serve(engine.clone(), Some(fs.requests()), &store_path);
+    crate::control::serve(engine.clone(), Some(fs.requests()), &store_path);
     let r = fs.mount(&mnt, mopts, parsed.allow_other);
     let fin = engine.shutdown();
     let _ = std::fs::remove_file(store_path.join("daemon.pid"));
-    let _ = std::fs::remove_file(store_path.join("control.sock"));
+    let _ = std::fs::remove_file(store_path.join(crate::control::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     fin.map_err(|e| store_error(&store_path, e))?;
     if !parsed.cfg.read_only {

@@ -2,6 +2,7 @@
 //! in its own module. Errors print as one line, never a panic trace.
 
 mod args;
+mod control;
 mod daemon;
 mod mountinfo;
 mod stats;
@@ -34,6 +35,7 @@ fn main() {
         Cmd::Fsck(a) => cmd_fsck(&a),
         Cmd::Bench(a) => shoal_bench::cli::run(a).map_err(|e| e.to_string()),
         Cmd::Stats(a) => stats::cmd_stats(&a),
+        Cmd::Sync(a) => control::cmd_sync(&a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -1,17 +1,15 @@
-//! `shoal stats`: the daemon answers each connection on `STORE/control.sock`
-//! with one JSON snapshot of its counters; the client polls once a second and
-//! prints rates (like `juicefs stats` and seed 002's lockmeter table).
+//! `shoal stats`: the daemon's counters as one JSON snapshot (`snapshot`,
+//! served on the control socket, `control.rs`); the client polls once a
+//! second and prints rates (like `juicefs stats` and seed 002's lockmeter
+//! table).
 
 use crate::args::StatsArgs;
 use serde_json::{json, Value};
 use shoal_core::stats::OPS;
 use shoal_core::sync::{lock_counts, LOCK_CLASSES};
 use shoal_core::Engine;
-use std::io::{IsTerminal, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
@@ -68,33 +66,6 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     })
 }
 
-pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
-    let path = store.join("control.sock");
-    let _ = std::fs::remove_file(&path);
-    let l = match UnixListener::bind(&path) {
-        Ok(l) => l,
-        Err(err) => {
-            tracing::warn!("no stats socket at {}: {err}", path.display());
-            return;
-        }
-    };
-    std::thread::Builder::new()
-        .name("shoal-stats".into())
-        .spawn(move || {
-            for mut c in l.incoming().flatten() {
-                let _ = c.write_all(snapshot(&e, requests.as_deref()).to_string().as_bytes());
-            }
-        })
-        .ok();
-}
-
-fn fetch(sock: &Path) -> Result<Value, String> {
-    let mut c = UnixStream::connect(sock).map_err(|e| format!("cannot reach the daemon at {}: {e}", sock.display()))?;
-    let mut s = String::new();
-    c.read_to_string(&mut s).map_err(|e| e.to_string())?;
-    serde_json::from_str(&s).map_err(|e| e.to_string())
-}
-
 fn u(v: &Value, p: &[&str]) -> u64 {
     let mut x = v;
     for k in p {
@@ -116,19 +87,19 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     if !crate::mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
-    let sock = crate::mountinfo::store_of(&src).join("control.sock");
+    let sock = crate::mountinfo::store_of(&src).join(crate::control::SOCKET);
     if a.json {
-        emit(&format!("{}\n", fetch(&sock)?));
+        emit(&format!("{}\n", crate::control::request(&sock, "stats")?));
         return Ok(0);
     }
     // A terminal gets one screen redrawn in place; a pipe or file gets each
     // refresh as plain text after a blank line, with no escape codes.
     let tty = std::io::stdout().is_terminal();
-    let mut prev = fetch(&sock)?;
+    let mut prev = crate::control::request(&sock, "stats")?;
     let mut n = 0;
     loop {
         std::thread::sleep(Duration::from_secs_f64(a.interval));
-        let cur = fetch(&sock)?;
+        let cur = crate::control::request(&sock, "stats")?;
         let dt = a.interval;
         let mut out = String::new();
         if tty {

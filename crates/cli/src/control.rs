@@ -1,0 +1,79 @@
+//! The daemon's control socket, `STORE/control.sock`: one request a
+//! connection, a line the client writes ("stats" or "sync"), one JSON answer.
+//! `shoal stats` reads counters through it, `shoal sync` makes everything
+//! the mount acknowledged durable (the kernel does not pass sync(2) and
+//! syncfs(2) on to a FUSE daemon: docs/design.md, "What sync means").
+
+use serde_json::{json, Value};
+use shoal_core::Engine;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const SOCKET: &str = "control.sock";
+
+pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
+    let path = store.join(SOCKET);
+    let _ = std::fs::remove_file(&path);
+    let l = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(err) => {
+            tracing::warn!("no control socket at {}: {err}", path.display());
+            return;
+        }
+    };
+    std::thread::Builder::new()
+        .name("shoal-control".into())
+        .spawn(move || {
+            for c in l.incoming().flatten() {
+                // One at a time: a sync waits for a commit, a few ms.
+                let _ = answer(c, &e, requests.as_deref());
+            }
+        })
+        .ok();
+}
+
+fn answer(mut c: UnixStream, e: &Engine, requests: Option<&shoal_fuse::Requests>) -> std::io::Result<()> {
+    c.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    BufReader::new(&c).read_line(&mut line)?;
+    let reply = match line.trim() {
+        "sync" => match e.sync() {
+            Ok(()) => json!({"synced": true, "durable_epoch": e.committer.durable_epoch()}),
+            Err(err) => json!({"error": err.to_string()}),
+        },
+        _ => crate::stats::snapshot(e, requests),
+    };
+    c.write_all(reply.to_string().as_bytes())
+}
+
+/// Send `what` to the daemon behind `sock` and return its answer.
+pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
+    let mut c = UnixStream::connect(sock).map_err(|e| format!("cannot reach the daemon at {}: {e}", sock.display()))?;
+    c.write_all(format!("{what}\n").as_bytes()).map_err(|e| e.to_string())?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).map_err(|e| e.to_string())?;
+    serde_json::from_str(&s).map_err(|e| e.to_string())
+}
+
+/// `shoal sync MNT`: everything acknowledged on the mount is durable when
+/// this returns 0.
+pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
+    let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
+    if !crate::mountinfo::is_shoal(&src, &ty) {
+        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
+    }
+    let store = crate::mountinfo::store_of(&src);
+    let v = request(&store.join(SOCKET), "sync")?;
+    match v["error"].as_str() {
+        None => Ok(0),
+        Some(err) => Err(format!(
+            "{}: not synced: {err}; the daemon's log says why ({}), and `shoal umount` then `shoal fsck {}` shows what is on disk",
+            a.mountpoint.display(),
+            store.join("daemon.log").display(),
+            store.display()
+        )),
+    }
+}
