@@ -59,6 +59,10 @@ pub struct BenchArgs {
     /// Engine mode with a store: where to put it (default: a temporary directory).
     #[arg(long)]
     pub store_dir: Option<PathBuf>,
+    /// Keep the store the run made (in --store-dir, as bench-PID): a store
+    /// of a known size to mount, check or measure.
+    #[arg(long, requires = "store_dir")]
+    pub keep_store: bool,
     /// Cache budget in MiB (engine mode).
     #[arg(long, default_value_t = 1024)]
     pub cache_mb: u64,
@@ -592,7 +596,7 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     }
     drop(fjall);
     // The benchmark's store is scratch: remove it (and its temporary parent).
-    if let Some(p) = store_path {
+    if let Some(p) = store_path.filter(|_| !a.keep_store) {
         let _ = std::fs::remove_dir_all(&p);
         if a.store_dir.is_none() {
             if let Some(parent) = p.parent() {

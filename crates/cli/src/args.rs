@@ -58,7 +58,7 @@ pub struct MountArgs {
     /// daemon checks them, which saves round trips), ro, and shoal's own:
     /// durability=group|sync|buffered, commit_ms=N, cache_mb=N, threads=N,
     /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
-    /// noreaddirplus, keep_cache (keep cached file pages across opens), noverify,
+    /// noreaddirplus, keep_cache (keep cached file pages across opens), verify (walk the store with fsck's checks before serving),
     /// memory_mb=N, noxattr, readdirplus_always, placement=near|spread (where
     /// new directories go: the parent's allocation group, or round-robin),
     /// uring (FUSE over io_uring: per-CPU request queues, Linux 6.14+ with

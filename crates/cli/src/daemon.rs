@@ -1,6 +1,6 @@
 //! `shoal mount` and `shoal umount`: the daemon's life.
 //!
-//! Foreground: open the store (verifying it unless `noverify`), start the
+//! Foreground: open the store (walking it first with `-o verify`), start the
 //! engine and the control socket, serve FUSE until unmounted, commit, exit.
 //! `-d`: start the same command as a detached child logging to
 //! `STORE/daemon.log`, and return once the mount shows in mountinfo.
@@ -33,7 +33,9 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         // mount says nodev or nosuid.
         mount: vec![MountOption::DefaultPermissions, MountOption::Dev, MountOption::Suid],
         allow_other: false,
-        verify: true,
+        // Mount costs what the journal holds, not what the store holds:
+        // the full walk is fsck's, or `-o verify`'s.
+        verify: false,
         fsname: None,
     };
     for o in opts.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
@@ -92,6 +94,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "opendir" => p.fuse.no_opendir = false,
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,
+            "verify" => p.verify = true,
             "fsname" => p.fsname = Some(v.filter(|v| !v.is_empty()).ok_or_else(|| format!("option {k} needs a value"))?.to_string()),
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
@@ -189,7 +192,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     if was_clean && !parsed.cfg.read_only {
         remove_durably(&clean_mark).map_err(|e| format!("{}: {e}", clean_mark.display()))?;
     }
-    if parsed.verify && !was_clean {
+    if parsed.verify {
         let r = shoal_store::fsck::fsck(&store, false).map_err(|e| store_error(&store_path, e))?;
         if !r.is_clean() {
             return Err(format!(
@@ -205,7 +208,8 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         // Room for deletes on a full device (see `FjallStore::keep_room`).
         store.keep_room();
     }
-    let store: Arc<dyn shoal_core::Store> = Arc::new(store);
+    let fjall = Arc::new(store);
+    let store: Arc<dyn shoal_core::Store> = fjall.clone();
     let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let _ = std::fs::write(store_path.join("daemon.pid"), format!("{}\n", std::process::id()));
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
@@ -217,7 +221,12 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
     crate::control::serve(engine.clone(), Some(fs.requests()), &store_path);
     let r = fs.mount(&mnt, mopts, parsed.allow_other);
-    let fin = engine.shutdown();
+    let mut fin = engine.shutdown();
+    if fin.is_ok() && !parsed.cfg.read_only {
+        // The next mount then replays an empty journal: its cost does not
+        // grow with what this daemon wrote.
+        fin = fjall.flush_memtables();
+    }
     let _ = std::fs::remove_file(store_path.join("daemon.pid"));
     let _ = std::fs::remove_file(store_path.join(crate::control::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;

@@ -260,8 +260,10 @@ impl FjallStore {
         // fjall's own memory (block cache, memtables) is outside the engine's
         // cache budget; keep it small and bounded: the engine caches what is hot.
         // A flush frees the journal only once it is sealed, which fjall does
-        // past this size: 64 MB would be most of a small device.
-        let rotation = (statvfs(path).0 / 16).clamp(1 << 20, 64_000_000);
+        // (when it flushes) past this size. fjall's 64 MB would be most of a
+        // small device, and after a clean unmount (which flushes) the next
+        // mount would read up to that much journal again.
+        let rotation = 4 << 20;
         let db = fjall::Database::builder(path.join("db"))
             .journal_rotation_size(rotation)
             .manual_journal_persist(true)
@@ -378,6 +380,13 @@ impl FjallStore {
     /// Bytes on disk (tables, journals).
     pub fn disk_space(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+
+    /// Write the memtables to tables, so that opening the store again
+    /// replays no journal (a clean unmount does this).
+    pub fn flush_memtables(&self) -> Result<()> {
+        self.ks.rotate_memtable_and_wait().map_err(map_err)?;
+        self.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)
     }
 
     /// Flush memtables and compact fully (for space measurements).
