@@ -31,6 +31,7 @@ suite "fault points" cargo test --release -p shoal-core --features faults --test
 suite "cli" bash tests/scripts/cli.sh
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "enospc" bash tests/scripts/enospc.sh
+suite "read-only: -o ro and fsck change nothing, also on read-only media" bash tests/scripts/readonly.sh
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh

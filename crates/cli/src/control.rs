@@ -14,6 +14,27 @@ use std::time::Duration;
 
 pub const SOCKET: &str = "control.sock";
 
+/// Where the daemon serving `store` keeps its socket, pid file and (with
+/// `-d`) its log: the store itself, or for a read-only mount, which writes
+/// nothing there, `/run/shoal/` and the store's path with `/` as `%`.
+pub fn run_dir(store: &Path, read_only: bool) -> std::path::PathBuf {
+    if !read_only {
+        return store.to_path_buf();
+    }
+    let name = store.to_string_lossy().replace('/', "%");
+    let d = Path::new("/run/shoal").join(name);
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+/// The control socket of the daemon serving `store`, read-only or not: the
+/// one that answers (a killed daemon leaves its socket behind).
+pub fn socket_of(store: &Path) -> std::path::PathBuf {
+    let rw = store.join(SOCKET);
+    let ro = Path::new("/run/shoal").join(store.to_string_lossy().replace('/', "%")).join(SOCKET);
+    if UnixStream::connect(&ro).is_ok() { ro } else { rw }
+}
+
 pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
     let path = store.join(SOCKET);
     let _ = std::fs::remove_file(&path);
@@ -66,7 +87,7 @@ pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
     let store = crate::mountinfo::store_of(&src);
-    let v = request(&store.join(SOCKET), "sync")?;
+    let v = request(&socket_of(&store), "sync")?;
     match v["error"].as_str() {
         None => Ok(0),
         Some(err) => Err(format!(

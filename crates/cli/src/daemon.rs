@@ -167,7 +167,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     // Not a store: say so here, before a background daemon logs into it.
     shoal_store::FjallStore::probe(&store_path).map_err(|e| store_error(&store_path, e))?;
     if a.daemon && !a.background_child {
-        return spawn_background(a, &store_path);
+        return spawn_background(a, &store_path, parsed.cfg.read_only);
     }
     init_logging();
     // No transparent huge pages for the daemon. mimalloc advises them on its
@@ -182,7 +182,12 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     unsafe {
         libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
-    let store = shoal_store::FjallStore::open(&store_path).map_err(|e| store_error(&store_path, e))?;
+    let store = if parsed.cfg.read_only {
+        shoal_store::FjallStore::open_read_only(&store_path)
+    } else {
+        shoal_store::FjallStore::open(&store_path)
+    }
+    .map_err(|e| store_error(&store_path, e))?;
     // A store the last daemon closed cleanly is not walked again: every
     // record carries its own checksum, checked when it is read, and the full
     // walk is `shoal fsck`'s. The mark goes before this daemon can change
@@ -211,7 +216,8 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let fjall = Arc::new(store);
     let store: Arc<dyn shoal_core::Store> = fjall.clone();
     let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
-    let _ = std::fs::write(store_path.join("daemon.pid"), format!("{}\n", std::process::id()));
+    let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
+    let _ = std::fs::write(run.join("daemon.pid"), format!("{}\n", std::process::id()));
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     let mut mopts = parsed.mount.clone();
@@ -219,7 +225,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
-    crate::control::serve(engine.clone(), Some(fs.requests()), &store_path);
+    crate::control::serve(engine.clone(), Some(fs.requests()), &run);
     let r = fs.mount(&mnt, mopts, parsed.allow_other);
     let mut fin = engine.shutdown();
     if fin.is_ok() && !parsed.cfg.read_only {
@@ -227,8 +233,8 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         // grow with what this daemon wrote.
         fin = fjall.flush_memtables();
     }
-    let _ = std::fs::remove_file(store_path.join("daemon.pid"));
-    let _ = std::fs::remove_file(store_path.join(crate::control::SOCKET));
+    let _ = std::fs::remove_file(run.join("daemon.pid"));
+    let _ = std::fs::remove_file(run.join(crate::control::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     fin.map_err(|e| store_error(&store_path, e))?;
     if !parsed.cfg.read_only {
@@ -292,9 +298,9 @@ fn watch_signals(mnt: std::path::PathBuf) {
     }
 }
 
-fn spawn_background(a: &MountArgs, store: &Path) -> Result<i32, String> {
+fn spawn_background(a: &MountArgs, store: &Path, read_only: bool) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let log_path = store.join("daemon.log");
+    let log_path = crate::control::run_dir(store, read_only).join("daemon.log");
     let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let mut cmd = std::process::Command::new(exe);

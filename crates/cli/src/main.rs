@@ -68,7 +68,9 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 }
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
-    let store = shoal_store::FjallStore::open(&a.store).map_err(|e| store_error(&a.store, e))?;
+    // Without --repair nothing is written: the store may be on read-only media.
+    let store = if a.repair { shoal_store::FjallStore::open(&a.store) } else { shoal_store::FjallStore::open_read_only(&a.store) }
+        .map_err(|e| store_error(&a.store, e))?;
     let r = shoal_store::fsck::fsck(&store, a.repair).map_err(|e| store_error(&a.store, e))?;
     for p in &r.problems {
         println!("problem: {p}");

@@ -87,7 +87,7 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     if !crate::mountinfo::is_shoal(&src, &ty) {
         return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
     }
-    let sock = crate::mountinfo::store_of(&src).join(crate::control::SOCKET);
+    let sock = crate::control::socket_of(&crate::mountinfo::store_of(&src));
     if a.json {
         emit(&format!("{}\n", crate::control::request(&sock, "stats")?));
         return Ok(0);

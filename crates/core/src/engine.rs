@@ -328,7 +328,9 @@ impl Engine {
             if root.kind != Kind::Dir {
                 return Err(Error::Corrupted("root inode is not a directory".into()));
             }
-            e.recover_orphans()?;
+            if !e.cfg.read_only {
+                e.recover_orphans()?;
+            }
         }
         // Directory records are formatted when their epoch closes.
         let weak = Arc::downgrade(&e);

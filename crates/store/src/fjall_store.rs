@@ -27,7 +27,7 @@ pub struct FjallStore {
     db: fjall::Database,
     ks: fjall::Keyspace,
     path: PathBuf,
-    _lock: File,
+    _lock: Option<File>,
     gets: AtomicU64,
     scans: AtomicU64,
     writes: AtomicU64,
@@ -36,6 +36,18 @@ pub struct FjallStore {
     /// Serialises sync calls (fjall's persist is thread-safe; this only keeps counters honest).
     sync_lock: Mutex<()>,
     space: Space,
+    /// A read-only open's copy of the database (see `open_read_only`),
+    /// removed after the database is closed (fields drop in order).
+    _shadow: Option<Shadow>,
+}
+
+/// A directory removed when dropped.
+struct Shadow(PathBuf);
+
+impl Drop for Shadow {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// How much of its device the store may still fill, and the room it keeps.
@@ -235,6 +247,49 @@ impl FjallStore {
         Self::open_inner(path)
     }
 
+    /// Open an existing store without writing a byte of it (`-o ro`, fsck
+    /// without `--repair`), also on read-only media. fjall writes while it
+    /// opens (it recovers the journal in place, takes a lock file, may
+    /// delete unreferenced tables), so it opens a shadow of the database in
+    /// a private temporary directory: table and blob files are symbolic
+    /// links to the store's (they are immutable, and only read), every other
+    /// file (journals, manifests, small) is copied. Writes then go to the
+    /// shadow, which is removed on close. Costs a copy of the journal: after
+    /// a clean unmount at most 4 MiB.
+    pub fn open_read_only(path: &Path) -> Result<FjallStore> {
+        Self::probe(path)?;
+        // The store's lock, when there is one, still keeps a daemon and a
+        // read-only open apart (a store being changed cannot be checked).
+        let lock = File::open(path.join("LOCK")).ok();
+        if let Some(l) = &lock {
+            Self::flock_or_wait(l, path)?;
+        }
+        static N: AtomicU64 = AtomicU64::new(0);
+        let shadow = Shadow(std::env::temp_dir().join(format!("shoal-ro-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))));
+        let _ = std::fs::remove_dir_all(&shadow.0);
+        shadow_copy(&path.join("db"), &shadow.0.join("db"), false).map_err(|e| io_err("copy (read-only open)", &shadow.0, e))?;
+        let mut s = Self::open_db(path, &shadow.0.join("db"), lock)?;
+        s._shadow = Some(shadow);
+        Ok(s)
+    }
+
+    fn flock_or_wait(lock: &File, path: &Path) -> Result<()> {
+        // A daemon that was just unmounted or killed may still be exiting (its
+        // threads hold the lock a moment after the leader is gone): wait a little.
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a file descriptor we own.
+            let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(());
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(3) {
+                return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     fn open_inner(path: &Path) -> Result<FjallStore> {
         let lock = OpenOptions::new()
             .create(true)
@@ -243,20 +298,12 @@ impl FjallStore {
             .write(true)
             .open(path.join("LOCK"))
             .map_err(|e| io_err("open", path, e))?;
-        // A daemon that was just unmounted or killed may still be exiting (its
-        // threads hold the lock a moment after the leader is gone): wait a little.
-        let t0 = std::time::Instant::now();
-        loop {
-            // SAFETY: flock on a file descriptor we own.
-            let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc == 0 {
-                break;
-            }
-            if t0.elapsed() > std::time::Duration::from_secs(3) {
-                return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        Self::flock_or_wait(&lock, path)?;
+        Self::open_db(path, &path.join("db"), Some(lock))
+    }
+
+    /// Open fjall at `db` for the store at `path`.
+    fn open_db(path: &Path, db: &Path, lock: Option<File>) -> Result<FjallStore> {
         // fjall's own memory (block cache, memtables) is outside the engine's
         // cache budget; keep it small and bounded: the engine caches what is hot.
         // A flush frees the journal only once it is sealed, which fjall does
@@ -264,7 +311,7 @@ impl FjallStore {
         // small device, and after a clean unmount (which flushes) the next
         // mount would read up to that much journal again.
         let rotation = 4 << 20;
-        let db = fjall::Database::builder(path.join("db"))
+        let db = fjall::Database::builder(db)
             .journal_rotation_size(rotation)
             .manual_journal_persist(true)
             .cache_size(64 << 20)
@@ -295,6 +342,7 @@ impl FjallStore {
             ks,
             path: path.to_path_buf(),
             _lock: lock,
+            _shadow: None,
             gets: AtomicU64::new(0),
             scans: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -546,4 +594,46 @@ fn give_back(ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
         tracing::info!("space given back after deletes: {} MiB free, was {} MiB", statvfs(path).1 >> 20, before >> 20);
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
+}
+
+/// The shadow of a database directory for `open_read_only`: directories made,
+/// files under `tables/` and `blobs/` linked, the rest copied.
+fn shadow_copy(from: &Path, to: &Path, immutable: bool) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type()?;
+        if ty.is_dir() {
+            let name = e.file_name();
+            shadow_copy(&src, &dst, immutable || name == "tables" || name == "blobs")?;
+        } else if immutable {
+            std::os::unix::fs::symlink(&src, &dst)?;
+        } else {
+            copy_sparse(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copy a file, leaving its zero-filled MiBs as holes: fjall makes each new
+/// journal 64 MiB long before writing it, and a copy need not hold the zeros.
+fn copy_sparse(src: &Path, dst: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut r = File::open(src)?;
+    let mut w = File::create(dst)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = 0u64;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            w.seek(SeekFrom::Start(pos))?;
+            w.write_all(&buf[..n])?;
+        }
+        pos += n as u64;
+    }
+    w.set_len(pos)
 }
