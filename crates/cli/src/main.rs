@@ -54,7 +54,7 @@ pub fn store_error(store: &Path, e: Error) -> String {
         Error::NotFound => format!("no shoal store at {s} (create one with `shoal mkfs {s}`)"),
         Error::Invalid => format!("{s} is not a shoal store"),
         Error::Exists => format!("{s} already holds a shoal store"),
-        Error::Corrupted(m) => format!("store {s} is corrupted: {m}; run `shoal fsck {s}`"),
+        Error::Corrupted(m) => format!("store {s} is damaged: {m}; run `shoal fsck {s}` to see what, and `shoal fsck --repair {s}` to save what can be read"),
         Error::NoSpace => format!("no space left on the device holding {s}"),
         Error::Io(m) => m,
         other => format!("{s}: {other}"),
@@ -69,9 +69,20 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     // Without --repair nothing is written: the store may be on read-only media.
-    let store = if a.repair { shoal_store::FjallStore::open(&a.store) } else { shoal_store::FjallStore::open_read_only(&a.store) }
-        .map_err(|e| store_error(&a.store, e))?;
-    let r = shoal_store::fsck::fsck(&store, a.repair).map_err(|e| store_error(&a.store, e))?;
+    let opened = if a.repair { shoal_store::FjallStore::open(&a.store) } else { shoal_store::FjallStore::open_read_only(&a.store) };
+    let checked = opened.and_then(|store| shoal_store::fsck::fsck(&store, a.repair));
+    let r = match checked {
+        Ok(r) => r,
+        // Records that cannot be read: copy what can be into a new store.
+        Err(Error::Corrupted(_)) if a.repair => return salvage(&a.store),
+        Err(Error::Corrupted(m)) => {
+            return Err(format!(
+                "store {s} is damaged: {m}; run `shoal fsck --repair {s}` to save what can be read into a new store (the damaged one is kept)",
+                s = a.store.display()
+            ))
+        }
+        Err(e) => return Err(store_error(&a.store, e)),
+    };
     for p in &r.problems {
         println!("problem: {p}");
     }
@@ -85,4 +96,34 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         if a.repair { format!(", {} records repaired", r.repaired) } else { String::new() }
     );
     Ok(if r.is_clean() || a.repair { 0 } else { 4 })
+}
+
+fn salvage(store: &Path) -> Result<i32, String> {
+    eprintln!("shoal: {} cannot be read whole: saving what can be read into a new store", store.display());
+    let (s, kept) = shoal_store::salvage::salvage_store(store).map_err(|e| match e {
+        Error::Corrupted(m) => format!(
+            "store {} cannot be salvaged: {m}; its tables or their list are damaged beyond what shoal can read around: restore it from a copy",
+            store.display()
+        ),
+        e => store_error(store, e),
+    })?;
+    for l in &s.lost {
+        println!("lost: {l}");
+    }
+    for p in &s.repair.problems {
+        println!("repaired: {p}");
+    }
+    println!(
+        "{}: salvaged {} records ({} damaged ranges skipped), {} lost items listed; {} inodes, {} entries, {} data blocks now. \
+         The damaged store is kept at {} (remove it when the new one serves you).",
+        store.display(),
+        s.records,
+        s.damaged.len(),
+        s.lost.len(),
+        s.repair.inodes,
+        s.repair.entries,
+        s.repair.data_blocks,
+        kept.display()
+    );
+    Ok(0)
 }

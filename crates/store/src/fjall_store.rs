@@ -167,6 +167,23 @@ fn map_err(e: fjall::Error) -> Error {
     Error::Io(s)
 }
 
+/// A failure to open the database: which store, and what can be done.
+/// Damage fjall names (a checksum, an unreadable table) stays `Corrupted`,
+/// which `shoal fsck --repair` salvages around; anything else (its table
+/// list unreadable, say) is said with the store's name.
+fn open_err(path: &Path, e: fjall::Error) -> Error {
+    match map_err(e) {
+        Error::Corrupted(m) => Error::Corrupted(format!("{}/db: {m}", path.display())),
+        Error::NoSpace => Error::NoSpace,
+        other => Error::Io(format!(
+            "the database of {p} ({p}/db) does not open: {other}; a file of it is damaged or unreadable. \
+             `shoal fsck --repair` saves stores whose tables or journal are damaged, not one whose table list \
+             (db/keyspaces/*/v*, current) is: restore it from a copy",
+            p = path.display()
+        )),
+    }
+}
+
 fn io_err(what: &str, p: &Path, e: std::io::Error) -> Error {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         return Error::NoSpace;
@@ -257,7 +274,21 @@ impl FjallStore {
     /// shadow, which is removed on close. Costs a copy of the journal: after
     /// a clean unmount at most 4 MiB.
     pub fn open_read_only(path: &Path) -> Result<FjallStore> {
+        Self::open_read_only_journal(path, u64::MAX)
+    }
+
+    /// Bytes of journal (all journal files in order, oldest first).
+    pub fn journal_len(path: &Path) -> u64 {
+        journals(&path.join("db")).iter().map(|(_, n)| n).sum()
+    }
+
+    /// `open_read_only` with only the first `keep` bytes of the journal
+    /// (its files in order, oldest first): how a salvage opens a store whose
+    /// journal is damaged part way.
+    pub fn open_read_only_journal(path: &Path, keep: u64) -> Result<FjallStore> {
         Self::probe(path)?;
+        // The shadow's links must name the tables absolutely.
+        let path = &std::fs::canonicalize(path).map_err(|e| io_err("resolve", path, e))?;
         // The store's lock, when there is one, still keeps a daemon and a
         // read-only open apart (a store being changed cannot be checked).
         let lock = File::open(path.join("LOCK")).ok();
@@ -268,6 +299,15 @@ impl FjallStore {
         let shadow = Shadow(std::env::temp_dir().join(format!("shoal-ro-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))));
         let _ = std::fs::remove_dir_all(&shadow.0);
         shadow_copy(&path.join("db"), &shadow.0.join("db"), false).map_err(|e| io_err("copy (read-only open)", &shadow.0, e))?;
+        if keep != u64::MAX {
+            let mut left = keep;
+            for (name, len) in journals(&path.join("db")) {
+                let p = shadow.0.join("db").join(&name);
+                let r = if left == 0 { std::fs::remove_file(&p) } else { File::options().write(true).open(&p).and_then(|f| f.set_len(len.min(left))) };
+                r.map_err(|e| io_err("truncate", &p, e))?;
+                left = left.saturating_sub(len);
+            }
+        }
         let mut s = Self::open_db(path, &shadow.0.join("db"), lock)?;
         s._shadow = Some(shadow);
         Ok(s)
@@ -316,7 +356,7 @@ impl FjallStore {
             .manual_journal_persist(true)
             .cache_size(64 << 20)
             .open()
-            .map_err(map_err)?;
+            .map_err(|e| open_err(path, e))?;
         let ks = db
             .keyspace("meta", || {
                 // Filter and index blocks pinned at every level (fjall pins
@@ -336,7 +376,7 @@ impl FjallStore {
                     .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
                     .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
             })
-            .map_err(map_err)?;
+            .map_err(|e| open_err(path, e))?;
         Ok(FjallStore {
             db,
             ks,
@@ -636,4 +676,22 @@ fn copy_sparse(src: &Path, dst: &Path) -> std::io::Result<()> {
         pos += n as u64;
     }
     w.set_len(pos)
+}
+
+/// The journal files of a database directory, oldest first, with the bytes
+/// written in each (fjall makes them 64 MiB long ahead; the written part
+/// ends where the zeros start, at a 1 MiB granularity here).
+fn journals(db: &Path) -> Vec<(std::ffi::OsString, u64)> {
+    let mut js: Vec<(u64, std::ffi::OsString, u64)> = std::fs::read_dir(db)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let n = name.to_str()?.strip_suffix(".jnl")?.parse::<u64>().ok()?;
+            Some((n, name, e.metadata().ok()?.len()))
+        })
+        .collect();
+    js.sort();
+    js.into_iter().map(|(_, name, len)| (name, len)).collect()
 }
