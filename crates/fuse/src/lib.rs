@@ -235,7 +235,7 @@ pub fn errno(e: &Error) -> Errno {
         Error::ReadOnly => libc::EROFS,
         Error::NotSupported => libc::EOPNOTSUPP,
         Error::Corrupted(m) => {
-            tracing::error!("corrupted store: {m}; unmount and run `shoal fsck`");
+            tracing::error!("corrupted store: {m}; the file being read gets EIO; unmount and run `shoal fsck` (what is damaged) then `shoal fsck --repair` (save what can be read)");
             libc::EIO
         }
         Error::Io(m) => {
