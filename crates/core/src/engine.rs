@@ -716,6 +716,18 @@ impl Engine {
         g.put(key, ver, val);
     }
 
+    /// The end of a change to one inode's record (nothing else changed):
+    /// its version bumped, its record queued in the gate's epoch, the gate
+    /// left, then the commit waited for if durability asks it.
+    fn finish_inode_change(&self, mut g: Gate<'_>, mut st: crate::sync::MutexGuard<'_, InodeState>) -> Result<()> {
+        Self::bump(&mut st);
+        self.emit_inode(&mut g, &mut st);
+        drop(st);
+        let e = g.epoch;
+        drop(g);
+        self.after_mutation(e)
+    }
+
     fn bump(st: &mut InodeState) {
         st.attr.version += 1;
     }
@@ -1857,7 +1869,7 @@ impl Engine {
         }
         self.writable()?;
         let _bkl = self.names.bkl();
-        let mut g = self.committer.enter()?;
+        let g = self.committer.enter()?;
         let mut st = i.st.lock();
         let k = kill(st.attr.perm);
         if st.destroyed || k == 0 || st.attr.gid != fgid {
@@ -1865,12 +1877,7 @@ impl Engine {
         }
         st.attr.perm &= !k;
         st.attr.ctime = now();
-        Self::bump(&mut st);
-        self.emit_inode(&mut g, &mut st);
-        drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)?;
+        self.finish_inode_change(g, st)?;
         Ok(true)
     }
 
@@ -2091,7 +2098,7 @@ impl Engine {
             // Only directories have default ACLs (ext4: EACCES, or nothing to do for an empty one).
             return if acl.as_ref().is_some_and(|a| a.is_empty()) { Ok(()) } else { Err(Error::PermissionDenied) };
         }
-        let mut g = self.committer.enter()?;
+        let g = self.committer.enter()?;
         let mut st = i.st.lock();
         if st.destroyed {
             return Ok(());
@@ -2132,12 +2139,7 @@ impl Engine {
             d.default_acl.store(!remove, Ordering::Relaxed);
         }
         st.attr.ctime = now();
-        Self::bump(&mut st);
-        self.emit_inode(&mut g, &mut st);
-        drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.finish_inode_change(g, st)
     }
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
@@ -2160,7 +2162,7 @@ impl Engine {
         self.writable()?;
         check_xattr_name(ctx, name)?;
         let i = self.inode(ino)?;
-        let mut g = self.committer.enter()?;
+        let g = self.committer.enter()?;
         let mut st = i.st.lock();
         if st.destroyed {
             return Err(Error::NoAttr);
@@ -2171,12 +2173,7 @@ impl Engine {
             d.default_acl.store(false, Ordering::Relaxed);
         }
         st.attr.ctime = now();
-        Self::bump(&mut st);
-        self.emit_inode(&mut g, &mut st);
-        drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.finish_inode_change(g, st)
     }
 
     pub fn statfs(&self) -> Result<StatFs> {
