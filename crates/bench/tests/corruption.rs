@@ -63,7 +63,7 @@ fn copy_dir(a: &Path, b: &Path) {
 /// Open, fsck and read everything. Ok(state) only if nothing reported a problem.
 fn check(dir: &Path, own: &dyn Fn(&str) -> bool) -> Result<State, String> {
     let store = FjallStore::open(dir).map_err(|e| e.to_string())?;
-    let r = shoal_store::fsck::fsck(&store, false).map_err(|e| e.to_string())?;
+    let r = shoal_core::fsck::fsck(&store, false).map_err(|e| e.to_string())?;
     if !r.is_clean() {
         return Err(format!("fsck: {}", r.problems[0]));
     }
@@ -150,7 +150,7 @@ fn corrupt_records_are_reported_by_engine_and_fsck() {
         let i = bad.len() - 1;
         bad[i] ^= 0x40;
         store.poke(&k, Some(bad));
-        let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+        let r = shoal_core::fsck::fsck(&*store, false).unwrap();
         assert!(!r.is_clean(), "fsck misses a corrupt {:?} record", k[0] as char);
         let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default());
         if let Ok(e) = e {

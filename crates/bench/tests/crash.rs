@@ -74,7 +74,7 @@ fn one_cut(seed: u64, cfg: &Config) {
             model::diff(&got, states.last().unwrap())
         ),
     }
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "seed={seed}: fsck after recovery: {:?}", r.problems);
 }
 
@@ -129,7 +129,7 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
     assert_eq!(e.read(a.ino, 99_999, 10).unwrap(), vec![7u8]);
     e.write(a.ino, 0, b"x").unwrap();
     e.sync().unwrap();
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "orphan is legal while open: {:?}", r.problems);
     // Crash with the file still open.
     store.fail_writes(true);
@@ -139,7 +139,7 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
     let _e2 = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let dump = store.dump();
     assert!(dump.iter().all(|(k, _)| k[0] != b'D' && k[0] != b'O'), "orphan's data and orphan record are gone");
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "{:?}", r.problems);
     assert_eq!(r.inodes, 1, "only the root is left");
 }

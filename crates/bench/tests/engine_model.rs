@@ -62,7 +62,7 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
         assert!(got == want, "seed={seed} thread={tid}: tree differs from the model (want/got):\n{}", model::diff(&got, &want));
     }
     e.sync().unwrap();
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "seed={seed}: fsck found {:?}", r.problems);
     // The same tree must come back from the store alone.
     drop(t);
@@ -319,7 +319,7 @@ fn sole_entries_are_deleted_unread_and_only_they() {
     let reopen = |e: Arc<Engine>| {
         e.shutdown().unwrap();
         drop(e);
-        let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+        let r = shoal_core::fsck::fsck(&*store, false).unwrap();
         assert!(r.is_clean(), "fsck: {:?}", r.problems);
         Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap()
     };
@@ -360,10 +360,10 @@ fn sole_entries_are_deleted_unread_and_only_they() {
     let k = shoal_core::schema::entry_key(d, h, b"linked2");
     store.write(&[(k, Some(shoal_core::schema::encode_entry(ino["linked"], shoal_core::Kind::File, true)))], true).unwrap();
     drop(e);
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.problems.iter().any(|p| p.contains("sole")), "fsck missed a false sole flag: {:?}", r.problems);
-    shoal_store::fsck::fsck(&*store, true).unwrap();
-    let r = shoal_store::fsck::fsck(&*store, false).unwrap();
+    shoal_core::fsck::fsck(&*store, true).unwrap();
+    let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "after repair: {:?}", r.problems);
 }
 

@@ -21,7 +21,7 @@ fn truncate(e: &Engine, ino: u64, size: u64) {
 }
 
 fn assert_fsck_clean(store: &Arc<MemStore>) {
-    let r = shoal_store::fsck::fsck(&**store as &dyn Store, false).unwrap();
+    let r = shoal_core::fsck::fsck(&**store as &dyn Store, false).unwrap();
     assert!(r.is_clean(), "fsck: {:?}", r.problems);
 }
 

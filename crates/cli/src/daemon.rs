@@ -198,7 +198,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         remove_durably(&clean_mark).map_err(|e| format!("{}: {e}", clean_mark.display()))?;
     }
     if parsed.verify {
-        let r = shoal_store::fsck::fsck(&store, false).map_err(|e| store_error(&store_path, e))?;
+        let r = shoal_core::fsck::fsck(&store, false).map_err(|e| store_error(&store_path, e))?;
         if !r.is_clean() {
             return Err(format!(
                 "store {} has {} problems (first: {}); refusing to mount: run `shoal fsck {}`",

@@ -70,7 +70,7 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     // Without --repair nothing is written: the store may be on read-only media.
     let opened = if a.repair { shoal_store::FjallStore::open(&a.store) } else { shoal_store::FjallStore::open_read_only(&a.store) };
-    let checked = opened.and_then(|store| shoal_store::fsck::fsck(&store, a.repair));
+    let checked = opened.and_then(|store| shoal_core::fsck::fsck(&store, a.repair));
     let r = match checked {
         Ok(r) => r,
         // Records that cannot be read: copy what can be into a new store.

@@ -1,12 +1,13 @@
-//! shoal-store: persistence behind `shoal_core::Store`.
+//! shoal-store: persistence behind `shoal_core::Store`. It knows keys and
+//! batches, not POSIX: the checks of the namespace (fsck) are the engine's,
+//! in `shoal_core::fsck` and `shoal_core::salvage`.
 //!
 //! - [`fjall_store::FjallStore`]: the embedded default, an LSM (fjall) under
 //!   `STORE/`, chosen by measurement (docs/design.md).
-//! - [`fsck`]: checks every invariant of the key schema and repairs what is safe.
-//! - [`salvage`]: `fsck --repair` of a store that cannot be read whole.
+//! - [`salvage`]: `fsck --repair` of a fjall store that cannot be read whole
+//!   (the store's side: a damaged journal, the new store beside the old).
 
 pub mod fjall_store;
-pub mod fsck;
 pub mod salvage;
 
 pub use fjall_store::FjallStore;

@@ -20,9 +20,9 @@
 //! EOF or of missing inodes, orphans; recounts nlink/size; and links
 //! unreferenced live inodes into the root as `lost+found.<ino>`.
 
-use shoal_core::schema::{self, AG_SHIFT};
-use shoal_core::store::BatchItem;
-use shoal_core::{Error, Kind, Result, Store, BLOCK, INLINE_MAX, ROOT_INO};
+use crate::schema::{self, AG_SHIFT};
+use crate::store::BatchItem;
+use crate::{Error, Kind, Result, Store, BLOCK, INLINE_MAX, ROOT_INO};
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Default)]
@@ -41,7 +41,7 @@ impl Report {
 }
 
 struct InodeInfo {
-    attr: shoal_core::Attr,
+    attr: crate::Attr,
     parent_ptr: u64,
     refs: u32,
     subdirs: u32,
