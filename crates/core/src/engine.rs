@@ -723,6 +723,13 @@ impl Engine {
         Self::bump(&mut st);
         self.emit_inode(&mut g, &mut st);
         drop(st);
+        self.leave(g)
+    }
+
+    /// The end of every mutation: leave the gate (its records are queued in
+    /// its epoch), then wait for that epoch's commit if durability asks it.
+    /// Waiting with the gate held would stop the epoch from closing.
+    fn leave(&self, g: Gate<'_>) -> Result<()> {
         let e = g.epoch;
         drop(g);
         self.after_mutation(e)
@@ -944,9 +951,7 @@ impl Engine {
         let node = Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes));
         self.inodes.insert(node.clone());
         self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)?;
+        self.leave(g)?;
         Ok(attr)
     }
 
@@ -1013,9 +1018,7 @@ impl Engine {
                 self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.leave(g)
     }
 
     /// Clear the sole flag of `c`'s entry, and its `primary` pointer, before
@@ -1206,9 +1209,7 @@ impl Engine {
         self.put_entry(&mut g, &p, name, 0, None, kind, false, false);
         self.dir_update(&mut g, &p, -1, -1, t)?;
         self.drop_link(&mut g, &c, t)?;
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.leave(g)
     }
 
     pub fn link(&self, ctx: &Ctx, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
@@ -1265,9 +1266,7 @@ impl Engine {
             return Err(e);
         }
         self.put_entry(&mut g, &np, newname, ino, Some(&c), c.kind, false, true);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)?;
+        self.leave(g)?;
         Ok(attr)
     }
 
@@ -1421,9 +1420,7 @@ impl Engine {
                 self.drop_link(&mut g, d, t)?;
             }
         }
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.leave(g)
     }
 
     // ---------------------------------------------------------------- attributes
@@ -1532,9 +1529,7 @@ impl Engine {
             dir.sgid.store(a.perm & 0o2000 != 0, Ordering::Relaxed);
         }
         drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)?;
+        self.leave(g)?;
         Ok(a)
     }
 
@@ -1826,9 +1821,7 @@ impl Engine {
         }
         self.emit_inode(&mut g, &mut st);
         drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)?;
+        self.leave(g)?;
         Ok(data.len() as u32)
     }
 
@@ -1961,9 +1954,7 @@ impl Engine {
         st.attr.ctime = t;
         self.emit_inode(&mut g, &mut st);
         drop(st);
-        let e = g.epoch;
-        drop(g);
-        self.after_mutation(e)
+        self.leave(g)
     }
 
     /// Wait until every change to `ino`, and every operation acknowledged
