@@ -80,9 +80,9 @@ pub struct Committer {
     interval: Duration,
     pub stats: CommitStats,
     /// Records queued in the open epoch (approximate while gates are held).
-    open: crate::cache::Counter,
+    open: crate::sync::Counter,
     /// Their bytes: what the next commit will write at least (space admission).
-    open_bytes: crate::cache::Counter,
+    open_bytes: crate::sync::Counter,
     /// One commit at a time (the thread, or an inline commit after shutdown).
     commit_lock: PlainMutex<()>,
     /// Called after each successful commit, from the committer thread (batched reclaim).
@@ -100,8 +100,8 @@ pub struct Gate<'a> {
     added: usize,
     /// Their bytes (keys and values), added to `Committer::open_bytes`.
     added_bytes: usize,
-    open: &'a crate::cache::Counter,
-    open_bytes: &'a crate::cache::Counter,
+    open: &'a crate::sync::Counter,
+    open_bytes: &'a crate::sync::Counter,
 }
 
 impl Drop for Gate<'_> {

@@ -7,13 +7,13 @@
 //! / inode-table shard (leaves). No operation holds two inode states at once.
 
 use crate::acl;
-use crate::cache::{Counter, Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
+use crate::cache::{Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
 use crate::commit::{Committer, Gate, Record};
 use crate::error::{Error, Result};
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
 use crate::store::Store;
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, LockClass, Mutex, Ordering, PlainMutex, RwLock};
+use crate::sync::{Arc, AtomicBool, Counter, AtomicI64, AtomicU64, AtomicUsize, LockClass, Mutex, Ordering, PlainMutex, RwLock};
 use crate::types::*;
 use std::collections::{BTreeMap, HashMap};
 

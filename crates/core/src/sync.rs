@@ -410,6 +410,25 @@ impl<T, S> RwLock<T, S> {
     }
 }
 
+/// A striped counter: adds touch only the caller's stripe.
+pub struct Counter {
+    stripes: [crossbeam_utils::CachePadded<AtomicU64>; 8],
+}
+impl Default for Counter {
+    fn default() -> Self {
+        Counter { stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(AtomicU64::new(0))) }
+    }
+}
+impl Counter {
+    #[inline]
+    pub fn add(&self, v: i64) {
+        self.stripes[thread_slot() % 8].fetch_add(v as u64, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).fold(0u64, |a, b| a.wrapping_add(b)) as i64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
