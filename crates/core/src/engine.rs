@@ -427,7 +427,7 @@ impl Engine {
         if let Some(i) = self.inodes.get(ino) {
             return Ok(i);
         }
-        let v = self.store.get(&schema::inode_key(ino))?.ok_or(Error::NotFound)?;
+        let v = self.store.get(&schema::inode_key(ino)).map_err(|e| e.about(format_args!("inode {ino}")))?.ok_or(Error::NotFound)?;
         let (attr, extra) = schema::decode_inode(ino, &v)?;
         let mut st = self.new_state(attr, Vec::new());
         st.xattrs = extra.xattrs;
@@ -522,7 +522,7 @@ impl Engine {
             return Ok(None);
         }
         let _r = self.reclaim.read();
-        let got = match self.store.get(&schema::entry_key(dir.ino, h, name))? {
+        let got = match self.store.get(&schema::entry_key(dir.ino, h, name)).map_err(|e| e.about(format_args!("an entry of directory inode {}", dir.ino)))? {
             Some(v) => Some(schema::decode_entry(&v)?),
             None => None,
         };
@@ -1612,7 +1612,7 @@ impl Engine {
         if st.blocks.contains_key(&b) || st.blocks_complete || b >= st.holes_from || self.store.is_null() {
             return Ok(());
         }
-        if let Some(v) = self.store.get(&schema::data_key(st.attr.ino, b))? {
+        if let Some(v) = self.store.get(&schema::data_key(st.attr.ino, b)).map_err(|e| e.about(format_args!("inode {} data block {b}", st.attr.ino)))? {
             let d = schema::decode_data(&v)?.to_vec();
             self.cached_data.add(d.len() as i64);
             st.blocks.insert(b, d);
@@ -1695,7 +1695,7 @@ impl Engine {
         let wanted = ((first..=last).find(|&b| stored(b)), (first..=last).rev().find(|&b| stored(b)));
         let scanned = match wanted {
             (Some(a), Some(z)) if a != z => {
-                Some(self.store.scan(&schema::data_key(ino, a), &schema::data_key(ino, z + 1), (z - a + 1) as usize)?)
+                Some(self.store.scan(&schema::data_key(ino, a), &schema::data_key(ino, z + 1), (z - a + 1) as usize).map_err(|e| e.about(format_args!("inode {ino} data blocks {a}-{z}")))?)
             }
             _ => None,
         };
@@ -1719,7 +1719,7 @@ impl Engine {
                             _ => None,
                         }
                     }
-                    None => self.store.get(&schema::data_key(ino, b))?.map(std::borrow::Cow::Owned),
+                    None => self.store.get(&schema::data_key(ino, b)).map_err(|e| e.about(format_args!("inode {ino} data block {b}")))?.map(std::borrow::Cow::Owned),
                 };
                 if let Some(v) = v {
                     copy_from_block(schema::decode_data(&v)?, boff, dst);

@@ -45,3 +45,16 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// A store failure said with what was being read (`inode 4711`): the
+    /// daemon's log line then names what a user lost, not only that
+    /// something was.
+    pub fn about(self, what: impl fmt::Display) -> Error {
+        match self {
+            Error::Corrupted(m) => Error::Corrupted(format!("{what}: {m}")),
+            Error::Io(m) => Error::Io(format!("{what}: {m}")),
+            e => e,
+        }
+    }
+}
