@@ -16,23 +16,41 @@ pub const SOCKET: &str = "control.sock";
 
 /// Where the daemon serving `store` keeps its socket, pid file and (with
 /// `-d`) its log: the store itself, or for a read-only mount, which writes
-/// nothing there, `/run/shoal/` and the store's path with `/` as `%`.
+/// nothing there, a directory named after the store's path (`/` as `%`)
+/// under `/run/shoal` (root), else under `$XDG_RUNTIME_DIR/shoal` or the
+/// temporary directory.
 pub fn run_dir(store: &Path, read_only: bool) -> std::path::PathBuf {
     if !read_only {
         return store.to_path_buf();
     }
     let name = store.to_string_lossy().replace('/', "%");
-    let d = Path::new("/run/shoal").join(name);
-    let _ = std::fs::create_dir_all(&d);
-    d
+    for base in run_bases() {
+        let d = base.join(&name);
+        if std::fs::create_dir_all(&d).is_ok() {
+            return d;
+        }
+    }
+    std::env::temp_dir()
+}
+
+fn run_bases() -> Vec<std::path::PathBuf> {
+    let mut v = vec![std::path::PathBuf::from("/run/shoal")];
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        v.push(Path::new(&x).join("shoal"));
+    }
+    v.push(std::env::temp_dir().join("shoal-run"));
+    v
 }
 
 /// The control socket of the daemon serving `store`, read-only or not: the
 /// one that answers (a killed daemon leaves its socket behind).
 pub fn socket_of(store: &Path) -> std::path::PathBuf {
-    let rw = store.join(SOCKET);
-    let ro = Path::new("/run/shoal").join(store.to_string_lossy().replace('/', "%")).join(SOCKET);
-    if UnixStream::connect(&ro).is_ok() { ro } else { rw }
+    let name = store.to_string_lossy().replace('/', "%");
+    run_bases()
+        .into_iter()
+        .map(|b| b.join(&name).join(SOCKET))
+        .find(|p| UnixStream::connect(p).is_ok())
+        .unwrap_or_else(|| store.join(SOCKET))
 }
 
 pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
