@@ -3,7 +3,6 @@
 
 pub mod cli;
 pub mod floor;
-pub mod model;
 pub mod plot;
 pub mod tree;
 pub mod workloads;

@@ -8,7 +8,7 @@
 //! kills (50 by default; a longer local run: KILL_POINTS=500). The seed is
 //! printed on failure; rerun with SHOAL_SEED=... .
 
-use shoal_bench::model::{self, Gen, Model, Op, PathTarget, Target};
+use shoal_testkit::model::{self, Gen, Model, Op, PathTarget, Target};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,7 @@
 //! from here, so that a model checker (loom, shuttle) could be swapped in here
 //! without touching the operations. No such build exists yet: the engine's
 //! concurrency is tested by the randomized model tests
-//! (crates/bench/tests/engine_model.rs), not exhaustively. It also owns the contention counters: every lock is created
+//! (crates/core/tests/engine_model.rs), not exhaustively. It also owns the contention counters: every lock is created
 //! with a [`LockClass`], and `lock()` counts acquisitions, and on the slow path
 //! (the lock was taken) waits and nanoseconds waited, per class. The fast path
 //! costs a plain load and store on the calling thread's own counter block.

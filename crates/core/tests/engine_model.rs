@@ -5,7 +5,7 @@
 //! store is checked by fsck (nlink = entries, no dangling entries, no leaked
 //! inodes). The seed is printed on failure; rerun with SHOAL_SEED=... .
 
-use shoal_bench::model::{self, EngineTarget, Gen, Model, Op, Target};
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use shoal_core::{Config, Ctx, Engine, MemStore, Store, ROOT_INO};
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! or after the last fsync (a prefix of the acknowledged history), and that
 //! fsck is clean. Seeds are printed; rerun one with SHOAL_SEED=... .
 
-use shoal_bench::model::{self, EngineTarget, Gen, Model, Op, Target, E};
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target, E};
 use shoal_core::{Config, Ctx, Engine, Error, MemStore, Store, ROOT_INO};
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! opening, fsck and reading must report the damage (an error naming the
 //! problem) and never panic or serve different data silently.
 
-use shoal_bench::model::{self, EngineTarget, Gen, Model, Op, Target};
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use shoal_core::{Config, Engine, MemStore, Store};
 use shoal_store::FjallStore;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,8 @@
+//! shoal-testkit: what the tests of several crates share, kept out of the
+//! shipped `shoal` binary.
+//!
+//! - [`model`]: a plain in-memory filesystem, the reference the engine
+//!   (`EngineTarget`) and a mounted path (`PathTarget`) are compared with,
+//!   and the generator of random operation sequences.
+
+pub mod model;
