@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 B=${BENCH_ROOT:-/mnt/bench}
 SHOAL=${SHOAL:-$PWD/target/release/shoal}
 FLOOR=${FLOOR:-$PWD/target/release/shoal-floor}
+# The floor is its own binary, behind a feature (not part of `shoal`).
+[ -x "$FLOOR" ] || cargo build --release -q -p shoal-bench --features floor --bin shoal-floor
 SHOAL_OPTS=${SHOAL_OPTS:-allow_other}
 down() {
   for t in juicefs floor shoal xfs ext4 tmpfs; do

@@ -2,6 +2,7 @@
 //! the engine or on any mounted path, with the cures switchable.
 
 pub mod cli;
+#[cfg(feature = "floor")]
 pub mod floor;
 pub mod plot;
 pub mod tree;
