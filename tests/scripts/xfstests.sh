@@ -34,6 +34,8 @@ rm -rf results
 if [ $# -gt 0 ]; then args=("$@"); else args=(-g "${XFSTESTS_GROUP:-quick}"); fi
 ./check -E "$ROOT/tests/xfstests/exclude.txt" "${args[@]}" >"$WORK/xfstests.log" 2>&1 || true
 grep -E '^(generic|shared)/' "$WORK/xfstests.log" | grep -v '^\s*$' >"$WORK/xfstests.lines" || true
+# check's "Ran:" lists every test it tried, those it then found it could not
+# run included: passed = tried - not run - failed.
 ran=$(sed -n 's/^Ran: //p' "$WORK/xfstests.log" | wc -w)
 notrun=$(sed -n 's/^Not run: //p' "$WORK/xfstests.log" | wc -w)
 failures=$(sed -n 's/^Failures: //p' "$WORK/xfstests.log")
@@ -57,6 +59,6 @@ for t in $known; do
     echo "xfstests: $t is listed as a known failure but passed: strike it off tests/xfstests/known-failures.txt"
   fi
 done
-echo "xfstests ${args[*]}: $((ran - nfail)) passed, $nfail failed (${#still[@]} known shoal bugs: ${still[*]:-none}), $notrun not run, $excluded excluded (FUSE reasons)"
+echo "xfstests ${args[*]}: $((ran - notrun - nfail)) passed, $nfail failed (${#still[@]} known shoal bugs: ${still[*]:-none}), $notrun not run, $excluded excluded (FUSE reasons)"
 [ ${#new[@]} -gt 0 ] && echo "new failures: ${new[*]}"
 [ "$ran" -gt 0 ] && [ ${#new[@]} -eq 0 ]
