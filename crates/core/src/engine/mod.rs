@@ -1,0 +1,476 @@
+//! The operations API. Every method takes `&self` and is safe to call from any
+//! number of threads.
+//!
+//! One `Engine`, its methods in a file per concept: `records` (loading
+//! inodes, queueing records, the ending of every mutation), `lookup`,
+//! `namespace` (create, unlink, link, rename, rmdir), `attr`, `data` (read,
+//! write, fallocate, fsync), `readdir`, `xattr`, `reclaim` (orphans,
+//! eviction, statfs); this file holds the struct, open and shutdown, space
+//! admission and the shared checks.
+//!
+//! Lock order (docs/locking.md argues it): rename mutex -> name slots (by slot
+//! index) -> reclaim (shared, only around store fills, released before the
+//! gate) -> commit gate shard -> one inode state at a time -> directory shard
+//! / inode-table shard (leaves). No operation holds two inode states at once.
+
+use crate::acl;
+use crate::cache::{Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
+use crate::commit::{Committer, Gate, Record};
+use crate::error::{Error, Result};
+use crate::schema::{self, name_hash, AG_SHIFT};
+use crate::stats::{Op, OpStats};
+use crate::store::Store;
+use crate::sync::{Arc, AtomicBool, Counter, AtomicI64, AtomicU64, AtomicUsize, LockClass, Mutex, Ordering, PlainMutex, RwLock};
+use crate::types::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
+/// creating files does not touch a shared counter per file. The inode cache
+/// is sharded by chunk (`cache::ino_shard`).
+mod records;
+mod lookup;
+mod namespace;
+mod attr;
+mod data;
+mod readdir;
+mod xattr;
+mod reclaim;
+
+const INO_CHUNK: u64 = 1 << crate::cache::INO_CHUNK_SHIFT;
+/// The most of a process memory bound the cache may have (70%; see
+/// `Engine::adapt_budget` for why): the budget's ceiling under the bound, and
+/// the base of the demotion threshold.
+fn cache_share(bound: u64) -> u64 {
+    bound / 10 * 7
+}
+/// Entries or inodes reclaim evicts per exclusive hold of the `reclaim` lock
+/// (about a millisecond of work: the longest a fill waits for reclaim).
+const RECLAIM_CHUNK: usize = 4096;
+
+/// Attribute changes for `setattr`.
+#[derive(Clone, Debug, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+    pub ctime: Option<Ts>,
+    /// Through an open handle (ftruncate): the open already checked write access.
+    pub by_handle: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum TimeSet {
+    Now,
+    At(Ts),
+}
+
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+pub const XATTR_CREATE: u32 = 1;
+pub const XATTR_REPLACE: u32 = 2;
+pub const FALLOC_KEEP_SIZE: u32 = 1;
+pub const FALLOC_PUNCH_HOLE: u32 = 2;
+pub const FALLOC_ZERO_RANGE: u32 = 0x10;
+
+/// Access mask bits for [`Engine::access`].
+pub const R_OK: u32 = 4;
+pub const W_OK: u32 = 2;
+pub const X_OK: u32 = 1;
+
+static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Default)]
+struct DirCache {
+    /// Live `DirRef`s of this thread.
+    depth: usize,
+    ents: Vec<(u64, Ino, Arc<Inode>)>,
+}
+
+thread_local! {
+    static DIRS: std::cell::RefCell<DirCache> = std::cell::RefCell::new(DirCache::default());
+}
+
+/// A borrowed directory inode (see `Engine::dir_ref`). Not Send: it lives on
+/// the thread whose cache pins it.
+pub(crate) struct DirRef {
+    ptr: *const Inode,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl std::ops::Deref for DirRef {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: see Engine::dir_ref: the thread-local cache holds an Arc to
+        // the pointee and does not drop it while this DirRef lives.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl Drop for DirRef {
+    fn drop(&mut self) {
+        DIRS.with(|c| c.borrow_mut().depth -= 1);
+    }
+}
+
+thread_local! {
+    static INO_CACHE: std::cell::RefCell<HashMap<(u64, u32), (u64, u64)>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// What one inode or entry record costs the store at most, beside its name
+/// and data (space admission, `Engine::room`).
+const RECORD_ROOM: u64 = 512;
+
+pub struct Engine {
+    pub cfg: Config,
+    id: u64,
+    store: Arc<dyn Store>,
+    inodes: InodeTable,
+    names: NameLocks,
+    /// protects: the shape of the directory tree against concurrent
+    /// cross-directory renames (Linux's s_vfs_rename_mutex).
+    rename_lock: Mutex<()>,
+    /// protects: cache fills against batched eviction (fills share it).
+    reclaim: RwLock<()>,
+    pub committer: Arc<Committer>,
+    commit_thread: PlainMutex<Option<std::thread::JoinHandle<()>>>,
+    /// Space admission (`room`): when the store's free space was last
+    /// sampled (ms since `SPACE_EPOCH`), and whether it was plenty then.
+    space_at: AtomicU64,
+    space_plenty: AtomicBool,
+    /// Next free inode sequence per AG (chunks are carved from it).
+    ag_next: Vec<crossbeam_utils::CachePadded<AtomicU64>>,
+    spread_rr: AtomicU64,
+    pub stats: OpStats,
+    pub cached_dents: Counter,
+    /// Writers that waited in `throttle`.
+    pub throttled: AtomicU64,
+    /// Bytes of directories' evicted-name filters (see `cache::EvictedFilter`).
+    pub evicted_filter_bytes: Arc<AtomicI64>,
+    pub cached_data: Counter,
+    reclaim_cursor: AtomicUsize,
+    /// The cache budget in force: `cfg.cache_bytes`, lowered under a
+    /// process memory bound (`adapt_budget`).
+    budget: AtomicU64,
+    /// Unix milliseconds of the last resident-memory sample.
+    budget_sampled: AtomicU64,
+    /// Unix milliseconds of the last reclaim pass that freed more than 5% of
+    /// the memory bound (`adapt_budget`).
+    big_reclaim_at: AtomicU64,
+    /// The process is near its memory bound: writers stall (`throttle`).
+    over_bound: AtomicBool,
+    pub evicted_inodes: AtomicU64,
+    pub evicted_dents: AtomicU64,
+    /// Evicted-name hashes dropped by demoting directories to incomplete.
+    pub demoted_hashes: AtomicU64,
+    pub reclaim_batches: AtomicU64,
+    pub fills: AtomicU64,
+    /// Unlinks that deleted their inode without reading it (sole entries).
+    pub unread_unlinks: AtomicU64,
+}
+
+fn now() -> Ts {
+    Ts::now()
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::NotFound);
+    }
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong);
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::Invalid);
+    }
+    Ok(())
+}
+
+/// xattr(7)'s namespaces, as ext4 has them: `user.`, `trusted.`,
+/// `security.` and the two POSIX ACLs; any other name is EOPNOTSUPP, an
+/// empty name after the namespace EINVAL. ACLs are refused where the engine
+/// checks permissions itself (`ctx.check_perms`): its checks do not evaluate
+/// them, and an ACL that is stored but not enforced is worse than none. The
+/// kernel enforces them through a mount (FUSE_POSIX_ACL).
+fn check_xattr_name(ctx: &Ctx, name: &[u8]) -> Result<()> {
+    if name.len() > 255 {
+        return Err(Error::Range);
+    }
+    if name == acl::ACCESS || name == acl::DEFAULT {
+        return if ctx.check_perms { Err(Error::NotSupported) } else { Ok(()) };
+    }
+    for ns in [&b"user."[..], b"trusted.", b"security."] {
+        if let Some(rest) = name.strip_prefix(ns) {
+            return if rest.is_empty() { Err(Error::Invalid) } else { Ok(()) };
+        }
+    }
+    Err(if name.is_empty() { Error::Invalid } else { Error::NotSupported })
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// POSIX permission check against one inode's attributes.
+pub fn check_access(ctx: &Ctx, a: &Attr, mask: u32) -> Result<()> {
+    if !ctx.check_perms || mask == 0 {
+        return Ok(());
+    }
+    if ctx.uid == 0 {
+        // Root may do anything, except execute a file with no x bit at all.
+        if mask & X_OK != 0 && a.kind != Kind::Dir && a.perm & 0o111 == 0 {
+            return Err(Error::PermissionDenied);
+        }
+        return Ok(());
+    }
+    let bits = if ctx.uid == a.uid {
+        (a.perm >> 6) & 7
+    } else if ctx.in_group(a.gid) {
+        (a.perm >> 3) & 7
+    } else {
+        a.perm & 7
+    } as u32;
+    if bits & mask == mask {
+        Ok(())
+    } else {
+        Err(Error::PermissionDenied)
+    }
+}
+
+impl Engine {
+    /// Format an empty store.
+    pub fn mkfs(store: &dyn Store, ags: u32) -> Result<()> {
+        if ags == 0 || ags > MAX_AGS {
+            return Err(Error::Invalid);
+        }
+        if store.get(&schema::super_key())?.is_some() {
+            return Err(Error::Exists);
+        }
+        let t = now();
+        let root = Attr {
+            ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
+            atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+        };
+        let mut b = vec![
+            (schema::super_key(), Some(schema::encode_super(ags))),
+            (schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &ROOT_INO.to_le_bytes(), &[], None))),
+        ];
+        for ag in 0..ags {
+            b.push((schema::ag_key(ag), Some(schema::encode_u64(if ag == 0 { 2 } else { 1 }))));
+        }
+        store.write(&b, true)
+    }
+
+    /// Open an engine on a formatted store: read the superblock and AG
+    /// counters, reclaim orphans, start the committer.
+    pub fn open(store: Arc<dyn Store>, mut cfg: Config) -> Result<Arc<Engine>> {
+        if store.is_null() {
+            // Memory only: format on the fly.
+            cfg.ags = cfg.ags.max(1);
+        } else {
+            let sb = store
+                .get(&schema::super_key())?
+                .ok_or_else(|| Error::Corrupted("no superblock: not a shoal store (run `shoal mkfs`)".into()))?;
+            let (ags, format) = schema::decode_super_format(&sb)?;
+            if ags == 0 || ags > MAX_AGS {
+                return Err(Error::Corrupted(format!("superblock: {ags} allocation groups (1 to {MAX_AGS} are valid)")));
+            }
+            cfg.ags = ags;
+            if format < schema::FORMAT && !cfg.read_only {
+                // Records of the newer format may follow: mark the store so an
+                // older shoal refuses it instead of calling them corrupt.
+                store.write(&[(schema::super_key(), Some(schema::encode_super(ags)))], true)?;
+            }
+        }
+        let committer = Committer::new(store.clone(), cfg.durability, cfg.commit_interval_ms);
+        let cache_bytes = cfg.cache_bytes;
+        let mut ag_next = Vec::new();
+        for ag in 0..cfg.ags {
+            let next = if store.is_null() {
+                if ag == 0 { 2 } else { 1 }
+            } else {
+                match store.get(&schema::ag_key(ag))? {
+                    Some(v) => schema::decode_u64("allocation group", &v)?,
+                    None => return Err(Error::Corrupted(format!("allocation group {ag} record missing"))),
+                }
+            };
+            // Chunks start on a multiple of their size, so each lies in one
+            // inode-table shard (`cache::ino_shard`); the few numbers skipped
+            // here are never used (numbers only grow).
+            ag_next.push(crossbeam_utils::CachePadded::new(AtomicU64::new(next.next_multiple_of(INO_CHUNK))));
+        }
+        let e = Arc::new(Engine {
+            names: NameLocks::new(cfg.lock_scope),
+            cfg,
+            id: ENGINE_IDS.fetch_add(1, Ordering::Relaxed),
+            store: store.clone(),
+            inodes: InodeTable::default(),
+            rename_lock: Mutex::new(LockClass::Rename, ()),
+            reclaim: RwLock::new(LockClass::Reclaim, ()),
+            committer,
+            commit_thread: PlainMutex::new(None),
+            ag_next,
+            spread_rr: AtomicU64::new(0),
+            stats: OpStats::default(),
+            cached_dents: Counter::default(),
+            evicted_filter_bytes: Arc::default(),
+            throttled: AtomicU64::new(0),
+            cached_data: Counter::default(),
+            reclaim_cursor: AtomicUsize::new(0),
+            budget: AtomicU64::new(cache_bytes),
+            budget_sampled: AtomicU64::new(0),
+            big_reclaim_at: AtomicU64::new(0),
+            over_bound: AtomicBool::new(false),
+            space_at: AtomicU64::new(0),
+            space_plenty: AtomicBool::new(false),
+            evicted_inodes: AtomicU64::new(0),
+            evicted_dents: AtomicU64::new(0),
+            demoted_hashes: AtomicU64::new(0),
+            reclaim_batches: AtomicU64::new(0),
+            fills: AtomicU64::new(0),
+            unread_unlinks: AtomicU64::new(0),
+        });
+        if store.is_null() {
+            let t = now();
+            let root = Attr {
+                ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
+                atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+            };
+            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(&e.evicted_filter_bytes)));
+        } else {
+            let root = e.inode(ROOT_INO)?;
+            if root.kind != Kind::Dir {
+                return Err(Error::Corrupted("root inode is not a directory".into()));
+            }
+            if !e.cfg.read_only {
+                e.recover_orphans()?;
+            }
+        }
+        // Directory records are formatted when their epoch closes.
+        let weak = Arc::downgrade(&e);
+        e.committer.set_formatter(Box::new(move |inos, epoch| match weak.upgrade() {
+            Some(e) => e.format_marked(inos, epoch),
+            None => Vec::new(),
+        }));
+        // Batched reclaim runs on the committer thread after each commit.
+        let weak = Arc::downgrade(&e);
+        e.committer.set_after_commit(Box::new(move || {
+            if let Some(e) = weak.upgrade() {
+                e.maybe_reclaim();
+            }
+        }));
+        if !store.is_null() {
+            *e.commit_thread.lock() = Some(e.committer.start());
+        }
+        Ok(e)
+    }
+
+    /// Commit everything and stop the committer. The engine stays readable.
+    pub fn shutdown(&self) -> Result<()> {
+        let r = self.committer.sync_all();
+        self.committer.shutdown();
+        if let Some(h) = self.commit_thread.lock().take() {
+            let _ = h.join();
+        }
+        r
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn new_state(&self, attr: Attr, blob: Vec<u8>) -> InodeState {
+        InodeState {
+            attr,
+            blob,
+            blocks: BTreeMap::new(),
+            blocks_complete: true,
+            holes_from: u64::MAX,
+            xattrs: Vec::new(),
+            dirty_epoch: 0,
+            dead: false,
+            destroyed: false,
+            primary: None,
+        }
+    }
+
+    /// Space admission for an operation that makes the store grow by about
+    /// `need` bytes: ENOSPC unless the store's usable space (what is free
+    /// less the room it keeps for deletes, flushes and compactions, see
+    /// `Store::space`) covers it and what the open epoch already holds.
+    /// Deletes never ask, so on a full store they still commit and give
+    /// space back; nothing acknowledged then fails to commit for want of
+    /// room. With plenty of space (over 1 GiB usable) the answer is sampled
+    /// every 100 ms; near full, every call asks the store.
+    fn room(&self, need: u64) -> Result<()> {
+        if self.store.is_null() {
+            return Ok(());
+        }
+        static SPACE_EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let now = SPACE_EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1;
+        if self.space_plenty.load(Ordering::Relaxed) && now.saturating_sub(self.space_at.load(Ordering::Relaxed)) < 100 {
+            return Ok(());
+        }
+        let (_, usable) = self.store.space();
+        self.space_at.store(now, Ordering::Relaxed);
+        self.space_plenty.store(usable > 1 << 30, Ordering::Relaxed);
+        if usable < need.saturating_add(self.committer.open_bytes()) {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.cfg.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
+}
+
+/// Under a memory bound, notes when a reclaim pass ends whether it freed
+/// more than 5% of the bound (see `Engine::adapt_budget`).
+struct BigReclaim<'a> {
+    e: &'a Engine,
+    before: u64,
+}
+
+impl Drop for BigReclaim<'_> {
+    fn drop(&mut self) {
+        if self.before.saturating_sub(self.e.cache_usage()) > self.e.cfg.memory_bytes / 20 {
+            self.e.big_reclaim_at.store(unix_ms(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    let now = crate::types::Ts::now();
+    now.sec as u64 * 1000 + now.nsec as u64 / 1_000_000
+}
+
+/// This process's resident memory (Linux: VmRSS of /proc/self/status).
+pub fn resident_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb << 10)
+}
+
+fn copy_from_block(blk: &[u8], boff: usize, dst: &mut [u8]) {
+    if boff < blk.len() {
+        let n = dst.len().min(blk.len() - boff);
+        dst[..n].copy_from_slice(&blk[boff..boff + n]);
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.committer.shutdown();
+        if let Some(h) = self.commit_thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,575 @@
+//! Namespace operations: mknod, create, mkdir, symlink (one `make`), unlink, rmdir, link and rename, each under the per-name locks of docs/locking.md.
+
+use super::*;
+
+impl Engine {
+    /// Create a file, device node, fifo or socket (mode carries the type; 0 = regular).
+    pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
+        let kind = Kind::from_mode(mode).ok_or(Error::Invalid)?;
+        if kind == Kind::Dir || kind == Kind::Symlink {
+            return Err(Error::Invalid);
+        }
+        let _t = self.stats.start(Op::Create);
+        self.make(ctx, parent, name, kind, (mode & 0o7777) as u16, rdev, Vec::new())
+    }
+
+    pub fn create(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
+        let _t = self.stats.start(Op::Create);
+        self.make(ctx, parent, name, Kind::File, (perm & 0o7777) as u16, 0, Vec::new())
+    }
+
+    pub fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
+        let _t = self.stats.start(Op::Mkdir);
+        self.make(ctx, parent, name, Kind::Dir, (perm & 0o7777) as u16, 0, Vec::new())
+    }
+
+    pub fn symlink(&self, ctx: &Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
+        let _t = self.stats.start(Op::Symlink);
+        if target.is_empty() {
+            return Err(Error::NotFound);
+        }
+        if target.len() > 4095 {
+            return Err(Error::NameTooLong);
+        }
+        self.make(ctx, parent, name, Kind::Symlink, 0o777, 0, target.to_vec())
+    }
+
+    pub(super) fn make(&self, ctx: &Ctx, parent: Ino, name: &[u8], kind: Kind, perm: u16, rdev: u32, target: Vec<u8>) -> Result<Attr> {
+        self.throttle();
+        self.writable()?;
+        if is_dot(name) {
+            return Err(Error::Exists);
+        }
+        check_name(name)?;
+        self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
+        let p = self.dir_ref(parent)?;
+        if ctx.check_perms {
+            check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
+        }
+        let pdir = p.dir.as_ref().expect("directory");
+        // The directory's default ACL replaces the umask (acl(5)); read only
+        // when the directory has one, so a plain create takes no extra lock.
+        let default_acl = if pdir.default_acl.load(Ordering::Relaxed) {
+            p.st.lock().xattrs.iter().find(|(n, _)| n == acl::DEFAULT).map(|(_, v)| v.clone())
+        } else {
+            None
+        };
+        let mut xattrs = Vec::new();
+        let mut perm = perm;
+        match default_acl.as_deref().map(acl::Acl::decode).transpose()? {
+            _ if kind == Kind::Symlink => {}
+            Some(d) => {
+                let (access, bits) = d.inherit(perm);
+                perm = (perm & !0o777) | bits;
+                if let Some(a) = access {
+                    xattrs.push((acl::ACCESS.to_vec(), a.encode()));
+                }
+                if kind == Kind::Dir {
+                    xattrs.push((acl::DEFAULT.to_vec(), d.encode()));
+                }
+            }
+            None => perm &= !(ctx.umask as u16 & 0o777),
+        }
+        let _n = self.names.lock(&p, name);
+        if self.find(&p, name)?.is_some() {
+            return Err(Error::Exists);
+        }
+        let mut g = self.committer.enter()?;
+        let t = now();
+        self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
+        let (pgid, psgid) = (pdir.gid.load(Ordering::Relaxed), pdir.sgid.load(Ordering::Relaxed));
+        let ino = self.alloc_ino(&mut g, parent, kind)?;
+        g.born(ino);
+        let gid = if psgid { pgid } else { ctx.gid };
+        if kind == Kind::Dir && psgid {
+            perm |= 0o2000;
+        }
+        let attr = Attr {
+            ino, kind, perm, nlink: if kind == Kind::Dir { 2 } else { 1 }, uid: ctx.uid, gid, rdev,
+            size: if kind == Kind::Symlink { target.len() as u64 } else { 0 },
+            atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+        };
+        let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
+        let mut st = self.new_state(attr, blob);
+        st.xattrs = xattrs;
+        // A new non-directory has one name and no data blocks: its entry is sole.
+        let sole = kind != Kind::Dir;
+        if sole {
+            st.primary = Some((parent, name_hash(name)));
+        }
+        self.emit_inode(&mut g, &mut st);
+        let node = Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes));
+        self.inodes.insert(node.clone());
+        self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
+        self.leave(g)?;
+        Ok(attr)
+    }
+
+    /// In SyncEach mode, wait for the commit covering epoch `e`.
+    pub(super) fn after_mutation(&self, e: u64) -> Result<()> {
+        if self.cfg.durability == Durability::SyncEach {
+            self.committer.wait(e)?;
+        }
+        Ok(())
+    }
+
+    /// Sticky-directory rule for library callers.
+    pub(super) fn check_delete(&self, ctx: &Ctx, p: &Inode, child: &Inode) -> Result<()> {
+        if self.check_delete_dir(ctx, p)? && ctx.uid != child.st.lock().attr.uid {
+            return Err(Error::NotPermitted);
+        }
+        Ok(())
+    }
+
+    /// The part of `check_delete` that needs only the directory. Returns
+    /// whether the child's owner must be checked too (a sticky directory the
+    /// caller does not own).
+    pub(super) fn check_delete_dir(&self, ctx: &Ctx, p: &Inode) -> Result<bool> {
+        if !ctx.check_perms {
+            return Ok(false);
+        }
+        let pa = p.st.lock().attr;
+        check_access(ctx, &pa, W_OK | X_OK)?;
+        Ok(pa.perm & 0o1000 != 0 && ctx.uid != 0 && ctx.uid != pa.uid)
+    }
+
+    pub fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.throttle();
+        let _t = self.stats.start(Op::Unlink);
+        self.writable()?;
+        if is_dot(name) {
+            return Err(Error::IsDir);
+        }
+        check_name(name)?;
+        let p = self.dir_ref(parent)?;
+        let _n = self.names.lock(&p, name);
+        let (ino, kind, sole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        if kind == Kind::Dir {
+            return Err(Error::IsDir);
+        }
+        // A sole entry's inode, if nothing holds it (the kernel's and open
+        // handles' inodes are pinned in the cache), is deleted unread: it has
+        // no record but its `I` key. This is rm -rf's store read per file saved.
+        let unread = sole && !self.store.is_null() && self.inodes.get(ino).is_none() && !self.check_delete_dir(ctx, &p)?;
+        let c = if unread { None } else { Some(self.inode(ino)?) };
+        if let Some(c) = &c {
+            self.check_delete(ctx, &p, c)?;
+        }
+        let mut g = self.committer.enter()?;
+        let t = now();
+        self.put_entry(&mut g, &p, name, 0, None, kind, false, false);
+        self.dir_update(&mut g, &p, -1, 0, t)?;
+        match &c {
+            Some(c) => self.drop_link(&mut g, c, t)?,
+            None => {
+                // No record of an uncached inode is queued (dirty inodes are
+                // not evicted), so this delete is the key's only record in the epoch.
+                g.del(schema::inode_key(ino), u64::MAX);
+                self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.leave(g)
+    }
+
+    /// Clear the sole flag of `c`'s entry, and its `primary` pointer, before
+    /// an operation breaks the flag's promise: a second name (link) or data
+    /// blocks (a size past INLINE_MAX). A separate step before the caller's
+    /// own locks, because it takes the entry's name lock; clearing the flag
+    /// is always safe (the entry then just costs unlink a read), so it need
+    /// not be atomic with the caller's change, only committed no later.
+    /// Nothing sets `primary` again once it is clear.
+    pub(super) fn unshare(&self, c: &Inode) -> Result<()> {
+        loop {
+            let Some((parent, h)) = c.st.lock().primary else { return Ok(()) };
+            let p = match self.dir_ref(parent) {
+                Ok(p) => p,
+                Err(Error::NotFound) => return self.lost_primary(c),
+                Err(e) => return Err(e),
+            };
+            let _n = self.names.lock_hash(&p, h);
+            if c.st.lock().primary != Some((parent, h)) {
+                continue; // renamed meanwhile: its rename moved the pointer
+            }
+            let Some(name) = self.name_at(&p, h, c.ino)? else { return self.lost_primary(c) };
+            let mut g = self.committer.enter()?;
+            self.put_entry(&mut g, &p, &name, c.ino, None, c.kind, false, false);
+            let mut cs = c.st.lock();
+            cs.primary = None;
+            Self::bump(&mut cs);
+            self.emit_inode(&mut g, &mut cs);
+            return Ok(());
+        }
+    }
+
+    /// The name of `dir` with hash `h` that names `ino`, if any.
+    pub(super) fn name_at(&self, dir: &Inode, h: u64, ino: Ino) -> Result<Option<Vec<u8>>> {
+        let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
+        let mut names: Vec<Vec<u8>> = d.range(h, h, usize::MAX).into_iter().map(|(_, n, _)| n.into_vec()).collect();
+        if !d.listing_complete() && !self.store.is_null() {
+            let (mut lo, hi) = schema::entry_range(dir.ino, h);
+            'scan: loop {
+                let got = self.store.scan(&lo, &hi, 16)?;
+                for (k, _) in &got {
+                    let (_, kh, name) = schema::parse_entry_key(k)?;
+                    if kh != h {
+                        break 'scan;
+                    }
+                    names.push(name.to_vec());
+                }
+                match got.last() {
+                    Some((k, _)) if got.len() == 16 => {
+                        lo = k.clone();
+                        lo.push(0);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        for n in names {
+            if self.find(dir, &n)?.is_some_and(|f| f.0 == ino) {
+                return Ok(Some(n));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `c` says a sole entry names it, but none does: an unlink deleted it
+    /// unread while this thread loaded it from the store by number (the
+    /// window between that unlink and its commit). It is gone.
+    pub(super) fn lost_primary(&self, c: &Inode) -> Result<()> {
+        let mut cs = c.st.lock();
+        cs.primary = None;
+        cs.attr.nlink = 0;
+        cs.destroyed = true;
+        drop(cs);
+        self.inodes.remove_if(c.ino, |x| x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0);
+        Err(Error::NotFound)
+    }
+
+    /// One name of `c` is gone: nlink - 1, and destroy or orphan at zero.
+    pub(super) fn drop_link(&self, g: &mut Gate<'_>, c: &Inode, t: Ts) -> Result<()> {
+        let mut cs = c.st.lock();
+        cs.attr.nlink = cs.attr.nlink.saturating_sub(1);
+        // A sole entry is the only name, and it is the one going.
+        cs.primary = None;
+        if c.kind == Kind::Dir {
+            cs.attr.nlink = 0;
+            cs.dead = true;
+        }
+        cs.attr.ctime = t;
+        Self::bump(&mut cs);
+        if cs.attr.nlink == 0 {
+            if c.opens.load(Ordering::Acquire) > 0 {
+                // Unlinked while open: keep the records, mark it an orphan so
+                // a crash before the last close still reclaims it.
+                self.emit_inode(g, &mut cs);
+                g.put(schema::orphan_key(c.ino), cs.attr.version, schema::encode_u64(c.ino));
+            } else {
+                // Never open when its last name went: it has no orphan record.
+                self.destroy(g, &mut cs, false)?;
+                drop(cs);
+                // Nobody can reach it any more unless the kernel holds it (then forget removes it).
+                if c.lookups.load(Ordering::Acquire) == 0 {
+                    self.inodes.remove_if(c.ino, |x| {
+                        x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0
+                    });
+                }
+            }
+        } else {
+            self.emit_inode(g, &mut cs);
+        }
+        Ok(())
+    }
+
+    /// Delete every record of an inode whose last name and last handle are gone.
+    /// `orphan`: it has an orphan record (its last name went while it was open:
+    /// `drop_link` put one); otherwise no `O` key is written at all, which
+    /// spares the store a tombstone per unlink (a third of what rm -rf wrote).
+    pub(super) fn destroy(&self, g: &mut Gate<'_>, st: &mut InodeState, orphan: bool) -> Result<()> {
+        let ino = st.attr.ino;
+        let ver = st.attr.version;
+        st.dirty_epoch = g.epoch;
+        st.destroyed = true;
+        g.del(schema::inode_key(ino), ver);
+        if orphan {
+            g.del(schema::orphan_key(ino), ver);
+        }
+        if st.attr.kind == Kind::File && st.attr.size > INLINE_MAX {
+            self.delete_blocks_from(g, st, 0)?;
+        }
+        let freed: usize = st.blocks.values().map(|b| b.len()).sum();
+        self.cached_data.add(-(freed as i64));
+        st.blocks.clear();
+        Ok(())
+    }
+
+    /// Queue deletes for every data block >= `from` (cached or stored) and drop them from the cache.
+    pub(super) fn delete_blocks_from(&self, g: &mut Gate<'_>, st: &mut InodeState, from: u64) -> Result<()> {
+        st.holes_from = st.holes_from.min(from);
+        let ino = st.attr.ino;
+        let ver = st.attr.version;
+        let cached: Vec<u64> = st.blocks.range(from..).map(|(b, _)| *b).collect();
+        for b in &cached {
+            g.del(schema::data_key(ino, *b), ver);
+            if let Some(v) = st.blocks.remove(b) {
+                self.cached_data.add(-(v.len() as i64));
+            }
+        }
+        if !st.blocks_complete && !self.store.is_null() {
+            let (mut lo, hi) = schema::data_range(ino, from);
+            loop {
+                let got = self.store.scan(&lo, &hi, 1024)?;
+                for (k, _) in &got {
+                    g.del(k.clone(), ver);
+                }
+                match got.last() {
+                    Some((k, _)) if got.len() == 1024 => {
+                        lo = k.clone();
+                        lo.push(0);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.throttle();
+        let _t = self.stats.start(Op::Rmdir);
+        self.writable()?;
+        if name == b"." {
+            return Err(Error::Invalid);
+        }
+        if name == b".." {
+            return Err(Error::NotEmpty);
+        }
+        check_name(name)?;
+        let p = self.dir_ref(parent)?;
+        let _n = self.names.lock(&p, name);
+        let (ino, kind, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        if kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        let c = self.inode(ino)?;
+        self.check_delete(ctx, &p, &c)?;
+        let mut g = self.committer.enter()?;
+        let t = now();
+        Self::dir_kill_if_empty(&c)?;
+        self.put_entry(&mut g, &p, name, 0, None, kind, false, false);
+        self.dir_update(&mut g, &p, -1, -1, t)?;
+        self.drop_link(&mut g, &c, t)?;
+        self.leave(g)
+    }
+
+    pub fn link(&self, ctx: &Ctx, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        self.throttle();
+        let _t = self.stats.start(Op::Link);
+        self.writable()?;
+        if is_dot(newname) {
+            return Err(Error::Exists);
+        }
+        check_name(newname)?;
+        self.room(RECORD_ROOM + newname.len() as u64)?;
+        let np = self.dir_ref(newparent)?;
+        if ctx.check_perms {
+            check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
+        }
+        let c = self.inode(ino)?;
+        // Before the name lock (unshare takes the old name's). A no-op for
+        // directories, which are never sole.
+        self.unshare(&c)?;
+        let _n = self.names.lock(&np, newname);
+        if self.find(&np, newname)?.is_some() {
+            return Err(Error::Exists);
+        }
+        if c.kind == Kind::Dir {
+            return Err(Error::NotPermitted);
+        }
+        let mut g = self.committer.enter()?;
+        let t = now();
+        // Check and take the new link in one critical section, so a racing
+        // unlink of the last other name cannot destroy the inode in between.
+        let attr = {
+            let mut cs = c.st.lock();
+            if cs.attr.nlink == 0 {
+                return Err(Error::NotFound);
+            }
+            if cs.attr.nlink >= LINK_MAX {
+                return Err(Error::TooManyLinks);
+            }
+            // Only create sets `primary`, and unshare cleared it above.
+            debug_assert!(cs.primary.is_none());
+            cs.attr.nlink += 1;
+            cs.attr.ctime = t;
+            Self::bump(&mut cs);
+            self.emit_inode(&mut g, &mut cs);
+            cs.attr
+        };
+        if let Err(e) = self.dir_update(&mut g, &np, 1, 0, t) {
+            // The new parent was removed meanwhile: give the link back, in the
+            // same epoch, so the store never sees the extra link.
+            let mut cs = c.st.lock();
+            cs.attr.nlink -= 1;
+            Self::bump(&mut cs);
+            self.emit_inode(&mut g, &mut cs);
+            return Err(e);
+        }
+        self.put_entry(&mut g, &np, newname, ino, Some(&c), c.kind, false, true);
+        self.leave(g)?;
+        Ok(attr)
+    }
+
+    /// Is `anc` an ancestor of (or equal to) directory `d`? Walks parent
+    /// pointers; the caller holds the rename mutex so the tree cannot change shape.
+    pub(super) fn is_ancestor(&self, anc: Ino, mut d: Ino) -> Result<bool> {
+        let mut steps = 0u64;
+        loop {
+            if d == anc {
+                return Ok(true);
+            }
+            if d == ROOT_INO || d == 0 {
+                return Ok(false);
+            }
+            d = self.inode(d)?.st.lock().parent();
+            steps += 1;
+            if steps > 1 << 20 {
+                return Err(Error::Corrupted("directory parent chain does not reach the root".into()));
+            }
+        }
+    }
+
+    pub fn rename(&self, ctx: &Ctx, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
+        self.throttle();
+        let _t = self.stats.start(Op::Rename);
+        self.writable()?;
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(Error::Invalid);
+        }
+        if is_dot(name) || is_dot(newname) {
+            return Err(Error::Invalid);
+        }
+        check_name(name)?;
+        check_name(newname)?;
+        let p = self.dir_ref(parent)?;
+        let np = self.dir_ref(newparent)?;
+        let cross = parent != newparent;
+        let _r = if cross { Some(self.rename_lock.lock()) } else { None };
+        let _n = self.names.lock2(&p, name, &np, newname);
+        let (sino, skind, ssole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
+        let dst = self.find(&np, newname)?;
+        let s = self.inode(sino)?;
+        self.check_delete(ctx, &p, &s)?;
+        if ctx.check_perms {
+            check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
+        }
+        if let Some((dino, _, _)) = dst {
+            if dino == sino {
+                return Ok(());
+            }
+        }
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
+            return Err(Error::Exists);
+        }
+        if exchange && dst.is_none() {
+            return Err(Error::NotFound);
+        }
+        let d = match dst {
+            Some((dino, _, _)) => Some(self.inode(dino)?),
+            None => None,
+        };
+        let dsole = dst.is_some_and(|x| x.2);
+        // The flag and the inode's pointer change together (create, unshare, rename).
+        debug_assert_eq!(ssole, s.st.lock().primary == Some((parent, name_hash(name))));
+        debug_assert!(d.as_ref().is_none_or(|d| dsole == (d.st.lock().primary == Some((newparent, name_hash(newname))))));
+        if let Some(d) = &d {
+            self.check_delete(ctx, &np, d)?;
+        }
+        // A directory may not move under itself.
+        if cross && skind == Kind::Dir && self.is_ancestor(sino, newparent)? {
+            return Err(Error::Invalid);
+        }
+        if exchange {
+            if let Some(d) = &d {
+                if cross && d.kind == Kind::Dir && self.is_ancestor(d.ino, parent)? {
+                    return Err(Error::Invalid);
+                }
+            }
+        } else if let Some(d) = &d {
+            // The target is an ancestor of the source (Linux's "trap"): ENOTEMPTY.
+            if cross && d.kind == Kind::Dir && self.is_ancestor(d.ino, parent)? {
+                return Err(Error::NotEmpty);
+            }
+            match (skind == Kind::Dir, d.kind == Kind::Dir) {
+                (true, false) => return Err(Error::NotDir),
+                (false, true) => return Err(Error::IsDir),
+                _ => {}
+            }
+        }
+        let mut g = self.committer.enter()?;
+        let t = now();
+        let sdir = skind == Kind::Dir;
+        let replaced_dir = !exchange && d.as_ref().is_some_and(|d| d.kind == Kind::Dir);
+        if replaced_dir {
+            // Before any change: a non-empty target directory fails the rename.
+            Self::dir_kill_if_empty(d.as_ref().expect("target"))?;
+        }
+        if cross && !exchange {
+            // The new parent first: if it was removed meanwhile, nothing is
+            // changed yet (it cannot be if it holds the replaced target).
+            self.dir_update(&mut g, &np, d.is_none() as i64, sdir as i64 - replaced_dir as i64, t)?;
+        }
+        if exchange {
+            let d = d.expect("exchange has a target");
+            // Each entry keeps its flag; a sole one's inode follows its name.
+            self.put_entry(&mut g, &p, name, d.ino, Some(&d), d.kind, dsole, false);
+            self.put_entry(&mut g, &np, newname, sino, Some(&s), skind, ssole, false);
+            let ddir = (d.kind == Kind::Dir) as i64;
+            if cross {
+                self.dir_update(&mut g, &p, 0, ddir - sdir as i64, t)?;
+                self.dir_update(&mut g, &np, 0, sdir as i64 - ddir, t)?;
+            } else {
+                self.dir_update(&mut g, &p, 0, 0, t)?;
+            }
+            for (node, newp, newh) in [(&s, newparent, name_hash(newname)), (&d, parent, name_hash(name))] {
+                let mut st = node.st.lock();
+                if node.kind == Kind::Dir {
+                    st.set_parent(newp);
+                }
+                if st.primary.is_some() {
+                    st.primary = Some((newp, newh));
+                }
+                st.attr.ctime = t;
+                Self::bump(&mut st);
+                self.emit_inode(&mut g, &mut st);
+            }
+        } else {
+            self.put_entry(&mut g, &p, name, 0, None, skind, false, false);
+            self.put_entry(&mut g, &np, newname, sino, Some(&s), skind, ssole, d.is_none());
+            if cross {
+                self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
+            } else {
+                self.dir_update(&mut g, &p, -(d.is_some() as i64), -(replaced_dir as i64), t)?;
+            }
+            {
+                let mut ss = s.st.lock();
+                if sdir {
+                    ss.set_parent(newparent);
+                }
+                if ss.primary.is_some() {
+                    ss.primary = Some((newparent, name_hash(newname)));
+                }
+                ss.attr.ctime = t;
+                Self::bump(&mut ss);
+                self.emit_inode(&mut g, &mut ss);
+            }
+            if let Some(d) = &d {
+                self.drop_link(&mut g, d, t)?;
+            }
+        }
+        self.leave(g)
+    }
+}

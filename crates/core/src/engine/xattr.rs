@@ -1,0 +1,114 @@
+//! Extended attributes, POSIX ACLs among them (kept in step with the mode, `acl.rs`).
+
+use super::*;
+
+impl Engine {
+    pub fn setxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        let _t = self.stats.start(Op::Xattr);
+        self.writable()?;
+        check_xattr_name(ctx, name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Error::Range);
+        }
+        self.room(RECORD_ROOM + (name.len() + value.len()) as u64)?;
+        let i = self.inode(ino)?;
+        let is_default = name == acl::DEFAULT;
+        let acl = if name == acl::ACCESS || is_default { Some(acl::Acl::decode(value)?) } else { None };
+        if is_default && i.kind != Kind::Dir {
+            // Only directories have default ACLs (ext4: EACCES, or nothing to do for an empty one).
+            return if acl.as_ref().is_some_and(|a| a.is_empty()) { Ok(()) } else { Err(Error::PermissionDenied) };
+        }
+        let g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        if st.destroyed {
+            return Ok(());
+        }
+        // An access ACL sets the mode's permission bits; one the mode alone
+        // expresses is not stored, and an empty default ACL removes it.
+        let mut remove = false;
+        if let Some(a) = &acl {
+            if is_default {
+                remove = a.is_empty();
+            } else {
+                let (bits, equiv) = a.mode();
+                st.attr.perm = (st.attr.perm & !0o777) | bits;
+                if !(ctx.uid == 0 || ctx.in_group(st.attr.gid)) {
+                    st.attr.perm &= !0o2000;
+                }
+                remove = equiv;
+            }
+        }
+        let pos = st.xattrs.iter().position(|(n, _)| n == name);
+        match (pos, flags) {
+            (Some(_), XATTR_CREATE) => return Err(Error::Exists),
+            (None, XATTR_REPLACE) => return Err(Error::NoAttr),
+            (Some(p), _) if remove => {
+                st.xattrs.remove(p);
+            }
+            (None, _) if remove => {}
+            (Some(p), _) => st.xattrs[p].1 = value.to_vec(),
+            (None, _) => {
+                let total: usize = st.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
+                if total + name.len() + value.len() > 4 * XATTR_SIZE_MAX {
+                    return Err(Error::NoSpace);
+                }
+                st.xattrs.push((name.to_vec(), value.to_vec()))
+            }
+        }
+        if let (true, Some(d)) = (is_default, &i.dir) {
+            d.default_acl.store(!remove, Ordering::Relaxed);
+        }
+        st.attr.ctime = now();
+        self.finish_inode_change(g, st)
+    }
+
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        let _t = self.stats.start(Op::Xattr);
+        check_xattr_name(&Ctx::root(), name)?;
+        let i = self.inode(ino)?;
+        let st = i.st.lock();
+        st.xattrs.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).ok_or(Error::NoAttr)
+    }
+
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        let _t = self.stats.start(Op::Xattr);
+        let i = self.inode(ino)?;
+        let st = i.st.lock();
+        Ok(st.xattrs.iter().map(|(n, _)| n.clone()).collect())
+    }
+
+    pub fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
+        let _t = self.stats.start(Op::Xattr);
+        self.writable()?;
+        check_xattr_name(ctx, name)?;
+        let i = self.inode(ino)?;
+        let g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        if st.destroyed {
+            return Err(Error::NoAttr);
+        }
+        let pos = st.xattrs.iter().position(|(n, _)| n == name).ok_or(Error::NoAttr)?;
+        st.xattrs.remove(pos);
+        if let (true, Some(d)) = (name == acl::DEFAULT, &i.dir) {
+            d.default_acl.store(false, Ordering::Relaxed);
+        }
+        st.attr.ctime = now();
+        self.finish_inode_change(g, st)
+    }
+
+    pub fn statfs(&self) -> Result<StatFs> {
+        let _t = self.stats.start(Op::Statfs);
+        let (total, free) = self.store.space();
+        let bsize = BLOCK as u32;
+        let used_ags: u64 = self.ag_next.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+        Ok(StatFs {
+            blocks: total / BLOCK,
+            bfree: free / BLOCK,
+            bavail: free / BLOCK,
+            files: (1u64 << 32) + used_ags,
+            ffree: 1u64 << 32,
+            bsize,
+            namelen: NAME_MAX as u32,
+        })
+    }
+}
