@@ -140,6 +140,14 @@ pub struct Engine {
     /// sampled (ms since `SPACE_EPOCH`), and whether it was plenty then.
     space_at: AtomicU64,
     space_plenty: AtomicBool,
+    /// Inodes deleted in an epoch not yet durable, with that epoch, sharded
+    /// by number: their records are still in the store, so a miss in the
+    /// inode table must not load them back (`Engine::inode`). A library
+    /// caller may hold an inode number without a reference (the kernel
+    /// always holds one, so through a mount the table keeps the object);
+    /// found by the same-name race tests (rmdir against a create inside,
+    /// `crates/core/tests/same_name.rs`).
+    gone: Vec<PlainMutex<HashMap<Ino, u64>>>,
     /// Next free inode sequence per AG (chunks are carved from it).
     ag_next: Vec<crossbeam_utils::CachePadded<AtomicU64>>,
     spread_rr: AtomicU64,
@@ -329,6 +337,7 @@ impl Engine {
             evicted_dents: AtomicU64::new(0),
             demoted_hashes: AtomicU64::new(0),
             reclaim_batches: AtomicU64::new(0),
+            gone: (0..16).map(|_| PlainMutex::new(HashMap::new())).collect(),
             fills: AtomicU64::new(0),
             unread_unlinks: AtomicU64::new(0),
         });
@@ -358,6 +367,7 @@ impl Engine {
         let weak = Arc::downgrade(&e);
         e.committer.set_after_commit(Box::new(move || {
             if let Some(e) = weak.upgrade() {
+                e.forget_gone(e.committer.durable_epoch());
                 e.maybe_reclaim();
             }
         }));

@@ -165,6 +165,7 @@ impl Engine {
                 // No record of an uncached inode is queued (dirty inodes are
                 // not evicted), so this delete is the key's only record in the epoch.
                 g.del(schema::inode_key(ino), u64::MAX);
+                self.mark_gone(ino, g.epoch);
                 self.unread_unlinks.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -290,6 +291,7 @@ impl Engine {
         let ver = st.attr.version;
         st.dirty_epoch = g.epoch;
         st.destroyed = true;
+        self.mark_gone(ino, g.epoch);
         g.del(schema::inode_key(ino), ver);
         if orphan {
             g.del(schema::orphan_key(ino), ver);

@@ -15,6 +15,9 @@ impl Engine {
         if let Some(i) = self.inodes.get(ino) {
             return Ok(i);
         }
+        if self.is_gone(ino) {
+            return Err(Error::NotFound);
+        }
         let v = self.store.get(&schema::inode_key(ino)).map_err(|e| e.about(format_args!("inode {ino}")))?.ok_or(Error::NotFound)?;
         let (attr, extra) = schema::decode_inode(ino, &v)?;
         let mut st = self.new_state(attr, Vec::new());
@@ -34,7 +37,36 @@ impl Engine {
             _ => st.blob = extra.blob,
         }
         self.fills.fetch_add(1, Ordering::Relaxed);
+        // Deleted while it was being read (an unlink of an uncached inode):
+        // the record read is stale.
+        if self.is_gone(ino) {
+            return Err(Error::NotFound);
+        }
         Ok(self.inodes.fill(Inode::new(st, false, Some(&self.evicted_filter_bytes))))
+    }
+
+    /// Note that `ino`'s records are deleted in epoch `epoch` (see `gone`).
+    /// Before the inode leaves the table, so a miss always sees it.
+    pub(super) fn mark_gone(&self, ino: Ino, epoch: u64) {
+        if self.store.is_null() {
+            // Nothing is ever loaded back (and no commit would clear it).
+            return;
+        }
+        self.gone[(ino as usize) % self.gone.len()].lock().insert(ino, epoch);
+    }
+
+    pub(super) fn is_gone(&self, ino: Ino) -> bool {
+        self.gone[(ino as usize) % self.gone.len()].lock().contains_key(&ino)
+    }
+
+    /// After a commit: deletions up to `durable` are in the store.
+    pub(super) fn forget_gone(&self, durable: u64) {
+        for s in &self.gone {
+            let mut s = s.lock();
+            if !s.is_empty() {
+                s.retain(|_, e| *e > durable);
+            }
+        }
     }
 
     /// A directory for the duration of one operation, without touching the
