@@ -115,35 +115,50 @@ pub struct ShoalFs {
 /// forgets the inodes nobody uses, and reclaim can evict them. Invalidating
 /// an entry is always safe: the kernel looks the name up again if needed.
 /// About 60 bytes per entry, against about 800 for a pinned cached inode.
-#[derive(Default)]
+/// Striped by the FUSE thread that hands an entry out (`sync::thread_slot`),
+/// so replies on different threads take different locks: each stripe is
+/// oldest-first, and the pruner drains the stripes in turn.
 pub struct Handed {
-    q: std::sync::Mutex<std::collections::VecDeque<(u64, Box<[u8]>)>>,
+    stripes: Vec<crossbeam_utils::CachePadded<std::sync::Mutex<std::collections::VecDeque<(u64, Box<[u8]>)>>>>,
+}
+
+impl Default for Handed {
+    fn default() -> Handed {
+        Handed { stripes: (0..Self::STRIPES).map(|_| Default::default()).collect() }
+    }
 }
 
 impl Handed {
     /// At most this many remembered entries (older ones are dropped unsent).
     const CAP: usize = 1 << 21;
+    const STRIPES: usize = 16;
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
-        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
+        self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn push(&self, parent: u64, name: &[u8]) {
-        let mut q = self.lock();
-        if q.len() >= Self::CAP {
+        let mut q = self.lock(shoal_core::sync::thread_slot() % Self::STRIPES);
+        if q.len() >= Self::CAP / Self::STRIPES {
             q.pop_front();
         }
         q.push_back((parent, name.into()));
     }
 
+    /// About `n` of the oldest entries, an even share from each stripe.
     fn pop(&self, n: usize) -> Vec<(u64, Box<[u8]>)> {
-        let mut q = self.lock();
-        let n = n.min(q.len());
-        q.drain(..n).collect()
+        let share = n.div_ceil(Self::STRIPES);
+        let mut out = Vec::with_capacity(n);
+        for i in 0..Self::STRIPES {
+            let mut q = self.lock(i);
+            let k = share.min(q.len());
+            out.extend(q.drain(..k));
+        }
+        out
     }
 
     fn len(&self) -> usize {
-        self.lock().len()
+        (0..Self::STRIPES).map(|i| self.lock(i).len()).sum()
     }
 }
 
