@@ -69,7 +69,8 @@ impl Drop for Shadow {
 /// there) and compacts when the device can hold the compaction, so the space
 /// comes back within seconds. Described in docs/design.md ("A full disk").
 struct Space {
-    /// (when, usable bytes) of the last sample, shared by concurrent callers.
+    /// (when, device size, usable bytes) of the last sample, shared by
+    /// concurrent callers.
     sample: Mutex<(std::time::Instant, u64, u64)>,
     maint: Arc<Maint>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -279,7 +280,7 @@ impl FjallStore {
 
     /// Bytes of journal (all journal files in order, oldest first).
     pub fn journal_len(path: &Path) -> u64 {
-        journals(&path.join("db")).iter().map(|(_, n)| n).sum()
+        journals(&path.join("db")).iter().map(|(_, m)| m.len()).sum()
     }
 
     /// `open_read_only` with only the first `keep` bytes of the journal
@@ -301,7 +302,8 @@ impl FjallStore {
         shadow_copy(&path.join("db"), &shadow.0.join("db"), false).map_err(|e| io_err("copy (read-only open)", &shadow.0, e))?;
         if keep != u64::MAX {
             let mut left = keep;
-            for (name, len) in journals(&path.join("db")) {
+            for (name, m) in journals(&path.join("db")) {
+                let len = m.len();
                 let p = shadow.0.join("db").join(&name);
                 let r = if left == 0 { std::fs::remove_file(&p) } else { File::options().write(true).open(&p).and_then(|f| f.set_len(len.min(left))) };
                 r.map_err(|e| io_err("truncate", &p, e))?;
@@ -407,7 +409,7 @@ impl FjallStore {
     /// the thread that gives space back after deletes on a nearly full store.
     pub fn keep_room(&self) {
         self.space.maint.frees_pending.store(true, Ordering::Relaxed);
-        self.restore_reserve();
+        self.space.maint.restore_reserve(&self.path, self.flush_and_compaction_room());
         let (total, avail) = statvfs(&self.path);
         if avail < 2 * (headroom(total) + self.flush_and_compaction_room()) {
             // Nearly full already: what an earlier daemon deleted may still
@@ -420,20 +422,11 @@ impl FjallStore {
         *self.space.thread.lock() = h.ok();
     }
 
-    fn restore_reserve(&self) {
-        self.space.maint.restore_reserve(&self.path, self.flush_and_compaction_room());
-    }
-
     /// Bytes the journal files take on disk. (fjall's own count is their
     /// length, and a new journal is made 64 MiB long before it is written.)
     fn journal_bytes(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        let Ok(rd) = std::fs::read_dir(self.path.join("db")) else { return 0 };
-        rd.flatten()
-            .filter(|e| e.file_name().as_encoded_bytes().ends_with(b".jnl"))
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.blocks() * 512)
-            .sum()
+        journals(&self.path.join("db")).iter().map(|(_, m)| m.blocks() * 512).sum()
     }
 
     /// What flushing the memtables and one compaction may write, and the
@@ -678,20 +671,20 @@ fn copy_sparse(src: &Path, dst: &Path) -> std::io::Result<()> {
     w.set_len(pos)
 }
 
-/// The journal files of a database directory, oldest first, with the bytes
-/// written in each (fjall makes them 64 MiB long ahead; the written part
-/// ends where the zeros start, at a 1 MiB granularity here).
-fn journals(db: &Path) -> Vec<(std::ffi::OsString, u64)> {
-    let mut js: Vec<(u64, std::ffi::OsString, u64)> = std::fs::read_dir(db)
+/// The journal files of a database directory, oldest first, with their
+/// metadata (fjall makes each 64 MiB long ahead and writes it from the
+/// start: its length is not what it holds, its allocated blocks nearly are).
+fn journals(db: &Path) -> Vec<(std::ffi::OsString, std::fs::Metadata)> {
+    let mut js: Vec<(u64, std::ffi::OsString, std::fs::Metadata)> = std::fs::read_dir(db)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name();
             let n = name.to_str()?.strip_suffix(".jnl")?.parse::<u64>().ok()?;
-            Some((n, name, e.metadata().ok()?.len()))
+            Some((n, name, e.metadata().ok()?))
         })
         .collect();
-    js.sort();
-    js.into_iter().map(|(_, name, len)| (name, len)).collect()
+    js.sort_by_key(|j| j.0);
+    js.into_iter().map(|(_, name, m)| (name, m)).collect()
 }
