@@ -23,14 +23,18 @@ pub fn run_dir(store: &Path, read_only: bool) -> std::path::PathBuf {
     if !read_only {
         return store.to_path_buf();
     }
-    let name = store.to_string_lossy().replace('/', "%");
     for base in run_bases() {
-        let d = base.join(&name);
+        let d = base.join(run_name(store));
         if std::fs::create_dir_all(&d).is_ok() {
             return d;
         }
     }
     std::env::temp_dir()
+}
+
+/// A store's run directory's name: its path with `/` as `%`.
+fn run_name(store: &Path) -> String {
+    store.to_string_lossy().replace('/', "%")
 }
 
 fn run_bases() -> Vec<std::path::PathBuf> {
@@ -45,10 +49,9 @@ fn run_bases() -> Vec<std::path::PathBuf> {
 /// The control socket of the daemon serving `store`, read-only or not: the
 /// one that answers (a killed daemon leaves its socket behind).
 pub fn socket_of(store: &Path) -> std::path::PathBuf {
-    let name = store.to_string_lossy().replace('/', "%");
     run_bases()
         .into_iter()
-        .map(|b| b.join(&name).join(SOCKET))
+        .map(|b| b.join(run_name(store)).join(SOCKET))
         .find(|p| UnixStream::connect(p).is_ok())
         .unwrap_or_else(|| store.join(SOCKET))
 }
@@ -100,11 +103,8 @@ pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
 /// `shoal sync MNT`: everything acknowledged on the mount is durable when
 /// this returns 0.
 pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
-    let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
-    if !crate::mountinfo::is_shoal(&src, &ty) {
-        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
-    }
-    let store = crate::mountinfo::store_of(&src);
+    let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
+    let store = crate::mountinfo::store_of(&m.source);
     let v = request(&socket_of(&store), "sync")?;
     match v["error"].as_str() {
         None => Ok(0),

@@ -188,13 +188,11 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         shoal_store::FjallStore::open(&store_path)
     }
     .map_err(|e| store_error(&store_path, e))?;
-    // A store the last daemon closed cleanly is not walked again: every
-    // record carries its own checksum, checked when it is read, and the full
-    // walk is `shoal fsck`'s. The mark goes before this daemon can change
-    // anything, so a crash from here on leaves the store unmarked.
+    // The clean mark says the last daemon's final commit succeeded (`shoal
+    // umount` reports a store left without it). It goes before this daemon
+    // can change anything, so a crash from here on leaves the store unmarked.
     let clean_mark = store_path.join(CLEAN_MARK);
-    let was_clean = clean_mark.exists();
-    if was_clean && !parsed.cfg.read_only {
+    if !parsed.cfg.read_only && clean_mark.exists() {
         remove_durably(&clean_mark).map_err(|e| format!("{}: {e}", clean_mark.display()))?;
     }
     if parsed.verify {
@@ -240,7 +238,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     if !parsed.cfg.read_only {
         // Everything is committed: the next mount need not walk the store.
         if let Err(e) = write_durably(&clean_mark) {
-            tracing::warn!("{}: {e} (the next mount verifies the store)", clean_mark.display());
+            tracing::warn!("{}: {e} (`shoal umount` will report the store as not closed cleanly)", clean_mark.display());
         }
     }
     Ok(0)
@@ -339,11 +337,7 @@ fn spawn_background(a: &MountArgs, store: &Path, read_only: bool) -> Result<i32,
 }
 
 pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
-    let m = mountinfo::at(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
-    let (src, ty) = (m.source, m.fstype);
-    if !mountinfo::is_shoal(&src, &ty) {
-        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
-    }
+    let m = mountinfo::shoal_at(&a.mountpoint)?;
     // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
     // there is to do; the next mount recovers the store.
     let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
@@ -363,12 +357,10 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         return Ok(0);
     }
     // Wait until the daemon has committed and released the store.
-    let store = mountinfo::store_of(&src);
+    let store = mountinfo::store_of(&m.source);
     if !shoal_store::FjallStore::wait_unlocked(&store, Duration::from_secs(300)) {
         return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
     }
-    // A writable daemon marks the store clean after its final commit; no
-    // mark means that commit failed, and what was not fsync'ed is lost.
     if dead {
         eprintln!(
             "shoal: {}: its daemon had exited without closing {}; the next mount recovers the store (what was fsync'ed is there)",
@@ -377,7 +369,9 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         );
         return Ok(0);
     }
-    if !m.read_only && store.join("SHOAL").exists() && !store.join(CLEAN_MARK).exists() {
+    // A writable daemon marks the store clean after its final commit; no
+    // mark means that commit failed, and what was not fsync'ed is lost.
+    if !m.read_only && shoal_store::FjallStore::probe(&store).is_ok() && !store.join(CLEAN_MARK).exists() {
         // The reason, from the log of this daemon's life (the last "serving").
         let text = std::fs::read_to_string(store.join("daemon.log")).unwrap_or_default();
         let life = text.rfind("serving ").map_or("", |i| &text[i..]);

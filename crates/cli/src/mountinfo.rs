@@ -41,6 +41,15 @@ pub fn at(mnt: &Path) -> Option<Mount> {
     all().into_iter().filter(|m| m.point == canon).last()
 }
 
+/// The shoal mount at `mnt`, or the one-line error a command gives.
+pub fn shoal_at(mnt: &Path) -> Result<Mount, String> {
+    let m = at(mnt).ok_or_else(|| format!("{} is not mounted", mnt.display()))?;
+    if !is_shoal(&m.source, &m.fstype) {
+        return Err(format!("{} is not a shoal mount ({})", mnt.display(), m.fstype));
+    }
+    Ok(m)
+}
+
 /// (source, fstype) of the mount at `mnt`, if any.
 pub fn find(mnt: &Path) -> Option<(String, String)> {
     at(mnt).map(|m| (m.source, m.fstype))

@@ -83,11 +83,8 @@ macro_rules! p {
 }
 
 pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
-    let (src, ty) = crate::mountinfo::find(&a.mountpoint).ok_or_else(|| format!("{} is not mounted", a.mountpoint.display()))?;
-    if !crate::mountinfo::is_shoal(&src, &ty) {
-        return Err(format!("{} is not a shoal mount ({ty})", a.mountpoint.display()));
-    }
-    let sock = crate::control::socket_of(&crate::mountinfo::store_of(&src));
+    let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
+    let sock = crate::control::socket_of(&crate::mountinfo::store_of(&m.source));
     if a.json {
         emit(&format!("{}\n", crate::control::request(&sock, "stats")?));
         return Ok(0);
