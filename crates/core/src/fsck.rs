@@ -54,8 +54,8 @@ struct InodeInfo {
     has_data: bool,
 }
 
-/// Scan a key range in chunks.
-fn for_range(store: &dyn Store, lo: Vec<u8>, hi: Vec<u8>, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+/// Scan a key range in chunks (also the salvage's).
+pub(crate) fn for_range(store: &dyn Store, lo: Vec<u8>, hi: Vec<u8>, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
     let mut lo = lo;
     loop {
         let got = store.scan(&lo, &hi, 4096)?;

@@ -136,20 +136,16 @@ fn midpoint(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
 pub fn salvage(src: &dyn Store, dst: &dyn Store) -> Result<Salvage> {
     let mut out = Salvage::default();
     let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-    let mut err = None;
     out.damaged = readable_records(src, |k, v| {
         batch.push((k.to_vec(), Some(v.to_vec())));
         out.records += 1;
         if batch.len() >= 4096 {
-            if let Err(e) = dst.write(&std::mem::take(&mut batch), false) {
-                err = Some(e);
-            }
+            // A failure of the new store ends the walk (it is not damage
+            // to read around: `readable_records` passes it on).
+            dst.write(&std::mem::take(&mut batch), false)?;
         }
         Ok(())
     })?;
-    if let Some(e) = err {
-        return Err(e);
-    }
     dst.write(&batch, false)?;
     dst.sync()?;
     out.lost = describe(dst, &out.damaged)?;
@@ -162,19 +158,12 @@ pub fn salvage(src: &dyn Store, dst: &dyn Store) -> Result<Salvage> {
 fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<String>> {
     // child -> (parent, name), and which children's inode records exist.
     let mut names: HashMap<u64, (u64, Vec<u8>)> = HashMap::new();
-    let mut lo = vec![schema::K_ENTRY];
-    loop {
-        let got = dst.scan(&lo, &[schema::K_ENTRY + 1], 4096)?;
-        for (k, v) in &got {
-            if let (Ok((parent, _, name)), Ok((child, _, _))) = (schema::parse_entry_key(k), schema::decode_entry(v)) {
-                names.insert(child, (parent, name.to_vec()));
-            }
+    fsck::for_range(dst, vec![schema::K_ENTRY], vec![schema::K_ENTRY + 1], |k, v| {
+        if let (Ok((parent, _, name)), Ok((child, _, _))) = (schema::parse_entry_key(k), schema::decode_entry(v)) {
+            names.insert(child, (parent, name.to_vec()));
         }
-        if got.len() < 4096 {
-            break;
-        }
-        lo = after(&got.last().unwrap().0);
-    }
+        Ok(())
+    })?;
     let path = |ino: u64| -> String {
         let mut parts = Vec::new();
         let mut at = ino;
