@@ -12,7 +12,7 @@ err=$("$SHOAL" bench seed000 --iters 5 2>&1) && fail "seed000 with fewer iterati
 err=$("$SHOAL" bench seed002 --mode path --target t=/tmp 2>&1) && fail "seed002 in path mode ran"
 [[ $err == *"engine mode only"* ]] || fail "seed002 path mode message: $err"
 S=$WORK/cli.store; M=$WORK/cli.mnt
-for m in "$M" "$WORK/cli.mnt2" "$WORK/cli.mnt3"; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
+unmount_stale "$M" "$WORK/cli.mnt2" "$WORK/cli.mnt3"
 rm -rf "$S"; mkdir -p "$M"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succeeded"
 [[ $err == *"no shoal store"* ]] || fail "missing store message: $err"
@@ -91,8 +91,7 @@ rm -rf "$WORK/empty"; mkdir -p "$WORK/empty"
 # A daemon killed with SIGKILL leaves a dead mount: mounting again names the
 # way out, and `shoal umount` takes it.
 "$SHOAL" mount -d "$S" "$M" >/dev/null
-pkill -KILL -f "shoal mount $S $M --background-child" || fail "no daemon to kill"
-for i in $(seq 100); do stat "$M" >/dev/null 2>&1 || break; sleep 0.05; done
+kill_daemon "$S" "$M" || fail "no daemon to kill"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount over a dead mount succeeded"
 [[ $err == *"shoal umount"* ]] || fail "dead mount message: $err"
 "$SHOAL" umount "$M" 2>/dev/null || fail "umount of a dead mount"
@@ -102,19 +101,15 @@ err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount over a dead mount succeed
 # sync(1) does not reach a FUSE daemon; `shoal sync` does. With commits a
 # minute apart, a file written and then SIGKILLed away is gone, and one
 # written, `shoal sync`ed and then SIGKILLed away is there.
-kill_daemon() {
-  pkill -KILL -f "shoal mount $S $M --background-child"
-  for i in $(seq 100); do stat "$M" >/dev/null 2>&1 || break; sleep 0.05; done
-  "$SHOAL" umount "$M" 2>/dev/null
-}
+kill_and_unmount() { kill_daemon "$S" "$M"; "$SHOAL" umount "$M" 2>/dev/null; }
 "$SHOAL" mount -d "$S" "$M" -o commit_ms=60000 >/dev/null
 echo lost > "$M/unsynced"; sync
-kill_daemon
+kill_and_unmount
 "$SHOAL" mount -d "$S" "$M" -o commit_ms=60000 >/dev/null
 [ -e "$M/unsynced" ] && fail "an unsynced file survived a kill with commits a minute apart (the sync test below proves nothing)"
 echo kept > "$M/synced"
 "$SHOAL" sync "$M" || fail "shoal sync"
-kill_daemon
+kill_and_unmount
 "$SHOAL" mount -d "$S" "$M" >/dev/null
 [ "$(cat "$M/synced" 2>/dev/null)" = kept ] || fail "a file written before shoal sync was lost in a kill"
 "$SHOAL" umount "$M"

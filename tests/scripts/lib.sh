@@ -23,6 +23,23 @@ unmount_check() {
   "$SHOAL" fsck "$WORK/$name.store"
 }
 
+# unmount_stale MNT...: lazily unmount each MNT still mounted from an earlier
+# run (/proc/mounts, not mountpoint(1): a dead mount fails stat).
+unmount_stale() {
+  local m
+  for m in "$@"; do
+    if grep -qs " $m " /proc/mounts; then umount -l "$m"; fi
+  done
+}
+
+# kill_daemon STORE MNT: SIGKILL the daemon serving MNT (mounted with -d) and
+# wait until its mount is dead; the dead mount stays for the caller.
+kill_daemon() {
+  pkill -KILL -f "shoal mount $1 $2 --background-child" || return 1
+  local i
+  for i in $(seq 100); do stat "$2" >/dev/null 2>&1 || break; sleep 0.05; done
+}
+
 # unmount_leftovers: unmount every mount under $WORK that an interrupted run
 # left behind (a killed test leaves a mount whose daemon is gone).
 unmount_leftovers() {

@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 fail() { echo "readonly: $*"; exit 1; }
 S=$WORK/ro.store; M=$WORK/ro.mnt; RO=$WORK/ro.media
-for m in "$M" "$RO"; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
+unmount_stale "$M" "$RO"
 rm -rf "$S"; mkdir -p "$M" "$RO"
 "$SHOAL" mkfs "$S" >/dev/null
 "$SHOAL" mount -d "$S" "$M" >/dev/null
@@ -39,14 +39,10 @@ umount "$RO"
 # After a SIGKILL: the journal holds what the store's tables do not yet.
 "$SHOAL" mount -d "$S" "$M" >/dev/null
 echo more > "$M/d/more"; "$SHOAL" sync "$M"
-pkill -KILL -f "shoal mount $S $M --background-child"
-for i in $(seq 100); do stat "$M" >/dev/null 2>&1 || break; sleep 0.05; done
-"$SHOAL" umount "$M" 2>/dev/null
+kill_daemon "$S" "$M"; "$SHOAL" umount "$M" 2>/dev/null
 want=$(mkdir -p "$M" && "$SHOAL" mount -d "$S" "$M" >/dev/null && sum_mnt; "$SHOAL" umount "$M")
 "$SHOAL" mount -d "$S" "$M" >/dev/null
-pkill -KILL -f "shoal mount $S $M --background-child"
-for i in $(seq 100); do stat "$M" >/dev/null 2>&1 || break; sleep 0.05; done
-"$SHOAL" umount "$M" 2>/dev/null
+kill_daemon "$S" "$M"; "$SHOAL" umount "$M" 2>/dev/null
 mount --bind "$S" "$RO"; mount -o remount,bind,ro "$RO"
 check_ro "$RO" "a killed store on read-only media"
 umount "$RO"

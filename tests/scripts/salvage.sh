@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 fail() { echo "salvage: $*"; exit 1; }
 S=$WORK/salvage.store; M=$WORK/salvage.mnt; ORIG=$WORK/salvage.orig
-grep -qs " $M " /proc/mounts && umount -l "$M"
+unmount_stale "$M"
 rm -rf "$S" "$S".* "$ORIG"; mkdir -p "$M"
 "$SHOAL" mkfs "$S" >/dev/null
 "$SHOAL" mount -d "$S" "$M" >/dev/null

@@ -14,7 +14,7 @@ for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m -g 
 # The daemon the suite mounts: a copy, so a rebuild during a run changes nothing.
 install -m 755 "$SHOAL" /usr/local/bin/shoal-xfstests
 D=/var/tmp/shoal-xfstests
-for m in /mnt/shoal-xt-test /mnt/shoal-xt-scratch; do grep -qs " $m " /proc/mounts && umount -l $m; mkdir -p $m; done
+unmount_stale /mnt/shoal-xt-test /mnt/shoal-xt-scratch; mkdir -p /mnt/shoal-xt-test /mnt/shoal-xt-scratch
 rm -rf "$D"; mkdir -p "$D"
 shoal-xfstests mkfs "$D/test" >/dev/null
 shoal-xfstests mkfs "$D/scratch" >/dev/null
