@@ -41,6 +41,8 @@ pub struct Record {
 #[derive(Default)]
 pub struct Queue {
     recs: Vec<Record>,
+    /// Bytes of `recs`' keys and values (`Committer::open_bytes`).
+    bytes: usize,
     marks: Vec<u64>,
     /// Inodes created in the open epoch: none of their keys is in the store
     /// (inode numbers are never reused).
@@ -123,7 +125,9 @@ impl Gate<'_> {
     #[inline]
     fn push(&mut self, r: Record) {
         if !self.null {
-            self.added_bytes += r.key.len() + r.val.as_ref().map_or(0, |v| v.len());
+            let n = r.key.len() + r.val.as_ref().map_or(0, |v| v.len());
+            self.q.bytes += n;
+            self.added_bytes += n;
             self.q.recs.push(r);
             self.added += 1;
         }
@@ -337,21 +341,22 @@ impl Committer {
         let mut taken = Vec::new();
         let mut born = Vec::new();
         let closed;
-        let from_shards;
         {
             let mut guards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
             closed = self.epoch.load(Ordering::Acquire);
             let mut marks = Vec::new();
+            let mut bytes = 0;
             for g in guards.iter_mut() {
                 if !g.recs.is_empty() {
                     taken.push(std::mem::take(&mut g.recs));
                 }
+                bytes += std::mem::take(&mut g.bytes);
                 marks.append(&mut g.marks);
                 born.append(&mut g.born);
             }
             let queued: usize = taken.iter().map(|v| v.len()).sum();
             self.open.add(-(queued as i64));
-            from_shards = taken.len();
+            self.open_bytes.add(-(bytes as i64));
             if !marks.is_empty() {
                 // No operation is in flight (every shard is held): the marked
                 // inodes' state is exactly the state after this epoch.
@@ -364,10 +369,6 @@ impl Committer {
             self.epoch.store(closed + 1, Ordering::Release);
         }
         let nrec: usize = taken.iter().map(|v| v.len()).sum();
-        // Outside the shards: until here the taken bytes still count as
-        // queued, which only makes space admission more careful.
-        let bytes: usize = taken[..from_shards].iter().flatten().map(|r| r.key.len() + r.val.as_ref().map_or(0, |v| v.len())).sum();
-        self.open_bytes.add(-(bytes as i64));
         if nrec > 0 {
             // Per key: (highest version, its value, absent when the epoch opened).
             let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> = HashMap::with_capacity(nrec);
