@@ -7,7 +7,9 @@ use crate::workloads::{self, EngineFs, Params, PathFs, WorkerState};
 use clap::Args;
 use serde_json::{json, Value};
 use shoal_core::sync::{lock_counts, LOCK_CLASSES};
-use shoal_core::{Config, DirIndex, Durability, Engine, LockScope, NameCache, NullStore, Placement, Store};
+use shoal_core::{
+    Config, DirIndex, Durability, Engine, LockScope, NameCache, NullStore, Placement, Store,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
@@ -138,19 +140,29 @@ pub(crate) fn rusage_of(who: i32) -> (f64, u64) {
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer.
     unsafe { libc::getrusage(who, &mut r) };
-    let cpu = r.ru_utime.tv_sec as f64 + r.ru_utime.tv_usec as f64 / 1e6 + r.ru_stime.tv_sec as f64 + r.ru_stime.tv_usec as f64 / 1e6;
+    let cpu = r.ru_utime.tv_sec as f64
+        + r.ru_utime.tv_usec as f64 / 1e6
+        + r.ru_stime.tv_sec as f64
+        + r.ru_stime.tv_usec as f64 / 1e6;
     (cpu, (r.ru_nvcsw + r.ru_nivcsw) as u64)
 }
 
 /// Seconds since the epoch, for JSON rows.
 pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Append one JSON line to `--json FILE`, if given.
 pub(crate) fn append_json(path: Option<&PathBuf>, row: &Value) -> Result<(), String> {
     if let Some(j) = path {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(j).map_err(|e| format!("{}: {e}", j.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(j)
+            .map_err(|e| format!("{}: {e}", j.display()))?;
         writeln!(f, "{row}").map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -211,7 +223,10 @@ impl Switches {
                "placement": self.placement, "commit": self.commit})
     }
     pub(crate) fn short(&self) -> String {
-        format!("{}/{}/{}/{}/{}", self.lock_scope, self.dir_index, self.name_cache, self.placement, self.commit)
+        format!(
+            "{}/{}/{}/{}/{}",
+            self.lock_scope, self.dir_index, self.name_cache, self.placement, self.commit
+        )
     }
 }
 
@@ -235,8 +250,13 @@ pub(crate) fn git_commit() -> String {
 }
 
 pub(crate) fn host() -> String {
-    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
-    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     format!("{h} ({n} cpus)")
 }
 
@@ -249,13 +269,22 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     }
     // The one-run workloads split a count over their rounds.
     if let Some((rounds, flag)) = workloads::rounds(&a.workload) {
-        let count = if flag == "--transactions" { a.transactions } else { a.iters };
+        let count = if flag == "--transactions" {
+            a.transactions
+        } else {
+            a.iters
+        };
         if count < rounds {
-            return Err(format!("{} splits {flag} over {rounds} rounds: give at least {rounds}", a.workload));
+            return Err(format!(
+                "{} splits {flag} over {rounds} rounds: give at least {rounds}",
+                a.workload
+            ));
         }
     }
     if a.workload == "seed002" && a.mode != "engine" {
-        return Err("seed002 compares two engines in one process: it runs in engine mode only".into());
+        return Err(
+            "seed002 compares two engines in one process: it runs in engine mode only".into(),
+        );
     }
     let mut combos = Vec::new();
     for l in &a.lock_scope {
@@ -263,7 +292,13 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
             for n in &a.name_cache {
                 for p in &a.placement {
                     for c in &a.commit {
-                        combos.push(Switches { lock_scope: l.clone(), dir_index: d.clone(), name_cache: n.clone(), placement: p.clone(), commit: c.clone() });
+                        combos.push(Switches {
+                            lock_scope: l.clone(),
+                            dir_index: d.clone(),
+                            name_cache: n.clone(),
+                            placement: p.clone(),
+                            commit: c.clone(),
+                        });
                     }
                 }
             }
@@ -277,7 +312,11 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
         }
         a.targets
             .iter()
-            .map(|t| t.split_once('=').map(|(n, p)| (n.to_string(), PathBuf::from(p))).ok_or(format!("--target {t}: use NAME=PATH")))
+            .map(|t| {
+                t.split_once('=')
+                    .map(|(n, p)| (n.to_string(), PathBuf::from(p)))
+                    .ok_or(format!("--target {t}: use NAME=PATH"))
+            })
             .collect::<Result<_, _>>()?
     } else {
         return Err(format!("--mode {}: use engine or path", a.mode));
@@ -289,10 +328,24 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     let mut rows: Vec<Value> = Vec::new();
     println!(
         "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12} {:>9} {:>9} {:>8} {:>8}  {}",
-        "workload", "target", "mode", "w", "switches (lock/index/cache/place/commit)", "ops/s", "p50 us", "p99 us", "cs/op", "cpu s", "lock waits (class: waits, ms)"
+        "workload",
+        "target",
+        "mode",
+        "w",
+        "switches (lock/index/cache/place/commit)",
+        "ops/s",
+        "p50 us",
+        "p99 us",
+        "cs/op",
+        "cpu s",
+        "lock waits (class: waits, ms)"
     );
     for (tname, tpath) in &targets {
-        for sw in if a.mode == "engine" { combos.clone() } else { vec![combos[0].clone()] } {
+        for sw in if a.mode == "engine" {
+            combos.clone()
+        } else {
+            vec![combos[0].clone()]
+        } {
             for &w in &a.workers {
                 let p = Params {
                     workload: a.workload.clone(),
@@ -313,7 +366,11 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                 let pb = indicatif::ProgressBar::new_spinner();
                 pb.set_message(format!("{} {} w={} {}", a.workload, tname, w, sw.short()));
                 pb.enable_steady_tick(Duration::from_millis(200));
-                let r = if a.mode == "engine" { run_engine(&p, &sw, &a) } else { run_path(&p, tpath) };
+                let r = if a.mode == "engine" {
+                    run_engine(&p, &sw, &a)
+                } else {
+                    run_path(&p, tpath)
+                };
                 pb.finish_and_clear();
                 let (phases, cpu, cs, locks, mut extra) = r?;
                 let phases = merge_repeats(phases);
@@ -323,26 +380,58 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
                 let head = workloads::headline(&a.workload);
                 let hp = phases.iter().find(|x| x.name == head).unwrap();
                 // (seed000's `private` phases make no engine operation.)
-                let total_ops: u64 = phases.iter().filter(|x| x.name != "setup" && !x.name.starts_with("private")).map(|x| x.ops).sum();
+                let total_ops: u64 = phases
+                    .iter()
+                    .filter(|x| x.name != "setup" && !x.name.starts_with("private"))
+                    .map(|x| x.ops)
+                    .sum();
                 let ops_per_s = hp.ops as f64 / hp.secs.max(1e-9);
                 let mut hl = hp.lat.clone();
                 let (p50, p99) = (pct(&mut hl, 0.5), pct(&mut hl, 0.99));
                 let cs_per_op = cs as f64 / total_ops.max(1) as f64;
                 let mut lock_txt = String::new();
                 if let Some(l) = locks.as_object() {
-                    let mut v: Vec<_> = l.iter().filter(|(_, x)| x["contended"].as_u64().unwrap_or(0) > 0).collect();
+                    let mut v: Vec<_> = l
+                        .iter()
+                        .filter(|(_, x)| x["contended"].as_u64().unwrap_or(0) > 0)
+                        .collect();
                     v.sort_by_key(|(_, x)| std::cmp::Reverse(x["wait_ns"].as_u64().unwrap_or(0)));
                     for (k, x) in v.iter().take(3) {
-                        lock_txt += &format!("{k}: {}, {:.1}  ", x["contended"], x["wait_ns"].as_u64().unwrap_or(0) as f64 / 1e6);
+                        lock_txt += &format!(
+                            "{k}: {}, {:.1}  ",
+                            x["contended"],
+                            x["wait_ns"].as_u64().unwrap_or(0) as f64 / 1e6
+                        );
                     }
                 }
                 println!(
                     "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12.0} {:>9.1} {:>9.1} {:>8.3} {:>8.2}  {}",
-                    a.workload, tname, a.mode, w, if a.mode == "engine" { sw.short() } else { "-".into() },
-                    ops_per_s, p50 as f64 / 1e3, p99 as f64 / 1e3, cs_per_op, cpu, lock_txt
+                    a.workload,
+                    tname,
+                    a.mode,
+                    w,
+                    if a.mode == "engine" {
+                        sw.short()
+                    } else {
+                        "-".into()
+                    },
+                    ops_per_s,
+                    p50 as f64 / 1e3,
+                    p99 as f64 / 1e3,
+                    cs_per_op,
+                    cpu,
+                    lock_txt
                 );
                 if !extra.is_empty() {
-                    println!("{:>12} {}", "", extra.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+                    println!(
+                        "{:>12} {}",
+                        "",
+                        extra
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                 }
                 let row = json!({
                     "workload": a.workload, "target": tname, "mode": a.mode, "workers": w,
@@ -373,7 +462,8 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
         println!();
     }
     if let Some(p) = &a.plot {
-        std::fs::write(p, crate::plot::svg(&rows, &a.workload)).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, crate::plot::svg(&rows, &a.workload))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
         println!("plot: {}", p.display());
     }
     Ok(0)
@@ -403,7 +493,12 @@ fn merge_repeats(phases: Vec<PhaseResult>) -> Vec<PhaseResult> {
 /// seed002's fine-grained over big-lock rate ("X" over "X global"), seed001's cost of a lookup in the
 /// big directory over one in the small one ("X 1K" rate over "X" rate).
 fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
-    let rate = |name: &str| phases.iter().find(|x| x.name == name).map(|x| x.ops as f64 / x.secs.max(1e-9));
+    let rate = |name: &str| {
+        phases
+            .iter()
+            .find(|x| x.name == name)
+            .map(|x| x.ops as f64 / x.secs.max(1e-9))
+    };
     let mut out = Vec::new();
     for x in phases {
         if let (Some(base), Some(solo)) = (x.name.strip_suffix(" 1w"), rate(&x.name)) {
@@ -431,7 +526,13 @@ fn paired_ratios(phases: &[PhaseResult]) -> Vec<(String, f64)> {
 }
 
 /// (phases, cpu seconds, context switches, lock counts, extra facts for the JSON row).
-type RunOut = (Vec<PhaseResult>, f64, u64, Value, serde_json::Map<String, Value>);
+type RunOut = (
+    Vec<PhaseResult>,
+    f64,
+    u64,
+    Value,
+    serde_json::Map<String, Value>,
+);
 
 fn lock_snapshot() -> Vec<shoal_core::sync::LockCounts> {
     LOCK_CLASSES.iter().map(|c| lock_counts(*c)).collect()
@@ -458,7 +559,10 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             }
         };
         store_path = Some(dir.clone());
-        let s = Arc::new(shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags)).map_err(|e| e.to_string())?);
+        let s = Arc::new(
+            shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags))
+                .map_err(|e| e.to_string())?,
+        );
         fjall = Some(s.clone());
         s
     };
@@ -469,11 +573,23 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let has = |suffix: &str| phases.iter().any(|ph| ph.ends_with(suffix));
     let (apart, global) = (has(" apart"), has(" global"));
     if (apart || global) && sw.commit != "none" {
-        return Err(format!("{}: its second engines are memory only: use --commit none", p.workload));
+        return Err(format!(
+            "{}: its second engines are memory only: use --commit none",
+            p.workload
+        ));
     }
     let own_cfg = cfg.clone();
     let glob = match global {
-        true => Some(Engine::open(Arc::new(NullStore), Config { lock_scope: LockScope::Global, ..cfg.clone() }).map_err(|e| e.to_string())?),
+        true => Some(
+            Engine::open(
+                Arc::new(NullStore),
+                Config {
+                    lock_scope: LockScope::Global,
+                    ..cfg.clone()
+                },
+            )
+            .map_err(|e| e.to_string())?,
+        ),
         false => None,
     };
     let e = Engine::open(store, cfg).map_err(|e| e.to_string())?;
@@ -481,7 +597,16 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let barrier = Barrier::new(p.workers + 1);
     let locks0 = lock_snapshot();
     let (cpu0, cs0) = rusage();
-    let mut results: Vec<PhaseResult> = phases.iter().map(|n| PhaseResult { name: n.to_string(), ops: 0, secs: 0.0, lat: vec![], store_reads: 0 }).collect();
+    let mut results: Vec<PhaseResult> = phases
+        .iter()
+        .map(|n| PhaseResult {
+            name: n.to_string(),
+            ops: 0,
+            secs: 0.0,
+            lat: vec![],
+            store_reads: 0,
+        })
+        .collect();
     let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..p.workers)
             .map(|id| {
@@ -492,7 +617,10 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     // The worker's own engine and state for "... apart"
                     // phases, set up as the shared one is.
                     let own = match apart {
-                        true => Some(Engine::open(Arc::new(NullStore), own_cfg.clone()).map_err(|e| e.to_string())?),
+                        true => Some(
+                            Engine::open(Arc::new(NullStore), own_cfg.clone())
+                                .map_err(|e| e.to_string())?,
+                        ),
                         false => None,
                     };
                     let own_fs = own.as_deref().map(|e| EngineFs { e });
@@ -503,9 +631,13 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                     // The big-lock engine's state, for "... global" phases.
                     let glob_fs = glob.as_deref().map(|e| EngineFs { e });
                     let mut glob_st = WorkerState::new(p.seed, id);
-                    for (side, f, s) in [("own", &own_fs, &mut own_st), ("big-lock", &glob_fs, &mut glob_st)] {
+                    for (side, f, s) in [
+                        ("own", &own_fs, &mut own_st),
+                        ("big-lock", &glob_fs, &mut glob_st),
+                    ] {
                         if let Some(f) = f {
-                            workloads::run_phase(f, p, id, "setup", s).map_err(|e| format!("worker {id} {side} engine's setup: {e}"))?;
+                            workloads::run_phase(f, p, id, "setup", s)
+                                .map_err(|e| format!("worker {id} {side} engine's setup: {e}"))?;
                         }
                     }
                     let (mut ops, mut lats) = (vec![], vec![]);
@@ -521,7 +653,11 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
                         };
                         barrier.wait();
                         s.lat.clear();
-                        let r = if failed.is_none() { workloads::run_phase(f, p, id, ph, s) } else { Ok(0) };
+                        let r = if failed.is_none() {
+                            workloads::run_phase(f, p, id, ph, s)
+                        } else {
+                            Ok(0)
+                        };
                         barrier.wait();
                         match r {
                             Ok(n) => ops.push(n),
@@ -548,11 +684,18 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             r.store_reads = reads() - r0;
             // Long runs: say when each phase ends (the table comes at the end).
             if r.secs > 10.0 {
-                eprintln!("  phase {} done in {:.1} s ({} store reads, RSS now {} MB)", r.name, r.secs, r.store_reads,
-                    rss_bytes() >> 20);
+                eprintln!(
+                    "  phase {} done in {:.1} s ({} store reads, RSS now {} MB)",
+                    r.name,
+                    r.secs,
+                    r.store_reads,
+                    rss_bytes() >> 20
+                );
             }
         }
-        hs.into_iter().map(|h| h.join().map_err(|_| "worker panicked".to_string())?).collect()
+        hs.into_iter()
+            .map(|h| h.join().map_err(|_| "worker panicked".to_string())?)
+            .collect()
     });
     for (ops, lats) in out? {
         for (i, r) in results.iter_mut().enumerate() {
@@ -564,32 +707,58 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
     let locks1 = lock_snapshot();
     let mut locks = serde_json::Map::new();
     for (i, c) in LOCK_CLASSES.iter().enumerate() {
-        locks.insert(c.name().into(), json!({
-            "acquired": locks1[i].acquired - locks0[i].acquired,
-            "contended": locks1[i].contended - locks0[i].contended,
-            "wait_ns": locks1[i].wait_ns - locks0[i].wait_ns,
-        }));
+        locks.insert(
+            c.name().into(),
+            json!({
+                "acquired": locks1[i].acquired - locks0[i].acquired,
+                "contended": locks1[i].contended - locks0[i].contended,
+                "wait_ns": locks1[i].wait_ns - locks0[i].wait_ns,
+            }),
+        );
     }
     let mut extra = serde_json::Map::new();
     extra.insert("peak_rss_mb".into(), json!(rss.stop() >> 20));
     extra.insert("cached_inodes".into(), json!(e.cached_inodes()));
     extra.insert("cache_estimate_mb".into(), json!(e.cache_usage() >> 20));
     extra.insert("budget_mb".into(), json!(e.budget() >> 20));
-    extra.insert("demoted_hashes".into(), json!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed)));
-    extra.insert("unread_unlinks".into(), json!(e.unread_unlinks.load(std::sync::atomic::Ordering::Relaxed)));
+    extra.insert(
+        "demoted_hashes".into(),
+        json!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    extra.insert(
+        "unread_unlinks".into(),
+        json!(e.unread_unlinks.load(std::sync::atomic::Ordering::Relaxed)),
+    );
     let cs = &e.committer.stats;
-    extra.insert("keys_written".into(), json!(cs.keys_out.load(std::sync::atomic::Ordering::Relaxed)));
-    extra.insert("keys_elided".into(), json!(cs.keys_elided.load(std::sync::atomic::Ordering::Relaxed)));
-    extra.insert("throttled".into(), json!(e.throttled.load(std::sync::atomic::Ordering::Relaxed)));
+    extra.insert(
+        "keys_written".into(),
+        json!(cs.keys_out.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    extra.insert(
+        "keys_elided".into(),
+        json!(cs.keys_elided.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    extra.insert(
+        "throttled".into(),
+        json!(e.throttled.load(std::sync::atomic::Ordering::Relaxed)),
+    );
     if let (true, Some(f)) = (a.space, fjall.take()) {
-        let files = results.iter().filter(|r| r.name == "create").map(|r| r.ops).sum::<u64>().max(1);
+        let files = results
+            .iter()
+            .filter(|r| r.name == "create")
+            .map(|r| r.ops)
+            .sum::<u64>()
+            .max(1);
         e.shutdown().map_err(|e| e.to_string())?;
         drop(e);
         let before = f.disk_space();
         f.compact().map_err(|e| e.to_string())?;
         let after = f.disk_space();
         extra.insert("store_bytes_per_file".into(), json!(after / files));
-        extra.insert("store_bytes_per_file_before_compaction".into(), json!(before / files));
+        extra.insert(
+            "store_bytes_per_file_before_compaction".into(),
+            json!(before / files),
+        );
     } else {
         e.shutdown().map_err(|e| e.to_string())?;
         drop(e);
@@ -638,7 +807,11 @@ impl RssSampler {
 }
 
 pub(crate) fn tempfile_dir() -> Result<PathBuf, String> {
-    let d = std::env::temp_dir().join(format!("shoal-bench-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos()));
+    let d = std::env::temp_dir().join(format!(
+        "shoal-bench-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    ));
     std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
     Ok(d)
 }
@@ -650,7 +823,15 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
     let mut kids = Vec::new();
     for id in 0..p.workers {
         let mut c = std::process::Command::new(&exe)
-            .args(["bench", &p.workload, "--worker", &id.to_string(), "--params", &params, "--root"])
+            .args([
+                "bench",
+                &p.workload,
+                "--worker",
+                &id.to_string(),
+                "--params",
+                &params,
+                "--root",
+            ])
             .arg(root)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -662,7 +843,9 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
     }
     let phases = workloads::phases(&p.workload)?;
     let mut results = Vec::new();
-    let expect = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>, what: &str| -> Result<String, String> {
+    let expect = |lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>,
+                  what: &str|
+     -> Result<String, String> {
         match lines.next() {
             Some(Ok(l)) if l.starts_with(what) => Ok(l),
             Some(Ok(l)) => Err(format!("worker said '{l}', expected {what}")),
@@ -680,7 +863,13 @@ fn run_path(p: &Params, root: &std::path::Path) -> Result<RunOut, String> {
         for k in kids.iter_mut() {
             expect(&mut k.2, "done")?;
         }
-        results.push(PhaseResult { name: ph.to_string(), ops: 0, secs: t.elapsed().as_secs_f64(), lat: vec![], store_reads: 0 });
+        results.push(PhaseResult {
+            name: ph.to_string(),
+            ops: 0,
+            secs: t.elapsed().as_secs_f64(),
+            lat: vec![],
+            store_reads: 0,
+        });
     }
     let (mut cpu, mut cs) = (0.0, 0u64);
     for k in kids.iter_mut() {
@@ -707,21 +896,32 @@ fn pin_to_cpu(id: usize) -> Result<(), String> {
     unsafe {
         let mut allowed: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
-            return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sched_getaffinity: {}",
+                std::io::Error::last_os_error()
+            ));
         }
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &allowed)).collect();
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &allowed))
+            .collect();
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpus[id % cpus.len()], &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!("sched_setaffinity: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sched_setaffinity: {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     Ok(())
 }
 
 fn worker_main(a: &BenchArgs, id: usize) -> Result<(), String> {
-    let p: Params = serde_json::from_str(a.params.as_deref().ok_or("--params")?).map_err(|e| e.to_string())?;
-    let fs = PathFs { root: a.root.clone().ok_or("--root")? };
+    let p: Params =
+        serde_json::from_str(a.params.as_deref().ok_or("--params")?).map_err(|e| e.to_string())?;
+    let fs = PathFs {
+        root: a.root.clone().ok_or("--root")?,
+    };
     let phases = workloads::phases(&p.workload)?;
     if p.pin {
         pin_to_cpu(id)?;
@@ -734,15 +934,22 @@ fn worker_main(a: &BenchArgs, id: usize) -> Result<(), String> {
     for ph in &phases {
         println!("ready");
         line.clear();
-        stdin.lock().read_line(&mut line).map_err(|e| e.to_string())?;
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
         st.lat.clear();
-        let n = workloads::run_phase(&fs, &p, id, ph, &mut st).map_err(|e| format!("worker {id} {ph}: {e}"))?;
+        let n = workloads::run_phase(&fs, &p, id, ph, &mut st)
+            .map_err(|e| format!("worker {id} {ph}: {e}"))?;
         ops.push(n);
         lats.push(std::mem::take(&mut st.lat));
         println!("done");
     }
     let (cpu1, cs1) = rusage();
-    println!("result {}", json!({"ops": ops, "lat": lats, "cpu": cpu1 - cpu0, "cs": cs1 - cs0}));
+    println!(
+        "result {}",
+        json!({"ops": ops, "lat": lats, "cpu": cpu1 - cpu0, "cs": cs1 - cs0})
+    );
     Ok(())
 }
 
@@ -762,10 +969,28 @@ mod tests {
     fn run_args(args: &[&str], workers: usize) -> (usize, Vec<PhaseResult>) {
         let a = Cmd::parse_from(args).a;
         let p = Params {
-            workload: a.workload.clone(), workers, iters: a.iters, files: a.files, transactions: a.transactions, size: 0,
-            shared_dir: true, top: "t".into(), seed: 1, evict_to: 0, hits: a.hits, hot: a.hot, small_dirs: a.small_dirs, pin: a.pin,
+            workload: a.workload.clone(),
+            workers,
+            iters: a.iters,
+            files: a.files,
+            transactions: a.transactions,
+            size: 0,
+            shared_dir: true,
+            top: "t".into(),
+            seed: 1,
+            evict_to: 0,
+            hits: a.hits,
+            hot: a.hot,
+            small_dirs: a.small_dirs,
+            pin: a.pin,
         };
-        let sw = Switches { lock_scope: "name".into(), dir_index: "indexed".into(), name_cache: "primed".into(), placement: "near".into(), commit: "none".into() };
+        let sw = Switches {
+            lock_scope: "name".into(),
+            dir_index: "indexed".into(),
+            name_cache: "primed".into(),
+            placement: "near".into(),
+            commit: "none".into(),
+        };
         let (phases, ..) = run_engine(&p, &sw, &a).unwrap();
         (phases.len(), merge_repeats(phases))
     }
@@ -774,12 +999,25 @@ mod tests {
     /// reports each phase once with the rounds' operations summed.
     #[test]
     fn seed001_reports_each_size_once() {
-        let (n, merged) = run_args(&["bench", "seed001", "--files", "3000", "--iters", "1000"], 1);
+        let (n, merged) = run_args(
+            &["bench", "seed001", "--files", "3000", "--iters", "1000"],
+            1,
+        );
         assert_eq!(n as u64, 2 + 2 * 2 * workloads::ROUNDS);
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
         // Half the lookups ask for missing names: a missing name found, or
         // an existing one not found, fails the run.
-        assert_eq!(got, [("setup", 0), ("populate", 3000 + workloads::SMALL_DIR), ("lookup 1K", 1000), ("lookup", 1000), ("create+unlink 1K", 1000), ("create+unlink", 1000)]);
+        assert_eq!(
+            got,
+            [
+                ("setup", 0),
+                ("populate", 3000 + workloads::SMALL_DIR),
+                ("lookup 1K", 1000),
+                ("lookup", 1000),
+                ("create+unlink 1K", 1000),
+                ("create+unlink", 1000)
+            ]
+        );
     }
 
     /// seed001 with --small-dirs: the small side is that many directories
@@ -787,9 +1025,33 @@ mod tests {
     /// find every one (a name not found fails the run).
     #[test]
     fn seed001_spreads_the_small_side_over_directories() {
-        let (_, merged) = run_args(&["bench", "seed001", "--files", "3000", "--iters", "2000", "--small-dirs", "3", "--hits", "1"], 1);
+        let (_, merged) = run_args(
+            &[
+                "bench",
+                "seed001",
+                "--files",
+                "3000",
+                "--iters",
+                "2000",
+                "--small-dirs",
+                "3",
+                "--hits",
+                "1",
+            ],
+            1,
+        );
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
-        assert_eq!(got, [("setup", 0), ("populate", 3000 + 3 * workloads::SMALL_DIR), ("lookup 1K", 2000), ("lookup", 2000), ("create+unlink 1K", 2000), ("create+unlink", 2000)]);
+        assert_eq!(
+            got,
+            [
+                ("setup", 0),
+                ("populate", 3000 + 3 * workloads::SMALL_DIR),
+                ("lookup 1K", 2000),
+                ("lookup", 2000),
+                ("create+unlink 1K", 2000),
+                ("create+unlink", 2000)
+            ]
+        );
     }
 
     /// seed000 alternates worker 0 alone with every worker in one engine:
@@ -800,12 +1062,35 @@ mod tests {
         let (n, merged) = run_args(&["bench", "seed000", "--iters", "1000"], 2);
         assert_eq!(n as u64, 1 + 7 * workloads::SEED000_ROUNDS);
         let got: Vec<(&str, u64)> = merged.iter().map(|r| (r.name.as_str(), r.ops)).collect();
-        assert_eq!(got, [("setup", 0), ("crunl 1w", 1000), ("crunl", 2000), ("rndrename 1w", 1000), ("rndrename", 2000), ("rndrename apart", 2000), ("private 1w", 1000), ("private", 2000)]);
-        let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, v)| {
-            assert!(v > 0.0 && v.is_finite(), "{k} {v}");
-            k
-        }).collect();
-        assert_eq!(names, ["crunl speedup", "rndrename speedup", "rndrename apart speedup", "private speedup"]);
+        assert_eq!(
+            got,
+            [
+                ("setup", 0),
+                ("crunl 1w", 1000),
+                ("crunl", 2000),
+                ("rndrename 1w", 1000),
+                ("rndrename", 2000),
+                ("rndrename apart", 2000),
+                ("private 1w", 1000),
+                ("private", 2000)
+            ]
+        );
+        let names: Vec<String> = paired_ratios(&merged)
+            .into_iter()
+            .map(|(k, v)| {
+                assert!(v > 0.0 && v.is_finite(), "{k} {v}");
+                k
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "crunl speedup",
+                "rndrename speedup",
+                "rndrename apart speedup",
+                "private speedup"
+            ]
+        );
     }
 
     /// seed002 runs each worker's postmark instance in the run's engine and
@@ -814,17 +1099,58 @@ mod tests {
     /// (With `--pin`: the workers pin themselves, which must not fail.)
     #[test]
     fn seed002_alternates_fine_and_big_lock_engines() {
-        let (n, merged) = run_args(&["bench", "seed002", "--files", "200", "--transactions", "1000", "--pin"], 2);
+        let (n, merged) = run_args(
+            &[
+                "bench",
+                "seed002",
+                "--files",
+                "200",
+                "--transactions",
+                "1000",
+                "--pin",
+            ],
+            2,
+        );
         assert_eq!(n as u64, 1 + 2 + 2 * workloads::SEED002_ROUNDS + 2);
-        let got: Vec<(&str, u64)> = merged.iter().take(5).map(|r| (r.name.as_str(), r.ops)).collect();
-        assert_eq!(got, [("setup", 0), ("create pool", 400), ("create pool global", 400), ("transactions", 2000), ("transactions global", 2000)]);
+        let got: Vec<(&str, u64)> = merged
+            .iter()
+            .take(5)
+            .map(|r| (r.name.as_str(), r.ops))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("setup", 0),
+                ("create pool", 400),
+                ("create pool global", 400),
+                ("transactions", 2000),
+                ("transactions global", 2000)
+            ]
+        );
         let names: Vec<String> = paired_ratios(&merged).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(names, ["create pool fine/global", "transactions fine/global", "delete pool fine/global"]);
+        assert_eq!(
+            names,
+            [
+                "create pool fine/global",
+                "transactions fine/global",
+                "delete pool fine/global"
+            ]
+        );
         // Each engine's pools are deleted in full: what was created and not
         // deleted by the transactions.
         for sfx in ["", " global"] {
-            let ops = |name: &str| merged.iter().find(|r| r.name == format!("{name}{sfx}")).unwrap().ops;
-            assert!(ops("delete pool") > 0 && ops("delete pool") <= 400 + 2000, "delete pool{sfx}: {}", ops("delete pool"));
+            let ops = |name: &str| {
+                merged
+                    .iter()
+                    .find(|r| r.name == format!("{name}{sfx}"))
+                    .unwrap()
+                    .ops
+            };
+            assert!(
+                ops("delete pool") > 0 && ops("delete pool") <= 400 + 2000,
+                "delete pool{sfx}: {}",
+                ops("delete pool")
+            );
         }
     }
 }

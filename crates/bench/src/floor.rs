@@ -5,9 +5,10 @@
 //! FUSE filesystem can do here, against which shoal's mount is measured.
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
@@ -55,7 +56,9 @@ impl Children {
     }
     /// Entries after cookie `after`, in cookie order: (cookie, name, inode).
     fn after(&self, after: u64) -> impl Iterator<Item = (u64, &OsString, u64)> {
-        self.by_seq.range(after.saturating_add(1)..).map(|(k, (n, i))| (*k, n, *i))
+        self.by_seq
+            .range(after.saturating_add(1)..)
+            .map(|(k, (n, i))| (*k, n, *i))
     }
 }
 
@@ -80,21 +83,52 @@ pub struct Floor {
 fn attr(ino: u64, kind: FileType, perm: u16, uid: u32, gid: u32) -> FileAttr {
     let now = SystemTime::now();
     FileAttr {
-        ino: INodeNo(ino), size: 0, blocks: 0, atime: now, mtime: now, ctime: now, crtime: now, kind, perm,
-        nlink: if kind == FileType::Directory { 2 } else { 1 }, uid, gid, rdev: 0, blksize: 4096, flags: 0,
+        ino: INodeNo(ino),
+        size: 0,
+        blocks: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        crtime: now,
+        kind,
+        perm,
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        uid,
+        gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
     }
 }
 
 impl Default for Floor {
     fn default() -> Self {
         let mut nodes = HashMap::new();
-        nodes.insert(1, Node { attr: attr(1, FileType::Directory, 0o755, 0, 0), children: Children::default(), parent: 1, data: vec![] });
-        Floor { st: Mutex::new(State { nodes, next: 2 }), uring: false }
+        nodes.insert(
+            1,
+            Node {
+                attr: attr(1, FileType::Directory, 0o755, 0, 0),
+                children: Children::default(),
+                parent: 1,
+                data: vec![],
+            },
+        );
+        Floor {
+            st: Mutex::new(State { nodes, next: 2 }),
+            uring: false,
+        }
     }
 }
 
 impl Floor {
-    fn make(&self, req: &Request, parent: u64, name: &OsStr, kind: FileType, mode: u32) -> Result<FileAttr, Errno> {
+    fn make(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        kind: FileType,
+        mode: u32,
+    ) -> Result<FileAttr, Errno> {
         let mut s = self.st.lock().unwrap();
         let ino = s.next;
         let p = s.nodes.get_mut(&parent).ok_or(Errno::ENOENT)?;
@@ -108,13 +142,27 @@ impl Floor {
         }
         s.next += 1;
         let a = attr(ino, kind, (mode & 0o7777) as u16, req.uid(), req.gid());
-        s.nodes.insert(ino, Node { attr: a, children: Children::default(), parent, data: vec![] });
+        s.nodes.insert(
+            ino,
+            Node {
+                attr: a,
+                children: Children::default(),
+                parent,
+                data: vec![],
+            },
+        );
         Ok(a)
     }
 
     fn remove(&self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
         let mut s = self.st.lock().unwrap();
-        let ino = s.nodes.get(&parent).ok_or(Errno::ENOENT)?.children.get(name).ok_or(Errno::ENOENT)?;
+        let ino = s
+            .nodes
+            .get(&parent)
+            .ok_or(Errno::ENOENT)?
+            .children
+            .get(name)
+            .ok_or(Errno::ENOENT)?;
         let n = &s.nodes[&ino];
         let is_dir = n.attr.kind == FileType::Directory;
         if dir && !is_dir {
@@ -138,7 +186,9 @@ impl Floor {
 
 impl Filesystem for Floor {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let mut want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+        let mut want = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
         if self.uring {
             // FUSE_OVER_IO_URING (vendor/fuser/PATCHED.md).
             want |= InitFlags::from_bits_retain(1 << 41);
@@ -149,7 +199,12 @@ impl Filesystem for Floor {
     }
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let s = self.st.lock().unwrap();
-        match s.nodes.get(&parent.0).and_then(|p| p.children.get(name)).and_then(|i| s.nodes.get(&i)) {
+        match s
+            .nodes
+            .get(&parent.0)
+            .and_then(|p| p.children.get(name))
+            .and_then(|i| s.nodes.get(&i))
+        {
             Some(n) => reply.entry(&TTL, &n.attr, Generation(0)),
             None => {
                 let mut a = attr(0, FileType::RegularFile, 0, 0, 0);
@@ -165,13 +220,27 @@ impl Filesystem for Floor {
         }
     }
     fn setattr(
-        &self, _req: &Request, ino: INodeNo, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, size: Option<u64>,
-        atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>, _ctime: Option<SystemTime>, _fh: Option<FileHandle>,
-        _c: Option<SystemTime>, _g: Option<SystemTime>, _b: Option<SystemTime>, _f: Option<fuser::BsdFileFlags>,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _c: Option<SystemTime>,
+        _g: Option<SystemTime>,
+        _b: Option<SystemTime>,
+        _f: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         let mut s = self.st.lock().unwrap();
-        let Some(n) = s.nodes.get_mut(&ino.0) else { return reply.error(Errno::ENOENT) };
+        let Some(n) = s.nodes.get_mut(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
         if let Some(m) = mode {
             n.attr.perm = (m & 0o7777) as u16;
         }
@@ -198,13 +267,30 @@ impl Filesystem for Floor {
         n.attr.ctime = SystemTime::now();
         reply.attr(&TTL, &n.attr)
     }
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         match self.make(req, parent.0, name, FileType::RegularFile, mode) {
             Ok(a) => reply.entry(&TTL, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         match self.make(req, parent.0, name, FileType::Directory, mode) {
             Ok(a) => reply.entry(&TTL, &a, Generation(0)),
             Err(e) => reply.error(e),
@@ -222,10 +308,28 @@ impl Filesystem for Floor {
             Err(e) => reply.error(e),
         }
     }
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, np: INodeNo, nn: &OsStr, _f: RenameFlags, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        np: INodeNo,
+        nn: &OsStr,
+        _f: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
         let mut s = self.st.lock().unwrap();
-        let Some(ino) = s.nodes.get_mut(&parent.0).and_then(|p| p.children.remove(name)) else { return reply.error(Errno::ENOENT) };
-        let old = s.nodes.get_mut(&np.0).and_then(|p| p.children.insert(nn.to_os_string(), ino));
+        let Some(ino) = s
+            .nodes
+            .get_mut(&parent.0)
+            .and_then(|p| p.children.remove(name))
+        else {
+            return reply.error(Errno::ENOENT);
+        };
+        let old = s
+            .nodes
+            .get_mut(&np.0)
+            .and_then(|p| p.children.insert(nn.to_os_string(), ino));
         if let Some(o) = old {
             s.nodes.remove(&o);
         }
@@ -237,16 +341,41 @@ impl Filesystem for Floor {
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         reply.opened(FileHandle(0), FopenFlags::empty())
     }
-    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, off: u64, size: u32, _f: OpenFlags, _l: Option<fuser::LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        off: u64,
+        size: u32,
+        _f: OpenFlags,
+        _l: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
         let s = self.st.lock().unwrap();
-        let Some(n) = s.nodes.get(&ino.0) else { return reply.error(Errno::ENOENT) };
+        let Some(n) = s.nodes.get(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
         let start = (off as usize).min(n.data.len());
         let end = (start + size as usize).min(n.data.len());
         reply.data(&n.data[start..end])
     }
-    fn write(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, off: u64, data: &[u8], _w: WriteFlags, _f: OpenFlags, _l: Option<fuser::LockOwner>, reply: ReplyWrite) {
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        off: u64,
+        data: &[u8],
+        _w: WriteFlags,
+        _f: OpenFlags,
+        _l: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
         let mut s = self.st.lock().unwrap();
-        let Some(n) = s.nodes.get_mut(&ino.0) else { return reply.error(Errno::ENOENT) };
+        let Some(n) = s.nodes.get_mut(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
         let end = off as usize + data.len();
         if n.data.len() < end {
             n.data.resize(end, 0);
@@ -259,20 +388,42 @@ impl Filesystem for Floor {
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         reply.error(Errno::ENOSYS)
     }
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let s = self.st.lock().unwrap();
-        let Some(n) = s.nodes.get(&ino.0) else { return reply.error(Errno::ENOENT) };
+        let Some(n) = s.nodes.get(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
         for (cookie, name, c) in n.children.after(offset) {
-            let k = s.nodes.get(&c).map(|x| x.attr.kind).unwrap_or(FileType::RegularFile);
+            let k = s
+                .nodes
+                .get(&c)
+                .map(|x| x.attr.kind)
+                .unwrap_or(FileType::RegularFile);
             if reply.add(INodeNo(c), cookie, k, name) {
                 break;
             }
         }
         reply.ok()
     }
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
         let s = self.st.lock().unwrap();
-        let Some(n) = s.nodes.get(&ino.0) else { return reply.error(Errno::ENOENT) };
+        let Some(n) = s.nodes.get(&ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
         for (cookie, name, c) in n.children.after(offset) {
             let Some(x) = s.nodes.get(&c) else { continue };
             if reply.add(INodeNo(c), cookie, name, &TTL, &x.attr, Generation(0)) {
@@ -281,7 +432,14 @@ impl Filesystem for Floor {
         }
         reply.ok()
     }
-    fn symlink(&self, req: &Request, parent: INodeNo, name: &OsStr, link: &std::path::Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        link: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
         // The target is kept as the node's data (the tree workload has symlinks).
         match self.make(req, parent.0, name, FileType::Symlink, 0o777) {
             Ok(mut a) => {
@@ -302,7 +460,16 @@ impl Filesystem for Floor {
             None => reply.error(Errno::ENOENT),
         }
     }
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         match self.make(req, parent.0, name, FileType::RegularFile, mode) {
             Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty()),
             Err(e) => reply.error(e),
@@ -312,14 +479,27 @@ impl Filesystem for Floor {
 
 /// Mount the floor at `mnt` and serve until unmounted.
 /// `uring`: FUSE over io_uring when the kernel offers it.
-pub fn mount(mnt: &std::path::Path, threads: usize, kernel_permissions: bool, uring: bool) -> std::io::Result<()> {
+pub fn mount(
+    mnt: &std::path::Path,
+    threads: usize,
+    kernel_permissions: bool,
+    uring: bool,
+) -> std::io::Result<()> {
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![fuser::MountOption::FSName("floor".into())];
     if kernel_permissions {
-        cfg.mount_options.push(fuser::MountOption::DefaultPermissions);
+        cfg.mount_options
+            .push(fuser::MountOption::DefaultPermissions);
     }
     cfg.n_threads = Some(threads);
     cfg.clone_fd = true;
     cfg.acl = fuser::SessionACL::All;
-    fuser::mount(Floor { uring, ..Floor::default() }, mnt, &cfg)
+    fuser::mount(
+        Floor {
+            uring,
+            ..Floor::default()
+        },
+        mnt,
+        &cfg,
+    )
 }

@@ -11,7 +11,9 @@
 //! phase explain locality (seed 004): where the cures place inodes decides how
 //! many store blocks a cold walk touches.
 
-use crate::cli::{append_json, git_commit, host, rusage, rusage_of, tempfile_dir, unix_now, BenchArgs, Switches};
+use crate::cli::{
+    append_json, git_commit, host, rusage, rusage_of, tempfile_dir, unix_now, BenchArgs, Switches,
+};
 use serde_json::{json, Value};
 use shoal_core::{Attr, Ctx, Engine, Ino, Kind, NullStore, Store, ROOT_INO};
 use std::collections::HashMap;
@@ -33,7 +35,10 @@ struct Phase {
 
 fn disk_read_bytes() -> u64 {
     let s = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    s.lines().find_map(|l| l.strip_prefix("read_bytes:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    s.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The tarball, uncompressed. Debian's linux-source ships .tar.xz; it is
@@ -50,13 +55,24 @@ fn tarball(a: &BenchArgs) -> Result<PathBuf, String> {
         .map_err(|e| format!("/usr/src: {e}"))?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("linux-source-") && n.ends_with(".tar.xz")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("linux-source-") && n.ends_with(".tar.xz"))
+        })
         .min()
-        .ok_or("no /usr/src/linux-source-*.tar.xz: apt-get install linux-source, or pass --tarball")?;
+        .ok_or(
+            "no /usr/src/linux-source-*.tar.xz: apt-get install linux-source, or pass --tarball",
+        )?;
     eprintln!("decompressing {} to {} (once)", xz.display(), out.display());
     let tmp = out.with_extension("tmp");
     let f = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    let st = std::process::Command::new("xz").arg("-dc").arg(&xz).stdout(f).status().map_err(|e| format!("xz: {e}"))?;
+    let st = std::process::Command::new("xz")
+        .arg("-dc")
+        .arg(&xz)
+        .stdout(f)
+        .status()
+        .map_err(|e| format!("xz: {e}"))?;
     if !st.success() {
         return Err(format!("xz -dc {} failed", xz.display()));
     }
@@ -71,40 +87,91 @@ fn drop_page_cache() {
     let _ = std::fs::write("/proc/sys/vm/drop_caches", "3\n");
 }
 
-pub(crate) fn run(a: &BenchArgs, combos: &[Switches], targets: &[(String, PathBuf)]) -> Result<i32, String> {
+pub(crate) fn run(
+    a: &BenchArgs,
+    combos: &[Switches],
+    targets: &[(String, PathBuf)],
+) -> Result<i32, String> {
     let tar = tarball(a)?;
     if !a.cold {
         // Warm: the tarball comes from the page cache for every target alike
         // (otherwise the first target pays reading it from the disk).
-        std::io::copy(&mut std::fs::File::open(&tar).map_err(|e| e.to_string())?, &mut std::io::sink()).map_err(|e| e.to_string())?;
+        std::io::copy(
+            &mut std::fs::File::open(&tar).map_err(|e| e.to_string())?,
+            &mut std::io::sink(),
+        )
+        .map_err(|e| e.to_string())?;
     }
     let (commit, host) = (git_commit(), host());
-    println!("tree: {} ({})", tar.display(), if a.cold { "cold: each phase starts cold" } else { "warm" });
+    println!(
+        "tree: {} ({})",
+        tar.display(),
+        if a.cold {
+            "cold: each phase starts cold"
+        } else {
+            "warm"
+        }
+    );
     println!(
         "{:<8} {:<6} {:<34} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
-        "target", "mode", "switches", "entries", "untar s", "tar s", "diff s", "rm s", "cs/ent", "store reads; disk MiB read (untar/tar/untar2/diff/rm)"
+        "target",
+        "mode",
+        "switches",
+        "entries",
+        "untar s",
+        "tar s",
+        "diff s",
+        "rm s",
+        "cs/ent",
+        "store reads; disk MiB read (untar/tar/untar2/diff/rm)"
     );
     let mut rows = vec![];
     for (tname, tpath) in targets {
-        let sws: Vec<Switches> = if a.mode == "engine" { combos.to_vec() } else { vec![combos[0].clone()] };
+        let sws: Vec<Switches> = if a.mode == "engine" {
+            combos.to_vec()
+        } else {
+            vec![combos[0].clone()]
+        };
         for sw in sws {
             let pb = indicatif::ProgressBar::new_spinner();
             pb.set_message(format!("tree {tname} {}", sw.short()));
             pb.enable_steady_tick(std::time::Duration::from_millis(200));
             let (_, cs0) = rusage();
             let cs_kids0 = rusage_of(libc::RUSAGE_CHILDREN).1;
-            let r = if a.mode == "engine" { engine_tree(a, &sw, &tar) } else { path_tree(a, tname, tpath, &tar) };
+            let r = if a.mode == "engine" {
+                engine_tree(a, &sw, &tar)
+            } else {
+                path_tree(a, tname, tpath, &tar)
+            };
             pb.finish_and_clear();
             let (entries, ph) = r?;
             let cs = rusage().1 - cs0 + rusage_of(libc::RUSAGE_CHILDREN).1 - cs_kids0;
             let secs = |n: &str| ph[PHASES.iter().position(|x| *x == n).unwrap()].secs;
             let reads: Vec<String> = ph.iter().map(|p| p.reads.to_string()).collect();
-            let disk: Vec<String> = ph.iter().map(|p| format!("{:.0}", p.disk as f64 / (1 << 20) as f64)).collect();
+            let disk: Vec<String> = ph
+                .iter()
+                .map(|p| format!("{:.0}", p.disk as f64 / (1 << 20) as f64))
+                .collect();
             println!(
                 "{:<8} {:<6} {:<34} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {}",
-                tname, a.mode, if a.mode == "engine" { sw.short() } else { "-".into() }, entries,
-                secs("untar"), secs("tar"), secs("diff"), secs("rm"), cs as f64 / entries.max(1) as f64,
-                if a.mode == "engine" { format!("{}; {}", reads.join("/"), disk.join("/")) } else { "-".into() }
+                tname,
+                a.mode,
+                if a.mode == "engine" {
+                    sw.short()
+                } else {
+                    "-".into()
+                },
+                entries,
+                secs("untar"),
+                secs("tar"),
+                secs("diff"),
+                secs("rm"),
+                cs as f64 / entries.max(1) as f64,
+                if a.mode == "engine" {
+                    format!("{}; {}", reads.join("/"), disk.join("/"))
+                } else {
+                    "-".into()
+                }
             );
             let row = json!({
                 "workload": "tree", "target": tname, "mode": a.mode, "workers": 1,
@@ -121,11 +188,27 @@ pub(crate) fn run(a: &BenchArgs, combos: &[Switches], targets: &[(String, PathBu
         }
     }
     if rows.len() > 1 {
-        let base: Vec<f64> = PHASES.iter().enumerate().map(|(i, _)| rows[0]["phases"][i]["secs"].as_f64().unwrap_or(1.0)).collect();
+        let base: Vec<f64> = PHASES
+            .iter()
+            .enumerate()
+            .map(|(i, _)| rows[0]["phases"][i]["secs"].as_f64().unwrap_or(1.0))
+            .collect();
         println!("time relative to the first row (untar/tar/untar2/diff/rm; >1 = slower):");
         for r in &rows {
-            let v: Vec<String> = (0..PHASES.len()).map(|i| format!("{:.2}", r["phases"][i]["secs"].as_f64().unwrap_or(0.0) / base[i].max(1e-9))).collect();
-            println!("  {:<8} {:<34} {}", r["target"].as_str().unwrap_or(""), r["switches"].to_string(), v.join(" "));
+            let v: Vec<String> = (0..PHASES.len())
+                .map(|i| {
+                    format!(
+                        "{:.2}",
+                        r["phases"][i]["secs"].as_f64().unwrap_or(0.0) / base[i].max(1e-9)
+                    )
+                })
+                .collect();
+            println!(
+                "  {:<8} {:<34} {}",
+                r["target"].as_str().unwrap_or(""),
+                r["switches"].to_string(),
+                v.join(" ")
+            );
         }
     }
     Ok(0)
@@ -142,7 +225,12 @@ fn sh(cmd: &mut std::process::Command) -> Result<(), String> {
     }
 }
 
-fn path_tree(a: &BenchArgs, tname: &str, root: &Path, tar: &Path) -> Result<(u64, Vec<Phase>), String> {
+fn path_tree(
+    a: &BenchArgs,
+    tname: &str,
+    root: &Path,
+    tar: &Path,
+) -> Result<(u64, Vec<Phase>), String> {
     use std::process::Command;
     let top = root.join(format!("bench-tree-{}", std::process::id()));
     let (da, db) = (top.join("a"), top.join("b"));
@@ -152,7 +240,11 @@ fn path_tree(a: &BenchArgs, tname: &str, root: &Path, tar: &Path) -> Result<(u64
         if a.cold {
             drop_page_cache();
             if let Some(c) = &a.between {
-                sh(Command::new("sh").arg("-c").arg(c).env("SHOAL_BENCH_TARGET", tname).env("SHOAL_BENCH_PATH", root))?;
+                sh(Command::new("sh")
+                    .arg("-c")
+                    .arg(c)
+                    .env("SHOAL_BENCH_TARGET", tname)
+                    .env("SHOAL_BENCH_PATH", root))?;
             }
         }
         Ok(())
@@ -164,12 +256,25 @@ fn path_tree(a: &BenchArgs, tname: &str, root: &Path, tar: &Path) -> Result<(u64
         let t = Instant::now();
         match ph {
             "untar" => sh(Command::new("tar").arg("-xf").arg(tar).arg("-C").arg(&da))?,
-            "tar" => sh(Command::new("tar").arg("-cf").arg("/dev/null").arg("-C").arg(&da).arg("."))?,
+            "tar" => sh(Command::new("tar")
+                .arg("-cf")
+                .arg("/dev/null")
+                .arg("-C")
+                .arg(&da)
+                .arg("."))?,
             "untar2" => sh(Command::new("tar").arg("-xf").arg(tar).arg("-C").arg(&db))?,
-            "diff" => sh(Command::new("diff").arg("-r").arg(&da).arg(&db).stdout(std::process::Stdio::null()))?,
+            "diff" => sh(Command::new("diff")
+                .arg("-r")
+                .arg(&da)
+                .arg(&db)
+                .stdout(std::process::Stdio::null()))?,
             _ => sh(Command::new("rm").arg("-rf").arg(&top))?,
         }
-        out.push(Phase { secs: t.elapsed().as_secs_f64(), reads: 0, disk: 0 });
+        out.push(Phase {
+            secs: t.elapsed().as_secs_f64(),
+            reads: 0,
+            disk: 0,
+        });
         if ph == "untar" {
             entries = walkdir_count(&da);
         }
@@ -212,7 +317,10 @@ fn untar(e: &Engine, top: Ino, tar: &Path) -> Result<u64, String> {
             return Ok(*i);
         }
         let gp = parent_of(e, dirs, &parent)?;
-        let name = parent.file_name().ok_or("bad path in tarball")?.as_encoded_bytes();
+        let name = parent
+            .file_name()
+            .ok_or("bad path in tarball")?
+            .as_encoded_bytes();
         let ino = match e.mkdir(&Ctx::root(), gp, name, 0o755) {
             Ok(a) => a.ino,
             Err(shoal_core::Error::Exists) => e.lookup(&Ctx::root(), gp, name).map_err(ee)?.ino,
@@ -223,7 +331,12 @@ fn untar(e: &Engine, top: Ino, tar: &Path) -> Result<u64, String> {
     }
     for ent in ar.entries().map_err(|x| x.to_string())? {
         let mut ent = ent.map_err(|x| x.to_string())?;
-        let path: PathBuf = ent.path().map_err(|x| x.to_string())?.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+        let path: PathBuf = ent
+            .path()
+            .map_err(|x| x.to_string())?
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect();
         if path.as_os_str().is_empty() {
             continue;
         }
@@ -234,20 +347,34 @@ fn untar(e: &Engine, top: Ino, tar: &Path) -> Result<u64, String> {
             tar::EntryType::Directory => {
                 let ino = match e.mkdir(&ctx, parent, &name, mode) {
                     Ok(a) => a.ino,
-                    Err(shoal_core::Error::Exists) => e.lookup(&ctx, parent, &name).map_err(ee)?.ino,
+                    Err(shoal_core::Error::Exists) => {
+                        e.lookup(&ctx, parent, &name).map_err(ee)?.ino
+                    }
                     Err(x) => return Err(x.to_string()),
                 };
                 dirs.insert(path, ino);
             }
             tar::EntryType::Symlink => {
-                let t = ent.link_name().map_err(|x| x.to_string())?.ok_or("symlink without target")?;
-                e.symlink(&ctx, parent, &name, t.as_os_str().as_encoded_bytes()).map_err(ee)?;
+                let t = ent
+                    .link_name()
+                    .map_err(|x| x.to_string())?
+                    .ok_or("symlink without target")?;
+                e.symlink(&ctx, parent, &name, t.as_os_str().as_encoded_bytes())
+                    .map_err(ee)?;
             }
             tar::EntryType::Link => {
-                let t = ent.link_name().map_err(|x| x.to_string())?.ok_or("hard link without target")?;
-                let tp: PathBuf = t.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+                let t = ent
+                    .link_name()
+                    .map_err(|x| x.to_string())?
+                    .ok_or("hard link without target")?;
+                let tp: PathBuf = t
+                    .components()
+                    .filter(|c| matches!(c, Component::Normal(_)))
+                    .collect();
                 let tparent = parent_of(e, &mut dirs, &tp)?;
-                let target = e.lookup(&ctx, tparent, tp.file_name().unwrap().as_encoded_bytes()).map_err(ee)?;
+                let target = e
+                    .lookup(&ctx, tparent, tp.file_name().unwrap().as_encoded_bytes())
+                    .map_err(ee)?;
                 e.link(&ctx, target.ino, parent, &name).map_err(ee)?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
@@ -325,8 +452,14 @@ fn diff(e: &Engine, x: Ino, y: Ino) -> Result<(), String> {
         }
         match ax.kind {
             Kind::Dir => diff(e, ax.ino, ay.ino)?,
-            Kind::Symlink if e.readlink(ax.ino).map_err(ee)? != e.readlink(ay.ino).map_err(ee)? => return Err(format!("diff: link {what} differs")),
-            Kind::File if read_all(e, ax)? != read_all(e, ay)? => return Err(format!("diff: {what} content differs")),
+            Kind::Symlink
+                if e.readlink(ax.ino).map_err(ee)? != e.readlink(ay.ino).map_err(ee)? =>
+            {
+                return Err(format!("diff: link {what} differs"))
+            }
+            Kind::File if read_all(e, ax)? != read_all(e, ay)? => {
+                return Err(format!("diff: {what} content differs"))
+            }
             _ => {}
         }
     }
@@ -367,7 +500,8 @@ fn engine_tree(a: &BenchArgs, sw: &Switches, tar: &Path) -> Result<(u64, Vec<Pha
         let s: Arc<dyn Store> = if null {
             Arc::new(NullStore)
         } else if fresh {
-            let s = shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags)).map_err(ee)?;
+            let s =
+                shoal_store::FjallStore::create(&dir, |s| Engine::mkfs(s, cfg.ags)).map_err(ee)?;
             Arc::new(s)
         } else {
             Arc::new(shoal_store::FjallStore::open(&dir).map_err(ee)?)
@@ -389,7 +523,10 @@ fn engine_tree(a: &BenchArgs, sw: &Switches, tar: &Path) -> Result<(u64, Vec<Pha
             drop_page_cache();
             (e, s) = open(false)?;
         }
-        let (ia, ib) = (e.lookup(&ctx, ROOT_INO, b"a").map_err(ee)?.ino, e.lookup(&ctx, ROOT_INO, b"b").map_err(ee)?.ino);
+        let (ia, ib) = (
+            e.lookup(&ctx, ROOT_INO, b"a").map_err(ee)?.ino,
+            e.lookup(&ctx, ROOT_INO, b"b").map_err(ee)?.ino,
+        );
         let r0 = reads(&*s);
         let d0 = disk_read_bytes();
         let t = Instant::now();
@@ -409,7 +546,11 @@ fn engine_tree(a: &BenchArgs, sw: &Switches, tar: &Path) -> Result<(u64, Vec<Pha
         }
         // Group commit: a phase ends when its work is committed.
         e.sync().map_err(ee)?;
-        out.push(Phase { secs: t.elapsed().as_secs_f64(), reads: reads(&*s) - r0, disk: disk_read_bytes() - d0 });
+        out.push(Phase {
+            secs: t.elapsed().as_secs_f64(),
+            reads: reads(&*s) - r0,
+            disk: disk_read_bytes() - d0,
+        });
     }
     e.shutdown().map_err(ee)?;
     drop(e);

@@ -37,10 +37,13 @@ pub trait Fs: Sync {
         Ok(n)
     }
     /// Stream a directory's names in listing order (what `rm -rf` does before unlinking).
-    fn each_name(&self, d: &Self::Dir, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()>;
+    fn each_name(&self, d: &Self::Dir, f: &mut dyn FnMut(&str) -> io::Result<()>)
+        -> io::Result<()>;
     /// Lower the cache budget to `bytes` (engine mode: the `evict` workload).
     fn set_cache_budget(&self, _bytes: u64) -> io::Result<()> {
-        Err(io::Error::other("the evict workload runs in engine mode only"))
+        Err(io::Error::other(
+            "the evict workload runs in engine mode only",
+        ))
     }
     /// Whether the cache is still over its budget (engine mode).
     fn cache_over_budget(&self) -> bool {
@@ -84,40 +87,69 @@ impl Fs for EngineFs<'_> {
         }
     }
     fn rmdir(&self, p: &Ino, name: &str) -> io::Result<()> {
-        self.e.rmdir(&Ctx::root(), *p, name.as_bytes()).map_err(io_err)
+        self.e
+            .rmdir(&Ctx::root(), *p, name.as_bytes())
+            .map_err(io_err)
     }
     fn create(&self, d: &Ino, name: &str, data: &[u8]) -> io::Result<()> {
-        let a = self.e.create(&Ctx::root(), *d, name.as_bytes(), 0o644).map_err(io_err)?;
+        let a = self
+            .e
+            .create(&Ctx::root(), *d, name.as_bytes(), 0o644)
+            .map_err(io_err)?;
         if !data.is_empty() {
             self.e.write(a.ino, 0, data).map_err(io_err)?;
         }
         Ok(())
     }
     fn unlink(&self, d: &Ino, name: &str) -> io::Result<()> {
-        self.e.unlink(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)
+        self.e
+            .unlink(&Ctx::root(), *d, name.as_bytes())
+            .map_err(io_err)
     }
     fn rename(&self, d: &Ino, a: &str, b: &str) -> io::Result<()> {
-        self.e.rename(&Ctx::root(), *d, a.as_bytes(), *d, b.as_bytes(), 0).map_err(io_err)
+        self.e
+            .rename(&Ctx::root(), *d, a.as_bytes(), *d, b.as_bytes(), 0)
+            .map_err(io_err)
     }
     fn append(&self, d: &Ino, name: &str, data: &[u8]) -> io::Result<()> {
-        let a = self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)?;
-        self.e.write(a.ino, a.size, data).map(|_| ()).map_err(io_err)
+        let a = self
+            .e
+            .lookup(&Ctx::root(), *d, name.as_bytes())
+            .map_err(io_err)?;
+        self.e
+            .write(a.ino, a.size, data)
+            .map(|_| ())
+            .map_err(io_err)
     }
     fn read(&self, d: &Ino, name: &str) -> io::Result<usize> {
-        let a = self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map_err(io_err)?;
-        self.e.read(a.ino, 0, a.size as u32).map(|v| v.len()).map_err(io_err)
+        let a = self
+            .e
+            .lookup(&Ctx::root(), *d, name.as_bytes())
+            .map_err(io_err)?;
+        self.e
+            .read(a.ino, 0, a.size as u32)
+            .map(|v| v.len())
+            .map_err(io_err)
     }
     fn stat(&self, d: &Ino, name: &str) -> io::Result<u64> {
-        self.e.lookup(&Ctx::root(), *d, name.as_bytes()).map(|a| a.size).map_err(io_err)
+        self.e
+            .lookup(&Ctx::root(), *d, name.as_bytes())
+            .map(|a| a.size)
+            .map_err(io_err)
     }
     fn open_dir(&self, p: &Ino, name: &str) -> io::Result<Ino> {
-        self.e.lookup(&Ctx::root(), *p, name.as_bytes()).map(|a| a.ino).map_err(io_err)
+        self.e
+            .lookup(&Ctx::root(), *p, name.as_bytes())
+            .map(|a| a.ino)
+            .map_err(io_err)
     }
     fn each_name(&self, d: &Ino, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()> {
         let mut cookie = 0;
         loop {
             let got = self.e.readdir(*d, cookie, 1024).map_err(io_err)?;
-            let Some(last) = got.last() else { return Ok(()) };
+            let Some(last) = got.last() else {
+                return Ok(());
+            };
             cookie = last.cookie;
             for x in &got {
                 f(std::str::from_utf8(&x.name).map_err(io::Error::other)?)?;
@@ -148,7 +180,11 @@ impl Fs for PathFs {
         std::fs::remove_dir(p.join(name))
     }
     fn create(&self, d: &PathBuf, name: &str, data: &[u8]) -> io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(d.join(name))?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.join(name))?;
         if !data.is_empty() {
             f.write_all(data)?;
         }
@@ -161,7 +197,9 @@ impl Fs for PathFs {
         std::fs::rename(d.join(a), d.join(b))
     }
     fn append(&self, d: &PathBuf, name: &str, data: &[u8]) -> io::Result<()> {
-        let mut f = std::fs::OpenOptions::new().append(true).open(d.join(name))?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(d.join(name))?;
         f.write_all(data)
     }
     fn read(&self, d: &PathBuf, name: &str) -> io::Result<usize> {
@@ -176,7 +214,9 @@ impl Fs for PathFs {
     fn each_name(&self, d: &PathBuf, f: &mut dyn FnMut(&str) -> io::Result<()>) -> io::Result<()> {
         for e in std::fs::read_dir(d)? {
             let e = e?;
-            f(e.file_name().to_str().ok_or_else(|| io::Error::other("non-UTF-8 name"))?)?;
+            f(e.file_name()
+                .to_str()
+                .ok_or_else(|| io::Error::other("non-UTF-8 name"))?)?;
         }
         Ok(())
     }
@@ -321,7 +361,12 @@ fn split_phase<'a>(p: &'a Params, phase: &'a str) -> (&'a str, &'a str, u64, boo
             };
             (w, w, p.iters / SEED000_ROUNDS, solo)
         }
-        "seed002" => ("postmark", phase.strip_suffix(" global").unwrap_or(phase), p.transactions / SEED002_ROUNDS, false),
+        "seed002" => (
+            "postmark",
+            phase.strip_suffix(" global").unwrap_or(phase),
+            p.transactions / SEED002_ROUNDS,
+            false,
+        ),
         "seed001" => ("seed001", phase, p.iters / ROUNDS, false),
         "postmark" => ("postmark", phase, p.transactions, false),
         w => (w, phase, p.iters, false),
@@ -370,11 +415,21 @@ pub struct WorkerState<D> {
 
 impl<D> WorkerState<D> {
     pub fn new(seed: u64, id: usize) -> Self {
-        let mut rng = SmallRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng =
+            SmallRng::seed_from_u64(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         // Random bytes: file data that compresses no better than real data does.
         let mut data = vec![0u8; 1 << 16];
         rng.fill(&mut data[..]);
-        WorkerState { dir: None, small: vec![], apart: None, pool: vec![], next: 0, rng, data, lat: vec![] }
+        WorkerState {
+            dir: None,
+            small: vec![],
+            apart: None,
+            pool: vec![],
+            next: 0,
+            rng,
+            data,
+            lat: vec![],
+        }
     }
 }
 
@@ -383,7 +438,13 @@ const LAT_SAMPLE: u64 = 16;
 /// The directory a phase works in: the run's, or for a seed000 "... apart"
 /// phase the worker's own (`apart<id>` beside it, made on first use; in
 /// engine mode the worker also has an engine of its own for these phases).
-fn phase_dir<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerState<F::Dir>) -> io::Result<F::Dir> {
+fn phase_dir<F: Fs>(
+    fs: &F,
+    p: &Params,
+    id: usize,
+    phase: &str,
+    st: &mut WorkerState<F::Dir>,
+) -> io::Result<F::Dir> {
     if !phase.ends_with(" apart") {
         return Ok(st.dir.clone().unwrap());
     }
@@ -395,7 +456,13 @@ fn phase_dir<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerS
 }
 
 /// Run phase `phase` for worker `id`; returns the number of operations done.
-pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut WorkerState<F::Dir>) -> io::Result<u64> {
+pub fn run_phase<F: Fs>(
+    fs: &F,
+    p: &Params,
+    id: usize,
+    phase: &str,
+    st: &mut WorkerState<F::Dir>,
+) -> io::Result<u64> {
     let root = fs.root();
     let mut n = 0u64;
     macro_rules! timed {
@@ -418,11 +485,19 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
         (_, "setup") => {
             let top = fs.mkdir(&root, &p.top)?;
             let per_worker = matches!(p.workload.as_str(), "postmark" | "seed002") || !p.shared_dir;
-            let d = if per_worker { fs.mkdir(&top, &format!("w{id}"))? } else { fs.mkdir(&top, "shared")? };
+            let d = if per_worker {
+                fs.mkdir(&top, &format!("w{id}"))?
+            } else {
+                fs.mkdir(&top, "shared")?
+            };
             st.dir = Some(d);
             if p.workload == "seed001" {
                 for k in 0..p.small_dirs.max(1) {
-                    let name = if k == 0 { format!("small{id}") } else { format!("small{id}.{k}") };
+                    let name = if k == 0 {
+                        format!("small{id}")
+                    } else {
+                        format!("small{id}.{k}")
+                    };
                     st.small.push(fs.mkdir(&top, &name)?);
                 }
             }
@@ -459,7 +534,9 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 let b = format!("r{id}-{:x}", st.rng.gen::<u64>());
                 timed!({
                     own.insert(a.clone(), n);
-                    let v = own.remove(&a).ok_or_else(|| io::Error::other("lost a private name"))?;
+                    let v = own
+                        .remove(&a)
+                        .ok_or_else(|| io::Error::other("lost a private name"))?;
                     own.insert(b.clone(), v);
                     own.remove(&b);
                 });
@@ -509,9 +586,15 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
                 timed!(fs.unlink(&d, &name)?);
             }
         }
-        ("fsmark" | "create" | "bigdir", "create") | ("mdtest-hard", "write") | ("lookup" | "evict" | "seed001", "populate") => {
+        ("fsmark" | "create" | "bigdir", "create")
+        | ("mdtest-hard", "write")
+        | ("lookup" | "evict" | "seed001", "populate") => {
             let d = st.dir.clone().unwrap();
-            let size = if p.workload == "mdtest-hard" { 3901 } else { p.size as usize };
+            let size = if p.workload == "mdtest-hard" {
+                3901
+            } else {
+                p.size as usize
+            };
             for i in 0..p.files {
                 let name = format!("f{id}.{i}");
                 timed!(fs.create(&d, &name, &st.data[..size.min(st.data.len())])?);
@@ -519,7 +602,11 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             // seed001: then the small directories, the same way.
             for small in st.small.clone() {
                 for i in 0..SMALL_DIR {
-                    timed!(fs.create(&small, &format!("f{id}.{i}"), &st.data[..size.min(st.data.len())])?);
+                    timed!(fs.create(
+                        &small,
+                        &format!("f{id}.{i}"),
+                        &st.data[..size.min(st.data.len())]
+                    )?);
                 }
             }
         }
@@ -613,14 +700,19 @@ pub fn run_phase<F: Fs>(fs: &F, p: &Params, id: usize, phase: &str, st: &mut Wor
             for _ in 0..iters {
                 // One directory: no draw, so seed001's default run makes
                 // the same calls as before there was a choice.
-                let d = if dirs.len() == 1 { &dirs[0] } else { &dirs[st.rng.gen_range(0..dirs.len())] };
+                let d = if dirs.len() == 1 {
+                    &dirs[0]
+                } else {
+                    &dirs[st.rng.gen_range(0..dirs.len())]
+                };
                 let i = st.rng.gen_range(0..files.max(1));
                 if st.rng.gen_bool(p.hits) {
                     timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
                 } else {
                     timed!(match fs.stat(&d, &format!("missing{id}.{i}")) {
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Ok(_) => return Err(io::Error::other(format!("missing{id}.{i} was found"))),
+                        Ok(_) =>
+                            return Err(io::Error::other(format!("missing{id}.{i} was found"))),
                         Err(e) => return Err(e),
                     });
                 }

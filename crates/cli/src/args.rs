@@ -4,7 +4,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "shoal", version, about = "shoal: a filesystem for millions of small files and many cores")]
+#[command(
+    name = "shoal",
+    version,
+    about = "shoal: a filesystem for millions of small files and many cores"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,

@@ -77,7 +77,11 @@ pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store:
         .ok();
 }
 
-fn answer(mut c: UnixStream, e: &Engine, requests: Option<&shoal_fuse::Requests>) -> std::io::Result<()> {
+fn answer(
+    mut c: UnixStream,
+    e: &Engine,
+    requests: Option<&shoal_fuse::Requests>,
+) -> std::io::Result<()> {
     c.set_read_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
     BufReader::new(&c).read_line(&mut line)?;
@@ -93,8 +97,10 @@ fn answer(mut c: UnixStream, e: &Engine, requests: Option<&shoal_fuse::Requests>
 
 /// Send `what` to the daemon behind `sock` and return its answer.
 pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
-    let mut c = UnixStream::connect(sock).map_err(|e| format!("cannot reach the daemon at {}: {e}", sock.display()))?;
-    c.write_all(format!("{what}\n").as_bytes()).map_err(|e| e.to_string())?;
+    let mut c = UnixStream::connect(sock)
+        .map_err(|e| format!("cannot reach the daemon at {}: {e}", sock.display()))?;
+    c.write_all(format!("{what}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut s = String::new();
     c.read_to_string(&mut s).map_err(|e| e.to_string())?;
     serde_json::from_str(&s).map_err(|e| e.to_string())

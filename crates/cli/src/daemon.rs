@@ -31,7 +31,11 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         // dev and suid as mount(8) gives root for ext4 (fuser's own default
         // is nodev,nosuid): device nodes and setuid files work unless the
         // mount says nodev or nosuid.
-        mount: vec![MountOption::DefaultPermissions, MountOption::Dev, MountOption::Suid],
+        mount: vec![
+            MountOption::DefaultPermissions,
+            MountOption::Dev,
+            MountOption::Suid,
+        ],
         allow_other: false,
         // Mount costs what the journal holds, not what the store holds:
         // the full walk is fsck's, or `-o verify`'s.
@@ -44,7 +48,9 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             None => (o, None),
         };
         let num = |v: Option<&str>| -> Result<u64, String> {
-            v.ok_or_else(|| format!("option {k} needs a value"))?.parse::<u64>().map_err(|_| format!("option {o}: not a number"))
+            v.ok_or_else(|| format!("option {k} needs a value"))?
+                .parse::<u64>()
+                .map_err(|_| format!("option {o}: not a number"))
         };
         match k {
             "allow_other" => p.allow_other = true,
@@ -53,8 +59,8 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 p.cfg.read_only = true;
                 p.mount.push(MountOption::RO);
             }
-            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev" | "nofail" | "nodiratime"
-            | "diratime" | "async" | "loop" => {}
+            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
+            | "nofail" | "nodiratime" | "diratime" | "async" | "loop" => {}
             "relatime" => p.cfg.atime = shoal_core::Atime::Relative,
             "strictatime" | "norelatime" => p.cfg.atime = shoal_core::Atime::Strict,
             "dev" | "suid" => {}
@@ -95,7 +101,13 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "noclone_fd" => p.fuse.clone_fd = false,
             "noverify" => p.verify = false,
             "verify" => p.verify = true,
-            "fsname" => p.fsname = Some(v.filter(|v| !v.is_empty()).ok_or_else(|| format!("option {k} needs a value"))?.to_string()),
+            "fsname" => {
+                p.fsname = Some(
+                    v.filter(|v| !v.is_empty())
+                        .ok_or_else(|| format!("option {k} needs a value"))?
+                        .to_string(),
+                )
+            }
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
@@ -106,7 +118,11 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                     _ => return Err(format!("option {o}: use placement=near|spread")),
                 }
             }
-            _ => return Err(format!("unknown mount option '{o}' (see `shoal mount --help`)")),
+            _ => {
+                return Err(format!(
+                    "unknown mount option '{o}' (see `shoal mount --help`)"
+                ))
+            }
         }
     }
     if p.fuse.daemon_permissions {
@@ -136,7 +152,10 @@ fn check_mountpoint(m: &Path) -> Result<(), String> {
     if let Some((src, ty)) = mountinfo::find(m) {
         let root = mountinfo::find(Path::new("/")).map(|r| r.0);
         if Some(&src) != root.as_ref() || m != Path::new("/") {
-            return Err(format!("mountpoint busy: {} is already mounted ({ty} from {src})", m.display()));
+            return Err(format!(
+                "mountpoint busy: {} is already mounted ({ty} from {src})",
+                m.display()
+            ));
         }
     }
     Ok(())
@@ -152,11 +171,13 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     }
     let a = &a;
     let parsed = parse_options(&a.options)?;
-    let store_path = std::fs::canonicalize(&a.store).map_err(|_| store_error(&a.store, shoal_core::Error::NotFound))?;
+    let store_path = std::fs::canonicalize(&a.store)
+        .map_err(|_| store_error(&a.store, shoal_core::Error::NotFound))?;
     check_mountpoint(&a.mountpoint)?;
     // Mounted over its own store, the daemon could no longer reach it: the
     // mount would serve, but nothing would find the store again by its path.
-    let mnt_path = std::fs::canonicalize(&a.mountpoint).map_err(|e| format!("mountpoint {}: {e}", a.mountpoint.display()))?;
+    let mnt_path = std::fs::canonicalize(&a.mountpoint)
+        .map_err(|e| format!("mountpoint {}: {e}", a.mountpoint.display()))?;
     if store_path.starts_with(&mnt_path) {
         return Err(format!(
             "store {} lies inside mountpoint {}: the mount would hide it; mount it somewhere outside the store's path",
@@ -213,13 +234,19 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     }
     let fjall = Arc::new(store);
     let store: Arc<dyn shoal_core::Store> = fjall.clone();
-    let engine = Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
+    let engine =
+        Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
     let _ = std::fs::write(run.join("daemon.pid"), format!("{}\n", std::process::id()));
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     let mut mopts = parsed.mount.clone();
-    mopts.push(MountOption::FSName(parsed.fsname.clone().unwrap_or_else(|| store_path.display().to_string())));
+    mopts.push(MountOption::FSName(
+        parsed
+            .fsname
+            .clone()
+            .unwrap_or_else(|| store_path.display().to_string()),
+    ));
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
@@ -238,7 +265,10 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     if !parsed.cfg.read_only {
         // Everything is committed: the next mount need not walk the store.
         if let Err(e) = write_durably(&clean_mark) {
-            tracing::warn!("{}: {e} (`shoal umount` will report the store as not closed cleanly)", clean_mark.display());
+            tracing::warn!(
+                "{}: {e} (`shoal umount` will report the store as not closed cleanly)",
+                clean_mark.display()
+            );
         }
     }
     Ok(0)
@@ -264,7 +294,8 @@ fn remove_durably(p: &Path) -> std::io::Result<()> {
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fuser=error")),
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fuser=error")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -290,7 +321,10 @@ fn watch_signals(mnt: std::path::PathBuf) {
             tracing::info!("signal {sig}: unmounting {}", mnt.display());
             let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap_or_default();
             if libc::umount2(c.as_ptr(), libc::MNT_DETACH) != 0 {
-                let _ = std::process::Command::new("fusermount3").arg("-uz").arg(&mnt).status();
+                let _ = std::process::Command::new("fusermount3")
+                    .arg("-uz")
+                    .arg(&mnt)
+                    .status();
             }
         });
     }
@@ -299,14 +333,23 @@ fn watch_signals(mnt: std::path::PathBuf) {
 fn spawn_background(a: &MountArgs, store: &Path, read_only: bool) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let log_path = crate::control::run_dir(store, read_only).join("daemon.log");
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("{}: {e}", log_path.display()))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("mount").arg(store).arg(&a.mountpoint).arg("--background-child");
+    cmd.arg("mount")
+        .arg(store)
+        .arg(&a.mountpoint)
+        .arg("--background-child");
     if !a.options.is_empty() {
         cmd.arg("-o").arg(a.options.join(","));
     }
-    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(log);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
     // SAFETY: setsid in the child between fork and exec is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
@@ -314,20 +357,39 @@ fn spawn_background(a: &MountArgs, store: &Path, read_only: bool) -> Result<i32,
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| format!("starting the daemon: {e}"))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting the daemon: {e}"))?;
     let t0 = Instant::now();
     loop {
         if let Some((src, ty)) = mountinfo::find(&a.mountpoint) {
             if mountinfo::is_shoal(&src, &ty) {
-                println!("mounted {} at {} (daemon pid {}, log {})", store.display(), a.mountpoint.display(), child.id(), log_path.display());
+                println!(
+                    "mounted {} at {} (daemon pid {}, log {})",
+                    store.display(),
+                    a.mountpoint.display(),
+                    child.id(),
+                    log_path.display()
+                );
                 return Ok(0);
             }
         }
         if let Ok(Some(st)) = child.try_wait() {
             let text = std::fs::read(&log_path).unwrap_or_default();
-            let tail = String::from_utf8_lossy(&text[(start_len as usize).min(text.len())..]).trim().to_string();
-            let last = tail.lines().last().unwrap_or("").trim_start_matches("shoal: ").to_string();
-            return Err(if last.is_empty() { format!("daemon exited ({st}) before mounting") } else { last });
+            let tail = String::from_utf8_lossy(&text[(start_len as usize).min(text.len())..])
+                .trim()
+                .to_string();
+            let last = tail
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim_start_matches("shoal: ")
+                .to_string();
+            return Err(if last.is_empty() {
+                format!("daemon exited ({st}) before mounting")
+            } else {
+                last
+            });
         }
         if t0.elapsed() > Duration::from_secs(300) {
             return Err("daemon did not mount within 300 s".into());
@@ -340,13 +402,18 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     let m = mountinfo::shoal_at(&a.mountpoint)?;
     // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
     // there is to do; the next mount recovers the store.
-    let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
-    let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let dead =
+        std::fs::metadata(&a.mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
+    let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes())
+        .map_err(|e| e.to_string())?;
     // SAFETY: c is a valid path string.
     let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
     if rc != 0 {
         let err = std::io::Error::last_os_error();
-        let st = std::process::Command::new("fusermount3").arg("-u").arg(&a.mountpoint).status();
+        let st = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg(&a.mountpoint)
+            .status();
         if !st.is_ok_and(|s| s.success()) {
             return Err(format!("umount {}: {err}", a.mountpoint.display()));
         }
@@ -359,7 +426,10 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     // Wait until the daemon has committed and released the store.
     let store = mountinfo::store_of(&m.source);
     if !shoal_store::FjallStore::wait_unlocked(&store, Duration::from_secs(300)) {
-        return Err(format!("the daemon serving {} did not exit within 300 s", a.mountpoint.display()));
+        return Err(format!(
+            "the daemon serving {} did not exit within 300 s",
+            a.mountpoint.display()
+        ));
     }
     if dead {
         eprintln!(
@@ -371,7 +441,10 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     }
     // A writable daemon marks the store clean after its final commit; no
     // mark means that commit failed, and what was not fsync'ed is lost.
-    if !m.read_only && shoal_store::FjallStore::probe(&store).is_ok() && !store.join(CLEAN_MARK).exists() {
+    if !m.read_only
+        && shoal_store::FjallStore::probe(&store).is_ok()
+        && !store.join(CLEAN_MARK).exists()
+    {
         // The reason, from the log of this daemon's life (the last "serving").
         let text = std::fs::read_to_string(store.join("daemon.log")).unwrap_or_default();
         let life = text.rfind("serving ").map_or("", |i| &text[i..]);

@@ -19,13 +19,22 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     std::panic::set_hook(Box::new(|info| {
-        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string())
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         // Never panic here (eprintln! does when stderr's disk is full).
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "shoal: internal error: {msg}{at} (please report this)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "shoal: internal error: {msg}{at} (please report this)"
+        );
     }));
     let cli = Cli::parse();
     let r = match cli.cmd {
@@ -62,14 +71,23 @@ pub fn store_error(store: &Path, e: Error) -> String {
 }
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
-    shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags)).map_err(|e| store_error(&a.store, e))?;
-    println!("created shoal store at {} ({} allocation groups)", a.store.display(), a.ags);
+    shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags))
+        .map_err(|e| store_error(&a.store, e))?;
+    println!(
+        "created shoal store at {} ({} allocation groups)",
+        a.store.display(),
+        a.ags
+    );
     Ok(0)
 }
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     // Without --repair nothing is written: the store may be on read-only media.
-    let opened = if a.repair { shoal_store::FjallStore::open(&a.store) } else { shoal_store::FjallStore::open_read_only(&a.store) };
+    let opened = if a.repair {
+        shoal_store::FjallStore::open(&a.store)
+    } else {
+        shoal_store::FjallStore::open_read_only(&a.store)
+    };
     let checked = opened.and_then(|store| shoal_core::fsck::fsck(&store, a.repair));
     let r = match checked {
         Ok(r) => r,
@@ -93,13 +111,20 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         r.entries,
         r.data_blocks,
         r.problems.len(),
-        if a.repair { format!(", {} records repaired", r.repaired) } else { String::new() }
+        if a.repair {
+            format!(", {} records repaired", r.repaired)
+        } else {
+            String::new()
+        }
     );
     Ok(if r.is_clean() || a.repair { 0 } else { 4 })
 }
 
 fn salvage(store: &Path) -> Result<i32, String> {
-    eprintln!("shoal: {} cannot be read whole: saving what can be read into a new store", store.display());
+    eprintln!(
+        "shoal: {} cannot be read whole: saving what can be read into a new store",
+        store.display()
+    );
     let (s, kept) = shoal_store::salvage::salvage_store(store).map_err(|e| match e {
         Error::Corrupted(m) => format!(
             "store {} cannot be salvaged: {m}; its tables or their list are damaged beyond what shoal can read around: restore it from a copy",

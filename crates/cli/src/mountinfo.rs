@@ -20,7 +20,9 @@ pub fn all() -> Vec<Mount> {
     let mut out = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else { continue };
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            continue;
+        };
         if f.len() < sep + 3 || f.len() < 5 {
             continue;
         }
@@ -45,7 +47,11 @@ pub fn at(mnt: &Path) -> Option<Mount> {
 pub fn shoal_at(mnt: &Path) -> Result<Mount, String> {
     let m = at(mnt).ok_or_else(|| format!("{} is not mounted", mnt.display()))?;
     if !is_shoal(&m.source, &m.fstype) {
-        return Err(format!("{} is not a shoal mount ({})", mnt.display(), m.fstype));
+        return Err(format!(
+            "{} is not a shoal mount ({})",
+            mnt.display(),
+            m.fstype
+        ));
     }
     Ok(m)
 }

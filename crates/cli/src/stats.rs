@@ -31,7 +31,10 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     let mut locks = serde_json::Map::new();
     for c in LOCK_CLASSES {
         let l = lock_counts(c);
-        locks.insert(c.name().into(), json!({"acquired": l.acquired, "contended": l.contended, "wait_ns": l.wait_ns}));
+        locks.insert(
+            c.name().into(),
+            json!({"acquired": l.acquired, "contended": l.contended, "wait_ns": l.wait_ns}),
+        );
     }
     let cs = &e.committer.stats;
     let st = e.store().counters();
@@ -104,14 +107,32 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
         } else if n > 0 {
             out.push('\n');
         }
-        p!(out, "shoal stats {}  (every {:.1}s)", a.mountpoint.display(), dt);
-        p!(out, "{:<10} {:>10} {:>10} {:>10}", "op", "ops/s", "p50", "p99");
+        p!(
+            out,
+            "shoal stats {}  (every {:.1}s)",
+            a.mountpoint.display(),
+            dt
+        );
+        p!(
+            out,
+            "{:<10} {:>10} {:>10} {:>10}",
+            "op",
+            "ops/s",
+            "p50",
+            "p99"
+        );
         if let Some(ops) = cur["ops"].as_object() {
             for (name, v) in ops {
                 let d = u(v, &["count"]) - u(&prev, &["ops", name, "count"]);
                 if d > 0 {
-                    p!(out, "{:<10} {:>10.0} {:>9}us {:>9}us", name, d as f64 / dt,
-                        u(v, &["p50_ns"]) / 1000, u(v, &["p99_ns"]) / 1000);
+                    p!(
+                        out,
+                        "{:<10} {:>10.0} {:>9}us {:>9}us",
+                        name,
+                        d as f64 / dt,
+                        u(v, &["p50_ns"]) / 1000,
+                        u(v, &["p99_ns"]) / 1000
+                    );
                 }
             }
         }
@@ -134,22 +155,47 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
         p!(out, "\ncommits/s {:.0}  records/commit {:.1}  keys/commit {:.1}  elided/commit {:.1}  read-only {}",
             commits as f64 / dt, recs as f64 / commits.max(1) as f64, keys as f64 / commits.max(1) as f64,
             elided as f64 / commits.max(1) as f64, cur["commit"]["read_only"]);
-        p!(out, "cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
-            u(&cur, &["cache", "bytes"]) >> 20, u(&cur, &["cache", "budget"]) >> 20,
-            u(&cur, &["cache", "inodes"]), u(&cur, &["cache", "dents"]),
+        p!(
+            out,
+            "cache {} / {} MiB  inodes {}  dents {}  fills/s {:.0}  evicted/s {:.0}",
+            u(&cur, &["cache", "bytes"]) >> 20,
+            u(&cur, &["cache", "budget"]) >> 20,
+            u(&cur, &["cache", "inodes"]),
+            u(&cur, &["cache", "dents"]),
             (u(&cur, &["cache", "fills"]) - u(&prev, &["cache", "fills"])) as f64 / dt,
-            (u(&cur, &["cache", "evicted_inodes"]) - u(&prev, &["cache", "evicted_inodes"])) as f64 / dt);
-        p!(out, "\n{:<12} {:>12} {:>10} {:>12}", "lock class", "acquired/s", "waits/s", "wait us/s");
+            (u(&cur, &["cache", "evicted_inodes"]) - u(&prev, &["cache", "evicted_inodes"])) as f64
+                / dt
+        );
+        p!(
+            out,
+            "\n{:<12} {:>12} {:>10} {:>12}",
+            "lock class",
+            "acquired/s",
+            "waits/s",
+            "wait us/s"
+        );
         if let Some(locks) = cur["locks"].as_object() {
-            let mut rows: Vec<_> = locks.keys().map(|k| {
-                let acq = u(&cur, &["locks", k, "acquired"]) - u(&prev, &["locks", k, "acquired"]);
-                let w = u(&cur, &["locks", k, "contended"]) - u(&prev, &["locks", k, "contended"]);
-                let ns = u(&cur, &["locks", k, "wait_ns"]) - u(&prev, &["locks", k, "wait_ns"]);
-                (ns, w, acq, k.clone())
-            }).collect();
+            let mut rows: Vec<_> = locks
+                .keys()
+                .map(|k| {
+                    let acq =
+                        u(&cur, &["locks", k, "acquired"]) - u(&prev, &["locks", k, "acquired"]);
+                    let w =
+                        u(&cur, &["locks", k, "contended"]) - u(&prev, &["locks", k, "contended"]);
+                    let ns = u(&cur, &["locks", k, "wait_ns"]) - u(&prev, &["locks", k, "wait_ns"]);
+                    (ns, w, acq, k.clone())
+                })
+                .collect();
             rows.sort_by(|a, b| b.cmp(a));
             for (ns, w, acq, k) in rows {
-                p!(out, "{:<12} {:>12.0} {:>10.0} {:>12.0}", k, acq as f64 / dt, w as f64 / dt, ns as f64 / 1000.0 / dt);
+                p!(
+                    out,
+                    "{:<12} {:>12.0} {:>10.0} {:>12.0}",
+                    k,
+                    acq as f64 / dt,
+                    w as f64 / dt,
+                    ns as f64 / 1000.0 / dt
+                );
             }
         }
         emit(&out);

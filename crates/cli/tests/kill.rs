@@ -32,11 +32,19 @@ fn mount(store: &Path, mnt: &Path) {
         cmd.arg("-o").arg(o);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "mount failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "mount failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn daemon_pid(store: &Path) -> Option<i32> {
-    std::fs::read_to_string(store.join("daemon.pid")).ok()?.trim().parse().ok()
+    std::fs::read_to_string(store.join("daemon.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn fsck_clean(store: &Path) -> Result<(), String> {
@@ -44,7 +52,8 @@ fn fsck_clean(store: &Path) -> Result<(), String> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+        Err(String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr))
     }
 }
 
@@ -71,14 +80,26 @@ impl Drop for Cleanup {
 fn sigkill_recovers_a_prefix_with_fsynced_data() {
     use rand::{Rng, SeedableRng};
     if !can_mount() {
-        assert!(std::env::var("SHOAL_REQUIRE_MOUNT").is_err(), "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here");
+        assert!(
+            std::env::var("SHOAL_REQUIRE_MOUNT").is_err(),
+            "SHOAL_REQUIRE_MOUNT is set but FUSE mounts are not possible here"
+        );
         eprintln!("skipped: needs root and /dev/fuse");
         return;
     }
-    let seed: u64 = std::env::var("SHOAL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    let points: usize = std::env::var("KILL_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(50);
+    let seed: u64 = std::env::var("SHOAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let points: usize = std::env::var("KILL_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
     println!("seed={seed} kill points={points}");
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -86,7 +107,10 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
     std::fs::create_dir(&mnt).unwrap();
     assert!(shoal().arg("mkfs").arg(&store).status().unwrap().success());
     mount(&store, &mnt);
-    let _cleanup = Cleanup { store: store.clone(), mnt: mnt.clone() };
+    let _cleanup = Cleanup {
+        store: store.clone(),
+        mnt: mnt.clone(),
+    };
     let t = PathTarget { root: mnt.clone() };
     let mut m = Model::default();
     for s in ["s0", "s1"] {
@@ -107,7 +131,13 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let synced = Arc::new(Mutex::new(0usize));
         let stop = Arc::new(AtomicBool::new(false));
         let worker = {
-            let (models, synced, stop, ops, partials) = (models.clone(), synced.clone(), stop.clone(), ops.clone(), partials.clone());
+            let (models, synced, stop, ops, partials) = (
+                models.clone(),
+                synced.clone(),
+                stop.clone(),
+                ops.clone(),
+                partials.clone(),
+            );
             let mnt = mnt.clone();
             let mut gen_m = m.clone();
             let mut g = std::mem::replace(&mut gen, Gen::new(0, 0));
@@ -127,13 +157,20 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
                         let mut b = (off / 4096 + 1) * 4096;
                         while b < off + data.len() as u64 {
                             let mut mm = before.clone();
-                            mm.apply(&Op::Write(p.clone(), *off, data[..(b - off) as usize].to_vec())).unwrap();
+                            mm.apply(&Op::Write(
+                                p.clone(),
+                                *off,
+                                data[..(b - off) as usize].to_vec(),
+                            ))
+                            .unwrap();
                             partials.lock().unwrap().push((i, mm));
                             b += 4096;
                         }
                     }
                     let got = model::run(&t, &op);
-                    ops.lock().unwrap().push(format!("{op:?} -> {got:?}").chars().take(160).collect());
+                    ops.lock()
+                        .unwrap()
+                        .push(format!("{op:?} -> {got:?}").chars().take(160).collect());
                     if let Err(model::E::Other(_)) = &got {
                         // The daemon is gone (ENOTCONN). The request may or may not
                         // have been applied: the state with it is allowed too.
@@ -156,14 +193,18 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         unsafe { libc::kill(pid, libc::SIGKILL) };
         // Wait for the process to be gone, then clear the dead mount.
         // A zombie counts as gone (PID 1 here reaps lazily).
-        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| !st.contains(") Z ")) {
+        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|st| !st.contains(") Z "))
+        {
             std::thread::sleep(Duration::from_millis(2));
         }
         // Stop the worker before clearing the mount: after `umount -l` its paths
         // would name the empty directory underneath. With the daemon gone, every
         // request fails at once (ENOTCONN), so the join does not wait long.
         stop.store(true, Ordering::Relaxed);
-        gen = worker.join().unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
+        gen = worker
+            .join()
+            .unwrap_or_else(|_| panic!("seed={seed}: worker failed at kill point {point}"));
         let _ = Command::new("umount").arg("-l").arg(&mnt).status();
         if let Err(e) = fsck_clean(&store) {
             panic!("seed={seed}: fsck after kill point {point}:\n{e}");
@@ -174,10 +215,21 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let synced = *synced.lock().unwrap();
         // The op in flight at the kill may or may not have happened: allow one past the last completed.
         // at = (index of the last whole op kept, the state recovered).
-        let mut at = models.iter().rposition(|mm| mm.state(&own) == got).map(|j| (j, models[j].clone()));
+        let mut at = models
+            .iter()
+            .rposition(|mm| mm.state(&own) == got)
+            .map(|j| (j, models[j].clone()));
         if at.is_none() {
-            if let Some((i, mm)) = partials.lock().unwrap().iter().rev().find(|(_, mm)| mm.state(&own) == got) {
-                println!("kill point {point}: the write after state {i} was kept up to a page boundary");
+            if let Some((i, mm)) = partials
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|(_, mm)| mm.state(&own) == got)
+            {
+                println!(
+                    "kill point {point}: the write after state {i} was kept up to a page boundary"
+                );
                 at = Some((*i, mm.clone()));
             }
         }
@@ -206,7 +258,10 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
                 )
             }
         };
-        println!("kill point {point}: {} ops, recovered state {kept}, last fsync {synced}", models.len() - 1);
+        println!(
+            "kill point {point}: {} ops, recovered state {kept}, last fsync {synced}",
+            models.len() - 1
+        );
     }
     assert!(shoal().arg("umount").arg(&mnt).status().unwrap().success());
     fsck_clean(&store).unwrap();

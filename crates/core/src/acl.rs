@@ -41,7 +41,10 @@ impl Acl {
     /// named entries exist, perms within rwx). An empty list is valid
     /// (it removes a default ACL).
     pub fn decode(v: &[u8]) -> Result<Acl> {
-        if v.len() < 4 || (v.len() - 4) % 8 != 0 || u32::from_le_bytes(v[..4].try_into().unwrap()) != VERSION {
+        if v.len() < 4
+            || (v.len() - 4) % 8 != 0
+            || u32::from_le_bytes(v[..4].try_into().unwrap()) != VERSION
+        {
             return Err(Error::Invalid);
         }
         let es: Vec<Entry> = v[4..]
@@ -53,7 +56,9 @@ impl Acl {
             })
             .collect();
         let count = |t: u16| es.iter().filter(|e| e.tag == t).count();
-        let bad_tag = es.iter().any(|e| ![USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER].contains(&e.tag) || e.perm & !7 != 0);
+        let bad_tag = es.iter().any(|e| {
+            ![USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER].contains(&e.tag) || e.perm & !7 != 0
+        });
         let named = count(USER) + count(GROUP);
         if !es.is_empty()
             && (bad_tag
@@ -93,9 +98,16 @@ impl Acl {
     /// The permission bits (0777) this ACL gives the mode, and whether the
     /// mode alone expresses it (then it need not be stored).
     pub fn mode(&self) -> (u16, bool) {
-        let group = if self.has(MASK) { self.perm(MASK) } else { self.perm(GROUP_OBJ) };
+        let group = if self.has(MASK) {
+            self.perm(MASK)
+        } else {
+            self.perm(GROUP_OBJ)
+        };
         let equiv = !self.0.iter().any(|e| matches!(e.tag, USER | GROUP | MASK));
-        ((self.perm(USER_OBJ) << 6) | (group << 3) | self.perm(OTHER), equiv)
+        (
+            (self.perm(USER_OBJ) << 6) | (group << 3) | self.perm(OTHER),
+            equiv,
+        )
     }
 
     /// chmod: the owner, mask (owning group without a mask) and other entries
@@ -142,17 +154,36 @@ mod tests {
     use super::*;
 
     fn acl(es: &[(u16, u16, u32)]) -> Acl {
-        Acl(es.iter().map(|&(tag, perm, id)| Entry { tag, perm, id }).collect())
+        Acl(es
+            .iter()
+            .map(|&(tag, perm, id)| Entry { tag, perm, id })
+            .collect())
     }
 
     #[test]
     fn round_trip_and_validation() {
-        let a = acl(&[(USER_OBJ, 6, 0), (USER, 4, 1000), (GROUP_OBJ, 4, 0), (MASK, 6, 0), (OTHER, 0, 0)]);
+        let a = acl(&[
+            (USER_OBJ, 6, 0),
+            (USER, 4, 1000),
+            (GROUP_OBJ, 4, 0),
+            (MASK, 6, 0),
+            (OTHER, 0, 0),
+        ]);
         assert_eq!(Acl::decode(&a.encode()).unwrap(), a);
         // A named entry without a mask, two owners, a bad perm, a bad header.
-        let no_mask = acl(&[(USER_OBJ, 6, 0), (USER, 4, 1000), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)]);
+        let no_mask = acl(&[
+            (USER_OBJ, 6, 0),
+            (USER, 4, 1000),
+            (GROUP_OBJ, 4, 0),
+            (OTHER, 0, 0),
+        ]);
         assert_eq!(Acl::decode(&no_mask.encode()), Err(Error::Invalid));
-        let two = acl(&[(USER_OBJ, 6, 0), (USER_OBJ, 6, 0), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)]);
+        let two = acl(&[
+            (USER_OBJ, 6, 0),
+            (USER_OBJ, 6, 0),
+            (GROUP_OBJ, 4, 0),
+            (OTHER, 0, 0),
+        ]);
         assert_eq!(Acl::decode(&two.encode()), Err(Error::Invalid));
         let perm = acl(&[(USER_OBJ, 8, 0), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)]);
         assert_eq!(Acl::decode(&perm.encode()), Err(Error::Invalid));
@@ -163,7 +194,13 @@ mod tests {
     #[test]
     fn mode_comes_from_the_mask() {
         // setfacl -m u:nobody:rw on a 0644 file: mask rw, so group bits rw.
-        let a = acl(&[(USER_OBJ, 6, 0), (USER, 6, 65534), (GROUP_OBJ, 4, 0), (MASK, 6, 0), (OTHER, 4, 0)]);
+        let a = acl(&[
+            (USER_OBJ, 6, 0),
+            (USER, 6, 65534),
+            (GROUP_OBJ, 4, 0),
+            (MASK, 6, 0),
+            (OTHER, 4, 0),
+        ]);
         assert_eq!(a.mode(), (0o664, false));
         let minimal = acl(&[(USER_OBJ, 7, 0), (GROUP_OBJ, 5, 0), (OTHER, 1, 0)]);
         assert_eq!(minimal.mode(), (0o751, true));
@@ -171,18 +208,48 @@ mod tests {
 
     #[test]
     fn chmod_sets_the_mask_not_the_owning_group() {
-        let mut a = acl(&[(USER_OBJ, 6, 0), (USER, 6, 65534), (GROUP_OBJ, 4, 0), (MASK, 6, 0), (OTHER, 4, 0)]);
+        let mut a = acl(&[
+            (USER_OBJ, 6, 0),
+            (USER, 6, 65534),
+            (GROUP_OBJ, 4, 0),
+            (MASK, 6, 0),
+            (OTHER, 4, 0),
+        ]);
         a.chmod(0o700);
-        assert_eq!(a, acl(&[(USER_OBJ, 7, 0), (USER, 6, 65534), (GROUP_OBJ, 4, 0), (MASK, 0, 0), (OTHER, 0, 0)]));
+        assert_eq!(
+            a,
+            acl(&[
+                (USER_OBJ, 7, 0),
+                (USER, 6, 65534),
+                (GROUP_OBJ, 4, 0),
+                (MASK, 0, 0),
+                (OTHER, 0, 0)
+            ])
+        );
     }
 
     #[test]
     fn inherit_masks_by_the_create_mode() {
-        let d = acl(&[(USER_OBJ, 7, 0), (USER, 7, 1000), (GROUP_OBJ, 5, 0), (MASK, 7, 0), (OTHER, 5, 0)]);
+        let d = acl(&[
+            (USER_OBJ, 7, 0),
+            (USER, 7, 1000),
+            (GROUP_OBJ, 5, 0),
+            (MASK, 7, 0),
+            (OTHER, 5, 0),
+        ]);
         // open(O_CREAT, 0644) in that directory.
         let (a, mode) = d.inherit(0o644);
         assert_eq!(mode, 0o644);
-        assert_eq!(a.unwrap(), acl(&[(USER_OBJ, 6, 0), (USER, 7, 1000), (GROUP_OBJ, 5, 0), (MASK, 4, 0), (OTHER, 4, 0)]));
+        assert_eq!(
+            a.unwrap(),
+            acl(&[
+                (USER_OBJ, 6, 0),
+                (USER, 7, 1000),
+                (GROUP_OBJ, 5, 0),
+                (MASK, 4, 0),
+                (OTHER, 4, 0)
+            ])
+        );
         // A minimal default ACL gives no access ACL, only the masked mode.
         let m = acl(&[(USER_OBJ, 7, 0), (GROUP_OBJ, 0, 0), (OTHER, 0, 0)]);
         assert_eq!(m.inherit(0o777), (None, 0o700));

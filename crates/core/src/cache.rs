@@ -8,7 +8,10 @@
 //! - `NameLocks` slot: the right to change the entry (dir, name) hashed there.
 
 use crate::schema::name_hash;
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, BitGuard, BitLocks, LockClass, Mutex, MutexGuard, OnceLock, Ordering, RwLock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, BitGuard, BitLocks, LockClass, Mutex,
+    MutexGuard, OnceLock, Ordering, RwLock,
+};
 use crate::types::{Attr, Ino, Kind, LockScope};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -70,7 +73,8 @@ impl Name {
 
     #[inline]
     fn heap(&self) -> Option<*mut Box<[u8]>> {
-        (self.0[NAME_INLINE] == NAME_HEAP).then(|| usize::from_ne_bytes(self.0[..PTR].try_into().unwrap()) as *mut Box<[u8]>)
+        (self.0[NAME_INLINE] == NAME_HEAP)
+            .then(|| usize::from_ne_bytes(self.0[..PTR].try_into().unwrap()) as *mut Box<[u8]>)
     }
 }
 
@@ -134,7 +138,14 @@ pub struct Slot {
 impl Slot {
     fn new(hash: u64, name: &[u8], d: Dent, inode: Option<Arc<Inode>>) -> Slot {
         let mut s = Slot {
-            hash, name: Name::new(name), ino: 0, ver: 0, dirty_epoch: 0, inode: None, kind: Kind::File, sole: false,
+            hash,
+            name: Name::new(name),
+            ino: 0,
+            ver: 0,
+            dirty_epoch: 0,
+            inode: None,
+            kind: Kind::File,
+            sole: false,
             referenced: AtomicBool::new(false),
         };
         s.set(d, inode);
@@ -143,7 +154,13 @@ impl Slot {
     /// The entry.
     #[inline]
     pub fn d(&self) -> Dent {
-        Dent { ino: self.ino, kind: self.kind, sole: self.sole, ver: self.ver, dirty_epoch: self.dirty_epoch }
+        Dent {
+            ino: self.ino,
+            kind: self.kind,
+            sole: self.sole,
+            ver: self.ver,
+            dirty_epoch: self.dirty_epoch,
+        }
     }
     /// Set the entry; returns the inode pointer it replaced (for the caller
     /// to drop after releasing the shard lock). `inode`: the entry's inode if
@@ -152,7 +169,8 @@ impl Slot {
     fn set(&mut self, d: Dent, inode: Option<Arc<Inode>>) -> Option<Arc<Inode>> {
         debug_assert!(inode.as_ref().is_none_or(|i| i.ino == d.ino));
         let keep = d.ino != 0 && d.ino == self.ino && inode.is_none();
-        (self.ino, self.kind, self.sole, self.ver, self.dirty_epoch) = (d.ino, d.kind, d.sole, d.ver, d.dirty_epoch);
+        (self.ino, self.kind, self.sole, self.ver, self.dirty_epoch) =
+            (d.ino, d.kind, d.sole, d.ver, d.dirty_epoch);
         if keep {
             None
         } else {
@@ -236,7 +254,9 @@ impl Default for Index {
             bits: 0,
             len: 0,
             tags: SmallVec::from_elem(0, TINY),
-            store: Store { tiny: std::mem::ManuallyDrop::new([None, None]) },
+            store: Store {
+                tiny: std::mem::ManuallyDrop::new([None, None]),
+            },
         }
     }
 }
@@ -296,7 +316,11 @@ fn mix64(mut x: u64) -> u64 {
 impl FilterStage {
     fn new(cap: usize) -> FilterStage {
         let nblocks = (cap * FILTER_BITS_PER_NAME).div_ceil(512).max(1);
-        FilterStage { blocks: vec![[0u64; 8]; nblocks].into_boxed_slice(), cap, n: 0 }
+        FilterStage {
+            blocks: vec![[0u64; 8]; nblocks].into_boxed_slice(),
+            cap,
+            n: 0,
+        }
     }
 
     /// The block and the bit positions (0..512) of `hash` in this stage.
@@ -342,7 +366,12 @@ impl EvictedFilter {
 
     /// False: `hash` was never inserted. True: it may have been.
     pub fn maybe_contains(&self, hash: u64) -> bool {
-        self.exact.contains(&hash) || self.stages.iter().enumerate().any(|(i, s)| s.contains(hash, Self::seed(i)))
+        self.exact.contains(&hash)
+            || self
+                .stages
+                .iter()
+                .enumerate()
+                .any(|(i, s)| s.contains(hash, Self::seed(i)))
     }
 
     /// Add a hash; false if it (or a colliding one) was in already.
@@ -362,7 +391,13 @@ impl EvictedFilter {
             // filter's bytes unused, enough to pass the demotion threshold
             // (docs/BENCHMARKS.md, run 7). Probes for a miss: 6 stages at
             // 1.5M names a shard either way.
-            let cap = self.stages.last().map_or(FILTER_FIRST, |s| if s.cap < FILTER_X2_FROM { s.cap * 4 } else { s.cap * 2 });
+            let cap = self.stages.last().map_or(FILTER_FIRST, |s| {
+                if s.cap < FILTER_X2_FROM {
+                    s.cap * 4
+                } else {
+                    s.cap * 2
+                }
+            });
             self.stages.push(FilterStage::new(cap));
         }
         let i = self.stages.len() - 1;
@@ -385,7 +420,12 @@ impl EvictedFilter {
     /// Heap bytes held (a hash set slot: 8 bytes and a control byte, at
     /// most 7/8 full).
     pub fn bytes(&self) -> usize {
-        self.exact.capacity() * 10 + self.stages.iter().map(|s| s.blocks.len() * 64).sum::<usize>()
+        self.exact.capacity() * 10
+            + self
+                .stages
+                .iter()
+                .map(|s| s.blocks.len() * 64)
+                .sum::<usize>()
     }
 }
 
@@ -528,7 +568,9 @@ impl Index {
         debug_assert!((0..self.tags.len()).all(|q| self.at(q).is_none()));
         debug_assert!(tags.len() != TINY && tags.len() == flat.len());
         self.drop_store();
-        self.store = Store { flat: std::mem::ManuallyDrop::new(flat) };
+        self.store = Store {
+            flat: std::mem::ManuallyDrop::new(flat),
+        };
         self.tags = tags;
     }
 
@@ -543,7 +585,11 @@ impl Index {
     /// `Err(position)`, where an entry with `hash` would go. At a position
     /// the tag cannot settle (the same prefix, or a saturated distance)
     /// `decide` reads the slot: `Some` ends the walk with `Ok`, `None` walks on.
-    fn walk<R>(&self, hash: u64, mut decide: impl FnMut(usize, &Slot) -> Option<R>) -> Result<R, usize> {
+    fn walk<R>(
+        &self,
+        hash: u64,
+        mut decide: impl FnMut(usize, &Slot) -> Option<R>,
+    ) -> Result<R, usize> {
         let p = home_at(hash, self.bits);
         let key = (p, fp_at(hash, self.bits));
         for q in p..self.tags.len() {
@@ -588,7 +634,8 @@ impl Index {
     /// The first position at or after `hash`'s home that is empty or holds a
     /// greater hash (where an entry with `hash` goes, after its equals).
     fn seek_after(&self, hash: u64) -> usize {
-        self.walk(hash, |q, s| (s.hash > hash).then_some(q)).unwrap_or_else(|q| q)
+        self.walk(hash, |q, s| (s.hash > hash).then_some(q))
+            .unwrap_or_else(|q| q)
     }
 
     pub fn get(&self, hash: u64, name: &[u8]) -> Option<Dent> {
@@ -600,7 +647,8 @@ impl Index {
     }
 
     pub fn get_slot_mut(&mut self, hash: u64, name: &[u8]) -> Option<&mut Slot> {
-        self.find(hash, name).map(|q| self.at_mut(q).expect("a tagged position holds a slot"))
+        self.find(hash, name)
+            .map(|q| self.at_mut(q).expect("a tagged position holds a slot"))
     }
 
     /// Insert a name known to be absent.
@@ -643,11 +691,17 @@ impl Index {
     /// room as they need (at least a sixteenth of the homes, doubled until
     /// the last run fits; called with the same `bits` when a run reached the end).
     fn rebuild(&mut self, bits: u32) {
-        let entries: Vec<Slot> = (0..self.tags.len()).filter_map(|q| self.take_at(q)).collect();
+        let entries: Vec<Slot> = (0..self.tags.len())
+            .filter_map(|q| self.take_at(q))
+            .collect();
         let homes = 1usize << bits;
         let mut slack = if bits == 0 {
             // One sorted run: 4, 8 or 16 positions (tags inline).
-            let n = if self.bits == 0 { (self.tags.len() * 2).max(4) } else { 4 };
+            let n = if self.bits == 0 {
+                (self.tags.len() * 2).max(4)
+            } else {
+                4
+            };
             n - 1
         } else if self.bits == bits {
             // A run reached the end: twice the overflow room.
@@ -739,8 +793,14 @@ impl Index {
     /// entry before `from`'s home has a smaller hash prefix, so the walk
     /// starts there.
     pub fn range(&self, si: usize, from: u64, to: u64) -> impl Iterator<Item = &Slot> {
-        let lo = if dir_shard(from) < si { 0 } else { home_at(from, self.bits).min(self.tags.len()) };
-        self.slots_from(lo).take_while(move |s| s.hash <= to).filter(move |s| s.hash >= from)
+        let lo = if dir_shard(from) < si {
+            0
+        } else {
+            home_at(from, self.bits).min(self.tags.len())
+        };
+        self.slots_from(lo)
+            .take_while(move |s| s.hash <= to)
+            .filter(move |s| s.hash >= from)
     }
 
     /// The table's invariants (tests): entries sorted by hash, each at or
@@ -757,7 +817,10 @@ impl Index {
                 None => assert_eq!(self.tags[q], 0, "position {q}"),
                 Some(e) => {
                     let h = home_at(e.hash, self.bits);
-                    assert!(h <= q && (h..q).all(|j| self.tags[j] != 0), "entry at {q} is cut off from its home {h}");
+                    assert!(
+                        h <= q && (h..q).all(|j| self.tags[j] != 0),
+                        "entry at {q} is cut off from its home {h}"
+                    );
                     assert_eq!(self.tags[q], tag_of(e.hash, self.bits, q - h), "tag at {q}");
                     assert!(e.hash >= prev, "order at {q}");
                     prev = e.hash;
@@ -845,7 +908,10 @@ pub const DIR_STRIPES: usize = 4;
 impl Drop for Dir {
     fn drop(&mut self) {
         if let Some(a) = &self.acct {
-            let bytes: usize = self.filters.get().map_or(0, |f| f.iter().map(|f| f.read().bytes()).sum());
+            let bytes: usize = self
+                .filters
+                .get()
+                .map_or(0, |f| f.iter().map(|f| f.read().bytes()).sum());
             a.fetch_sub(bytes as i64, Ordering::Relaxed);
         }
     }
@@ -871,12 +937,23 @@ pub fn dir_shard(hash: u64) -> usize {
 impl Dir {
     pub fn new(complete: bool, gid: u32, sgid: bool, acct: Option<Arc<AtomicI64>>) -> Dir {
         Dir {
-            shards: std::array::from_fn(|_| Line(RwLock::with_side(LockClass::DirShard, Default::default(), Index::default()))),
+            shards: std::array::from_fn(|_| {
+                Line(RwLock::with_side(
+                    LockClass::DirShard,
+                    Default::default(),
+                    Index::default(),
+                ))
+            }),
             complete: AtomicBool::new(complete),
             evicted: AtomicU64::new(0),
             filters: OnceLock::new(),
             acct,
-            stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::DirStripe, DirStripe::default()))),
+            stripes: std::array::from_fn(|_| {
+                crossbeam_utils::CachePadded::new(Mutex::new(
+                    LockClass::DirStripe,
+                    DirStripe::default(),
+                ))
+            }),
             gid: AtomicU32::new(gid),
             sgid: AtomicBool::new(sgid),
             default_acl: AtomicBool::new(false),
@@ -890,7 +967,10 @@ impl Dir {
     /// the name locks in a table of their own, rndrename at 2 workers lost
     /// about as much to the table's lines as to the shards' (docs/BENCHMARKS.md, runs 11 and 12).
     pub fn name_lock(&self, hash: u64) -> (&BitLocks, u32) {
-        (&self.shards[dir_shard(hash)].side, (hash % crate::sync::BIT_LOCKS as u64) as u32)
+        (
+            &self.shards[dir_shard(hash)].side,
+            (hash % crate::sync::BIT_LOCKS as u64) as u32,
+        )
     }
 
     /// Indexed lookup in one shard: the entry, whether a miss is definite,
@@ -900,17 +980,28 @@ impl Dir {
     /// write lock *before* removing the entry, so a miss caused by eviction
     /// is never taken for a definite one.
     #[inline]
-    pub fn probe(&self, hash: u64, name: &[u8], want_inode: bool) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
+    pub fn probe(
+        &self,
+        hash: u64,
+        name: &[u8],
+        want_inode: bool,
+    ) -> (Option<Dent>, Option<Arc<Inode>>, bool) {
         let s = self.shards[dir_shard(hash)].read();
         let slot = s.get_slot(hash, name);
         if let Some(sl) = slot {
             touch(&sl.referenced);
         }
         let d = slot.map(|sl| sl.d());
-        let inode = if want_inode { slot.and_then(|sl| sl.inode.clone()) } else { None };
+        let inode = if want_inode {
+            slot.and_then(|sl| sl.inode.clone())
+        } else {
+            None
+        };
         // Only a miss or a negative entry asks whether the absence is definite
         // (a positive hit skips the filter probes; the flag is then unused).
-        let definite = d.is_none_or(|d| d.ino == 0) && self.complete.load(Ordering::SeqCst) && !self.maybe_evicted(hash);
+        let definite = d.is_none_or(|d| d.ino == 0)
+            && self.complete.load(Ordering::SeqCst)
+            && !self.maybe_evicted(hash);
         (d, inode, definite)
     }
 
@@ -920,7 +1011,11 @@ impl Dir {
     /// the entries go.
     #[inline]
     fn maybe_evicted(&self, hash: u64) -> bool {
-        self.evicted.load(Ordering::SeqCst) != 0 && self.filters.get().is_some_and(|f| f[dir_shard(hash)].read().maybe_contains(hash))
+        self.evicted.load(Ordering::SeqCst) != 0
+            && self
+                .filters
+                .get()
+                .is_some_and(|f| f[dir_shard(hash)].read().maybe_contains(hash))
     }
 
     /// Pin `inode` in the entry that names it, if the entry is still cached,
@@ -966,7 +1061,16 @@ impl Dir {
     /// the cache, whether no earlier change of this epoch touched it).
     /// `inode`: the entry's inode if the caller has it (pinned in the slot).
     #[allow(clippy::too_many_arguments)]
-    pub fn set_next(&self, hash: u64, name: &[u8], ino: Ino, inode: Option<&Arc<Inode>>, kind: Kind, sole: bool, epoch: u64) -> (u64, bool, bool) {
+    pub fn set_next(
+        &self,
+        hash: u64,
+        name: &[u8],
+        ino: Ino,
+        inode: Option<&Arc<Inode>>,
+        kind: Kind,
+        sole: bool,
+        epoch: u64,
+    ) -> (u64, bool, bool) {
         // Declared before the guard, so a replaced pointer is dropped after
         // the shard lock is released.
         let _replaced;
@@ -974,10 +1078,30 @@ impl Dir {
         if let Some(old) = s.get_slot_mut(hash, name) {
             let ver = old.ver + 1;
             let first = old.dirty_epoch < epoch;
-            _replaced = old.set(Dent { ino, kind, sole, ver, dirty_epoch: epoch }, inode.cloned());
+            _replaced = old.set(
+                Dent {
+                    ino,
+                    kind,
+                    sole,
+                    ver,
+                    dirty_epoch: epoch,
+                },
+                inode.cloned(),
+            );
             return (ver, false, first);
         }
-        s.insert(hash, name, Dent { ino, kind, sole, ver: 1, dirty_epoch: epoch }, inode.filter(|_| ino != 0).cloned());
+        s.insert(
+            hash,
+            name,
+            Dent {
+                ino,
+                kind,
+                sole,
+                ver: 1,
+                dirty_epoch: epoch,
+            },
+            inode.filter(|_| ino != 0).cloned(),
+        );
         (1, true, true)
     }
 
@@ -1061,7 +1185,9 @@ impl Dir {
     /// Evict clean entries (dirty_epoch <= durable). Returns (evicted, still dirty).
     pub fn evict_clean(&self, durable: u64) -> (usize, usize) {
         // An unbounded chunk is the whole shard.
-        (0..DIR_SHARDS).map(|si| self.evict_clean_chunk(si, durable, 0, usize::MAX)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        (0..DIR_SHARDS)
+            .map(|si| self.evict_clean_chunk(si, durable, 0, usize::MAX))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
     /// Evict the clean entries of shard `si` with hashes from `from` on,
@@ -1070,14 +1196,24 @@ impl Dir {
     /// stalls a fill for longer than one chunk. Returns (evicted, still dirty,
     /// where the next chunk starts: None when the shard is done). The cursor
     /// is a hash, so it stays right if the table grows or shrinks between chunks.
-    pub fn evict_clean_chunk(&self, si: usize, durable: u64, from: u64, max: usize) -> (usize, usize, Option<u64>) {
+    pub fn evict_clean_chunk(
+        &self,
+        si: usize,
+        durable: u64,
+        from: u64,
+        max: usize,
+    ) -> (usize, usize, Option<u64>) {
         // The evicted entries (names, inode pointers), dropped after the shard lock.
         let mut gone: Vec<Slot> = Vec::new();
         let mut guard = self.shards[si].write();
         let s: &mut Index = &mut guard;
         let from = from.max((si as u64) << DIR_SHARD_SHIFT);
         let n = s.tags.len();
-        let start = if s.len == 0 { n } else { home_at(from, s.bits).min(n) };
+        let start = if s.len == 0 {
+            n
+        } else {
+            home_at(from, s.bits).min(n)
+        };
         // The chunk: positions start..end, holding `max` entries from `from`
         // on and the rest of the last one's hash.
         let (mut end, mut visited, mut last) = (start, 0, None);
@@ -1105,7 +1241,11 @@ impl Dir {
         let next = s.slots_from(end).next().map(|e| e.hash);
         if self.complete.load(Ordering::SeqCst) && !victims.is_empty() {
             // Remember the hashes before the entries go (see `probe`).
-            let filters = self.filters.get_or_init(|| (0..DIR_SHARDS).map(|_| RwLock::new(LockClass::DirShard, EvictedFilter::default())).collect());
+            let filters = self.filters.get_or_init(|| {
+                (0..DIR_SHARDS)
+                    .map(|_| RwLock::new(LockClass::DirShard, EvictedFilter::default()))
+                    .collect()
+            });
             let mut f = filters[si].write();
             let (mut added, bytes) = (0, f.bytes());
             for &q in &victims {
@@ -1206,8 +1346,16 @@ impl Inode {
             ino: st.attr.ino,
             kind,
             dir: if kind == Kind::Dir {
-                let d = Dir::new(dir_complete, st.attr.gid, st.attr.perm & 0o2000 != 0, acct.cloned());
-                d.default_acl.store(st.xattrs.iter().any(|(n, _)| n == crate::acl::DEFAULT), Ordering::Relaxed);
+                let d = Dir::new(
+                    dir_complete,
+                    st.attr.gid,
+                    st.attr.perm & 0o2000 != 0,
+                    acct.cloned(),
+                );
+                d.default_acl.store(
+                    st.xattrs.iter().any(|(n, _)| n == crate::acl::DEFAULT),
+                    Ordering::Relaxed,
+                );
                 Some(Box::new(d))
             } else {
                 None
@@ -1266,7 +1414,9 @@ const EMPTY_BLOCKS: usize = 64;
 impl InoShard {
     #[inline]
     fn get(&self, ino: Ino) -> Option<&Arc<Inode>> {
-        self.chunks.get(&(ino >> INO_CHUNK_SHIFT)).and_then(|b| b.slots[ino as usize % CHUNK].as_ref())
+        self.chunks
+            .get(&(ino >> INO_CHUNK_SHIFT))
+            .and_then(|b| b.slots[ino as usize % CHUNK].as_ref())
     }
 
     /// Put `i` in its place; returns the inode it replaced.
@@ -1284,10 +1434,16 @@ impl InoShard {
     /// position is counted as taken: the caller fills it.
     fn free_or_taken(&mut self, ino: Ino) -> &mut Option<Arc<Inode>> {
         let mut fresh = false;
-        let b = self.chunks.entry(ino >> INO_CHUNK_SHIFT).or_insert_with(|| {
-            fresh = true;
-            InoBlock { slots: Box::new(std::array::from_fn(|_| None)), live: 0 }
-        });
+        let b = self
+            .chunks
+            .entry(ino >> INO_CHUNK_SHIFT)
+            .or_insert_with(|| {
+                fresh = true;
+                InoBlock {
+                    slots: Box::new(std::array::from_fn(|_| None)),
+                    live: 0,
+                }
+            });
         let slot = &mut b.slots[ino as usize % CHUNK];
         if slot.is_none() {
             if b.live == 0 && !fresh {
@@ -1356,7 +1512,8 @@ impl std::hash::Hasher for InoHasher {
 #[inline]
 fn ino_shard(ino: Ino) -> usize {
     let ag = ino >> crate::schema::AG_SHIFT;
-    ((ino >> INO_CHUNK_SHIFT).wrapping_add(ag.wrapping_mul(0x9E37_79B9_7F4A_7C15 >> 40)) % INODE_SHARDS as u64) as usize
+    ((ino >> INO_CHUNK_SHIFT).wrapping_add(ag.wrapping_mul(0x9E37_79B9_7F4A_7C15 >> 40))
+        % INODE_SHARDS as u64) as usize
 }
 
 impl Default for InodeTable {
@@ -1371,7 +1528,11 @@ impl Default for InodeTable {
         InodeTable {
             shards: (0..INODE_SHARDS)
                 .map(|_| {
-                    let shard = InoShard { chunks: HashMap::with_capacity_and_hasher(16, Default::default()), len: 0, empty: 0 };
+                    let shard = InoShard {
+                        chunks: HashMap::with_capacity_and_hasher(16, Default::default()),
+                        len: 0,
+                        empty: 0,
+                    };
                     crossbeam_utils::CachePadded::new(RwLock::new(LockClass::InodeTable, shard))
                 })
                 .collect(),
@@ -1420,11 +1581,18 @@ impl InodeTable {
     /// and `pred` approves, holding the shard's write lock (so nobody can take
     /// a new reference meanwhile). Batched like XFS's gang lookups; reclaim
     /// passes a bounded chunk of a shard at a time.
-    pub fn evict_listed(&self, i: usize, inos: &[Ino], mut pred: impl FnMut(&Arc<Inode>) -> bool) -> usize {
+    pub fn evict_listed(
+        &self,
+        i: usize,
+        inos: &[Ino],
+        mut pred: impl FnMut(&Arc<Inode>) -> bool,
+    ) -> usize {
         let mut s = self.shards[i].write();
         let mut ev = 0;
         for &ino in inos {
-            if s.get(ino).is_some_and(|inode| Arc::strong_count(inode) == 1 && pred(inode)) {
+            if s.get(ino)
+                .is_some_and(|inode| Arc::strong_count(inode) == 1 && pred(inode))
+            {
                 s.remove(ino);
                 ev += 1;
             }
@@ -1482,24 +1650,43 @@ impl NameLocks {
     pub fn new(scope: LockScope) -> NameLocks {
         // The per-name scope keeps its locks in the directories' shards;
         // the table serves the other two (slot 0 is also `bkl`).
-        let n = if scope == LockScope::Name { 1 } else { NAME_SLOTS };
-        NameLocks { slots: (0..n).map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ()))).collect(), scope }
+        let n = if scope == LockScope::Name {
+            1
+        } else {
+            NAME_SLOTS
+        };
+        NameLocks {
+            slots: (0..n)
+                .map(|_| crossbeam_utils::CachePadded::new(Mutex::new(LockClass::Name, ())))
+                .collect(),
+            scope,
+        }
     }
     /// The lock of the names of `dir` with this hash (`schema::name_hash`).
     fn which<'a>(&self, dir: &'a Inode, hash: u64) -> Which<'a> {
         match self.scope {
             LockScope::Global => Which::Table(0),
-            LockScope::Dir => Which::Table((dir.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS),
+            LockScope::Dir => Which::Table(
+                (dir.ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % NAME_SLOTS,
+            ),
             LockScope::Name => {
-                let (l, i) = dir.dir.as_ref().expect("name locks are taken in directories").name_lock(hash);
+                let (l, i) = dir
+                    .dir
+                    .as_ref()
+                    .expect("name locks are taken in directories")
+                    .name_lock(hash);
                 Which::Shard(l, i)
             }
         }
     }
     fn take<'a>(&'a self, w: Which<'a>) -> Held<'a> {
         match w {
-            Which::Shard(l, i) => Held::Shard { _g: l.lock(i, LockClass::Name) },
-            Which::Table(i) => Held::Table { _g: self.slots[i].lock() },
+            Which::Shard(l, i) => Held::Shard {
+                _g: l.lock(i, LockClass::Name),
+            },
+            Which::Table(i) => Held::Table {
+                _g: self.slots[i].lock(),
+            },
         }
     }
     pub fn lock<'a>(&'a self, dir: &'a Inode, name: &[u8]) -> NameGuard<'a> {
@@ -1507,7 +1694,10 @@ impl NameLocks {
     }
     /// Lock every name of `dir` with this hash (they share a lock).
     pub fn lock_hash<'a>(&'a self, dir: &'a Inode, hash: u64) -> NameGuard<'a> {
-        NameGuard { _a: self.take(self.which(dir, hash)), _b: None }
+        NameGuard {
+            _a: self.take(self.which(dir, hash)),
+            _b: None,
+        }
     }
     /// The big lock, under the `Global` scope only: seed 002's BKL also
     /// covered the read side of the namespace (`i_op->lookup`,
@@ -1518,10 +1708,21 @@ impl NameLocks {
     /// lock otherwise; setattr and write take it after `unshare` has
     /// released its name lock, which under this scope is this same slot.
     pub fn bkl(&self) -> Option<NameGuard<'_>> {
-        (self.scope == LockScope::Global).then(|| NameGuard { _a: Held::Table { _g: self.slots[0].lock() }, _b: None })
+        (self.scope == LockScope::Global).then(|| NameGuard {
+            _a: Held::Table {
+                _g: self.slots[0].lock(),
+            },
+            _b: None,
+        })
     }
     /// Lock two names in the order of `Which::key`; one lock if they share one.
-    pub fn lock2<'a>(&'a self, d1: &'a Inode, n1: &[u8], d2: &'a Inode, n2: &[u8]) -> NameGuard<'a> {
+    pub fn lock2<'a>(
+        &'a self,
+        d1: &'a Inode,
+        n1: &[u8],
+        d2: &'a Inode,
+        n2: &[u8],
+    ) -> NameGuard<'a> {
         let (a, b) = (self.which(d1, name_hash(n1)), self.which(d2, name_hash(n2)));
         let (lo, hi) = if a.key() <= b.key() { (a, b) } else { (b, a) };
         let same = lo.key() == hi.key();
@@ -1548,7 +1749,10 @@ mod tests {
                     .map(|c| {
                         let first = base + (c << INO_CHUNK_SHIFT);
                         let s = ino_shard(first);
-                        assert!((0..1 << INO_CHUNK_SHIFT).all(|i| ino_shard(first + i) == s), "chunk {c} of group {ag} spans shards");
+                        assert!(
+                            (0..1 << INO_CHUNK_SHIFT).all(|i| ino_shard(first + i) == s),
+                            "chunk {c} of group {ag} spans shards"
+                        );
                         s
                     })
                     .collect();
@@ -1559,10 +1763,32 @@ mod tests {
 
     fn table_inode(ino: Ino) -> Arc<Inode> {
         let t = crate::types::Ts::default();
-        let attr = Attr { size: 0, version: 0, mtime: t, ctime: t, nlink: 1, perm: 0o644, kind: Kind::File, ino, uid: 0, gid: 0, rdev: 0, atime: t, crtime: t };
+        let attr = Attr {
+            size: 0,
+            version: 0,
+            mtime: t,
+            ctime: t,
+            nlink: 1,
+            perm: 0o644,
+            kind: Kind::File,
+            ino,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            atime: t,
+            crtime: t,
+        };
         let st = InodeState {
-            attr, blob: vec![], blocks: BTreeMap::new(), blocks_complete: true, holes_from: u64::MAX, xattrs: vec![], dirty_epoch: 0,
-            dead: false, destroyed: false, primary: None,
+            attr,
+            blob: vec![],
+            blocks: BTreeMap::new(),
+            blocks_complete: true,
+            holes_from: u64::MAX,
+            xattrs: vec![],
+            dirty_epoch: 0,
+            dead: false,
+            destroyed: false,
+            primary: None,
         };
         Inode::new(st, true, None)
     }
@@ -1594,7 +1820,11 @@ mod tests {
         for j in 1..=EMPTY_BLOCKS as u64 {
             t.insert(table_inode(chunk(j)));
             assert!(t.remove_if(chunk(j), |_| true));
-            let want = if j < EMPTY_BLOCKS as u64 { j as usize + 1 } else { 0 };
+            let want = if j < EMPTY_BLOCKS as u64 {
+                j as usize + 1
+            } else {
+                0
+            };
             assert_eq!(blocks(&t), want, "after chunk {j}");
         }
         assert_eq!(t.len(), 0);
@@ -1630,7 +1860,10 @@ mod tests {
                 let s = t.shards[shard].read();
                 let empty = s.chunks.values().filter(|b| b.live == 0).count();
                 assert_eq!(s.empty, empty, "step {step}");
-                assert!(s.chunks.values().all(|b| b.live as usize == b.slots.iter().flatten().count()));
+                assert!(s
+                    .chunks
+                    .values()
+                    .all(|b| b.live as usize == b.slots.iter().flatten().count()));
                 assert_eq!(s.len, live.len());
                 if step > 0 {
                     fewest_blocks = fewest_blocks.min(s.chunks.len());
@@ -1638,7 +1871,10 @@ mod tests {
             }
         }
         // Sweeps happened: every chunk has had a block since early on.
-        assert!(fewest_blocks < 1500 - EMPTY_BLOCKS, "{fewest_blocks} blocks at the fewest");
+        assert!(
+            fewest_blocks < 1500 - EMPTY_BLOCKS,
+            "{fewest_blocks} blocks at the fewest"
+        );
     }
 
     /// The inode table against a model: whole and
@@ -1661,7 +1897,9 @@ mod tests {
             // Removals: random ones, and now and then a whole chunk.
             let keys: Vec<Ino> = model.keys().copied().collect();
             for &ino in &keys {
-                if rng.gen_bool(0.3) || (round % 7 == 0 && ino >> INO_CHUNK_SHIFT == keys[0] >> INO_CHUNK_SHIFT) {
+                if rng.gen_bool(0.3)
+                    || (round % 7 == 0 && ino >> INO_CHUNK_SHIFT == keys[0] >> INO_CHUNK_SHIFT)
+                {
                     assert!(t.remove_if(ino, |_| true));
                     model.remove(&ino);
                 }
@@ -1686,7 +1924,9 @@ mod tests {
             t.evict_listed(s, &inos, |_| true);
         }
         assert_eq!(t.len(), held.len());
-        assert!(held.iter().all(|i| t.get(i.ino).is_some_and(|x| Arc::ptr_eq(&x, i))));
+        assert!(held
+            .iter()
+            .all(|i| t.get(i.ino).is_some_and(|x| Arc::ptr_eq(&x, i))));
     }
 
     /// The entry and whether a miss is definite (`Dir::probe` without the inode).
@@ -1706,12 +1946,19 @@ mod tests {
             for i in 0..20_000u64 {
                 let name = format!("n{}", rng.gen_range(0..30_000u32)).into_bytes();
                 // Force some equal hashes: two names per hash in a tenth of the cases.
-                let h = if i % 10 == 0 { name_hash(&name[..2.min(name.len())]) } else { name_hash(&name) };
+                let h = if i % 10 == 0 {
+                    name_hash(&name[..2.min(name.len())])
+                } else {
+                    name_hash(&name)
+                };
                 if rng.gen_bool(0.7) {
                     d.set_next(h, &name, i + 1, None, Kind::File, false, 0);
                     model.insert((h, name), i + 1);
                 } else {
-                    assert_eq!(d.remove(h, &name), model.remove(&(h, name.clone())).is_some());
+                    assert_eq!(
+                        d.remove(h, &name),
+                        model.remove(&(h, name.clone())).is_some()
+                    );
                 }
             }
             assert_eq!(d.cached(), model.len(), "round {round}");
@@ -1776,7 +2023,13 @@ mod tests {
         assert!(ix.is_tiny());
         let mut model: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
         let base = 9u64 << DIR_SHARD_SHIFT;
-        let dent = |ino| Dent { ino, kind: Kind::File, sole: false, ver: 1, dirty_epoch: 0 };
+        let dent = |ino| Dent {
+            ino,
+            kind: Kind::File,
+            sole: false,
+            ver: 1,
+            dirty_epoch: 0,
+        };
         // Removing the first of two moves the second's box, not its slot:
         // the slot stays where the thread that made it put it.
         ix.insert(base | 1, b"a", dent(1), None);
@@ -1791,15 +2044,26 @@ mod tests {
             // Sizes wander between 0 and about 6: most steps are near the line.
             let grow = model.is_empty() || (model.len() < 6 && rng.gen_bool(0.5));
             if grow {
-                let h = base | if rng.gen_bool(0.2) { 77 } else { rng.gen::<u64>() % (1 << 20) };
+                let h = base
+                    | if rng.gen_bool(0.2) {
+                        77
+                    } else {
+                        rng.gen::<u64>() % (1 << 20)
+                    };
                 let len = if rng.gen_bool(0.3) { 40 } else { 6 };
                 let name: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..=b'z')).collect();
-                if let std::collections::btree_map::Entry::Vacant(v) = model.entry((h, name.clone())) {
+                if let std::collections::btree_map::Entry::Vacant(v) =
+                    model.entry((h, name.clone()))
+                {
                     ix.insert(h, &name, dent(i + 1), None);
                     v.insert(i + 1);
                 }
             } else {
-                let k = model.keys().nth(rng.gen_range(0..model.len())).cloned().expect("not empty");
+                let k = model
+                    .keys()
+                    .nth(rng.gen_range(0..model.len()))
+                    .cloned()
+                    .expect("not empty");
                 assert_eq!(ix.remove(k.0, &k.1).map(|s| s.d().ino), model.remove(&k));
                 if model.is_empty() {
                     ix.shrink();
@@ -1813,8 +2077,14 @@ mod tests {
             } else {
                 flat_seen += 1;
             }
-            let got: Vec<(u64, Vec<u8>, Ino)> = ix.iter().map(|s| (s.hash, s.name.to_vec(), s.d().ino)).collect();
-            let mut want: Vec<(u64, Vec<u8>, Ino)> = model.iter().map(|((h, n), i)| (*h, n.clone(), *i)).collect();
+            let got: Vec<(u64, Vec<u8>, Ino)> = ix
+                .iter()
+                .map(|s| (s.hash, s.name.to_vec(), s.d().ino))
+                .collect();
+            let mut want: Vec<(u64, Vec<u8>, Ino)> = model
+                .iter()
+                .map(|((h, n), i)| (*h, n.clone(), *i))
+                .collect();
             // Equal hashes keep their insertion order in the index, not name order.
             let mut got_sorted = got.clone();
             got_sorted.sort();
@@ -1826,7 +2096,10 @@ mod tests {
             }
             assert!(ix.get(base | 77, b"absent").is_none());
         }
-        assert!(tiny_seen > 1000 && flat_seen > 1000, "both kinds exercised: {tiny_seen} tiny, {flat_seen} flat");
+        assert!(
+            tiny_seen > 1000 && flat_seen > 1000,
+            "both kinds exercised: {tiny_seen} tiny, {flat_seen} flat"
+        );
     }
 
     /// The ordered table under crowded hashes: long runs (saturated
@@ -1839,7 +2112,13 @@ mod tests {
         let mut model: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
         let base = 5u64 << DIR_SHARD_SHIFT;
         let span = 1u64 << DIR_SHARD_SHIFT;
-        let dent = |ino| Dent { ino, kind: Kind::File, sole: false, ver: 1, dirty_epoch: 0 };
+        let dent = |ino| Dent {
+            ino,
+            kind: Kind::File,
+            sole: false,
+            ver: 1,
+            dirty_epoch: 0,
+        };
         for i in 0..60_000u64 {
             let low = match rng.gen_range(0..4) {
                 0 => rng.gen_range(0..64),
@@ -1850,12 +2129,17 @@ mod tests {
             let h = base | low;
             let name = format!("n{}", rng.gen_range(0..40)).into_bytes();
             if rng.gen_bool(if i < 40_000 { 0.65 } else { 0.2 }) {
-                if let std::collections::btree_map::Entry::Vacant(v) = model.entry((h, name.clone())) {
+                if let std::collections::btree_map::Entry::Vacant(v) =
+                    model.entry((h, name.clone()))
+                {
                     ix.insert(h, &name, dent(i + 1), None);
                     v.insert(i + 1);
                 }
             } else {
-                assert_eq!(ix.remove(h, &name).map(|s| s.d().ino), model.remove(&(h, name)));
+                assert_eq!(
+                    ix.remove(h, &name).map(|s| s.d().ino),
+                    model.remove(&(h, name))
+                );
             }
             if i % 2000 == 0 || i == 59_999 {
                 ix.check();
@@ -1868,12 +2152,19 @@ mod tests {
                 assert!(ix.get(base | 12_345, b"absent").is_none());
                 assert!(ix.get(base | 7, b"n99").is_none());
                 let (lo, hi) = (base | 40, base | (span - 30));
-                assert_eq!(ix.range(5, lo, hi).count(), model.keys().filter(|k| k.0 >= lo && k.0 <= hi).count());
+                assert_eq!(
+                    ix.range(5, lo, hi).count(),
+                    model.keys().filter(|k| k.0 >= lo && k.0 <= hi).count()
+                );
             }
         }
         // Down to a few entries: the table shrinks.
         let keep: HashSet<u64> = model.keys().map(|k| k.0).take(3).collect();
-        let gone: Vec<(u64, Vec<u8>)> = model.keys().filter(|k| !keep.contains(&k.0)).cloned().collect();
+        let gone: Vec<(u64, Vec<u8>)> = model
+            .keys()
+            .filter(|k| !keep.contains(&k.0))
+            .cloned()
+            .collect();
         assert!(!gone.is_empty());
         for (h, n) in &gone {
             assert!(ix.remove(*h, n).is_some());
@@ -1882,7 +2173,12 @@ mod tests {
         ix.shrink();
         ix.check();
         assert_eq!(ix.len(), model.len());
-        assert!(ix.tags.len() <= 64, "{} positions for {} entries", ix.tags.len(), ix.len());
+        assert!(
+            ix.tags.len() <= 64,
+            "{} positions for {} entries",
+            ix.tags.len(),
+            ix.len()
+        );
         for ((h, n), ino) in &model {
             assert_eq!(ix.get(*h, n).map(|d| d.ino), Some(*ino));
         }
@@ -1905,7 +2201,11 @@ mod tests {
         }
         assert!(keys.iter().all(|k| f.maybe_contains(*k)));
         assert_eq!(f.len(), added);
-        assert!(added > 290_000, "inserts refused as duplicates: {}", 300_000 - added);
+        assert!(
+            added > 290_000,
+            "inserts refused as duplicates: {}",
+            300_000 - added
+        );
         let fp = (0..100_000).filter(|_| f.maybe_contains(rng.gen())).count();
         assert!(fp < 6_000, "false positive rate {fp} in 100000");
         let per_name = f.bytes() as f64 / keys.len() as f64;
@@ -1915,7 +2215,12 @@ mod tests {
         let mut small = EvictedFilter::default();
         assert!((0..1000u64).all(|k| small.insert(k * 7919)));
         assert!(small.bytes() < 1000 * 24 && small.stages.is_empty());
-        assert_eq!((0..100_000u64).filter(|k| k % 7919 != 0 && small.maybe_contains(*k)).count(), 0);
+        assert_eq!(
+            (0..100_000u64)
+                .filter(|k| k % 7919 != 0 && small.maybe_contains(*k))
+                .count(),
+            0
+        );
         assert!(!EvictedFilter::default().maybe_contains(1));
     }
 
@@ -1934,7 +2239,11 @@ mod tests {
             // Epoch 1 is durable (clean), epoch 5 is not (dirty).
             let e = if rng.gen_bool(0.1) { 5 } else { 1 };
             d.set_next(h, &name, i + 1, None, Kind::File, false, e);
-            if e == 1 { clean.insert((h, name), i + 1) } else { dirty.insert((h, name), i + 1) };
+            if e == 1 {
+                clean.insert((h, name), i + 1)
+            } else {
+                dirty.insert((h, name), i + 1)
+            };
         }
         let mut added: BTreeMap<(u64, Vec<u8>), Ino> = BTreeMap::new();
         let mut ev_total = 0;
@@ -1954,7 +2263,10 @@ mod tests {
                 }
                 match next {
                     Some(h) => {
-                        assert!(h >= from && dir_shard(h) == si, "the cursor moves forward within the shard");
+                        assert!(
+                            h >= from && dir_shard(h) == si,
+                            "the cursor moves forward within the shard"
+                        );
                         from = h;
                     }
                     None => break,
@@ -1980,16 +2292,39 @@ mod size_guard {
     #[test]
     fn cached_objects_stay_small() {
         // With the Arc's two counts, within mimalloc's 320-byte class.
-        assert!(std::mem::size_of::<super::Inode>() + 16 <= 320, "Inode is {} bytes", std::mem::size_of::<super::Inode>());
-        assert!(std::mem::size_of::<super::Dent>() <= 32, "Dent is {} bytes", std::mem::size_of::<super::Dent>());
-        assert_eq!(std::mem::size_of::<super::Slot>(), 64, "a cached name is one cache line");
+        assert!(
+            std::mem::size_of::<super::Inode>() + 16 <= 320,
+            "Inode is {} bytes",
+            std::mem::size_of::<super::Inode>()
+        );
+        assert!(
+            std::mem::size_of::<super::Dent>() <= 32,
+            "Dent is {} bytes",
+            std::mem::size_of::<super::Dent>()
+        );
+        assert_eq!(
+            std::mem::size_of::<super::Slot>(),
+            64,
+            "a cached name is one cache line"
+        );
         // A shard's lock word and its index's hot fields (through the inline
         // tags of a small shard and the slot array's pointer) sit in the
         // shard's first cache line.
         let lock = std::mem::size_of::<super::ShardLock>() - std::mem::size_of::<super::Index>();
         let hot = std::mem::offset_of!(super::Index, store) + std::mem::size_of::<super::Store>();
-        assert_eq!(std::mem::size_of::<super::Line<super::ShardLock>>(), 64, "a shard is one cache line");
-        assert_eq!(std::mem::size_of::<Option<super::Slot>>(), 64, "an empty position costs no more than a slot");
-        assert!(lock + hot <= 64, "lock {lock} + hot index fields {hot} bytes");
+        assert_eq!(
+            std::mem::size_of::<super::Line<super::ShardLock>>(),
+            64,
+            "a shard is one cache line"
+        );
+        assert_eq!(
+            std::mem::size_of::<Option<super::Slot>>(),
+            64,
+            "an empty position costs no more than a slot"
+        );
+        assert!(
+            lock + hot <= 64,
+            "lock {lock} + hot index fields {hot} bytes"
+        );
     }
 }

@@ -134,16 +134,31 @@ impl Gate<'_> {
     }
     #[inline]
     pub fn put(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
-        self.push(Record { key, ver, val: Some(val), fresh: false });
+        self.push(Record {
+            key,
+            ver,
+            val: Some(val),
+            fresh: false,
+        });
     }
     /// A put of a key the caller knows had no value when this epoch opened.
     #[inline]
     pub fn put_new(&mut self, key: Vec<u8>, ver: u64, val: Vec<u8>) {
-        self.push(Record { key, ver, val: Some(val), fresh: true });
+        self.push(Record {
+            key,
+            ver,
+            val: Some(val),
+            fresh: true,
+        });
     }
     #[inline]
     pub fn del(&mut self, key: Vec<u8>, ver: u64) {
-        self.push(Record { key, ver, val: None, fresh: false });
+        self.push(Record {
+            key,
+            ver,
+            val: None,
+            fresh: false,
+        });
     }
     /// Inode `ino` was created in this epoch: if it is gone by the end of the
     /// epoch, none of its keys is written.
@@ -165,7 +180,9 @@ impl Gate<'_> {
 impl Committer {
     pub fn new(store: Arc<dyn Store>, durability: Durability, interval_ms: u64) -> Arc<Committer> {
         Arc::new(Committer {
-            shards: (0..GATE_SHARDS).map(|_| CachePadded::new(Mutex::new(LockClass::Gate, Queue::default()))).collect(),
+            shards: (0..GATE_SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(LockClass::Gate, Queue::default())))
+                .collect(),
             epoch: AtomicU64::new(1),
             durable: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
@@ -211,7 +228,15 @@ impl Committer {
         }
         let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
         let epoch = self.epoch.load(Ordering::Acquire);
-        Ok(Gate { q, epoch, null: self.store.is_null(), added: 0, added_bytes: 0, open: &self.open, open_bytes: &self.open_bytes })
+        Ok(Gate {
+            q,
+            epoch,
+            null: self.store.is_null(),
+            added: 0,
+            added_bytes: 0,
+            open: &self.open,
+            open_bytes: &self.open_bytes,
+        })
     }
 
     /// Records queued in the open epoch: writers wait for a commit when it
@@ -371,7 +396,8 @@ impl Committer {
         let nrec: usize = taken.iter().map(|v| v.len()).sum();
         if nrec > 0 {
             // Per key: (highest version, its value, absent when the epoch opened).
-            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> = HashMap::with_capacity(nrec);
+            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> =
+                HashMap::with_capacity(nrec);
             for r in taken.into_iter().flatten() {
                 match merged.get_mut(&r.key) {
                     Some(slot) => {
@@ -389,10 +415,14 @@ impl Committer {
             let before = merged.len();
             // Absent before the epoch and deleted at its end: nothing to write.
             merged.retain(|k, (_, v, fresh)| {
-                v.is_some() || !(*fresh || crate::schema::owner_ino(k).is_some_and(|i| born.contains(&i)))
+                v.is_some()
+                    || !(*fresh || crate::schema::owner_ino(k).is_some_and(|i| born.contains(&i)))
             });
-            self.stats.keys_elided.fetch_add((before - merged.len()) as u64, Ordering::Relaxed);
-            let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, (_, v, _))| (k, v)).collect();
+            self.stats
+                .keys_elided
+                .fetch_add((before - merged.len()) as u64, Ordering::Relaxed);
+            let mut batch: Vec<BatchItem> =
+                merged.into_iter().map(|(k, (_, v, _))| (k, v)).collect();
             batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             let sync = self.durability != Durability::Buffered;
             // Everything elided: nothing to write, and earlier epochs are
@@ -400,17 +430,28 @@ impl Committer {
             // store would, so it poisons like a real failure: returning
             // early would drop the closed epoch's records, and a later
             // epoch's commit would then report them durable.
-            let wrote = crate::fault::point("commit.before_write")
-                .and_then(|()| if batch.is_empty() { Ok(()) } else { self.store.write(&batch, sync) });
+            let wrote = crate::fault::point("commit.before_write").and_then(|()| {
+                if batch.is_empty() {
+                    Ok(())
+                } else {
+                    self.store.write(&batch, sync)
+                }
+            });
             if let Err(e) = wrote {
                 return Err(self.poison(e));
             }
-            self.stats.records_in.fetch_add(nrec as u64, Ordering::Relaxed);
-            self.stats.keys_out.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.stats
+                .records_in
+                .fetch_add(nrec as u64, Ordering::Relaxed);
+            self.stats
+                .keys_out
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
             self.stats.commits.fetch_add(1, Ordering::Relaxed);
         }
         self.durable.store(closed, Ordering::Release);
-        self.stats.commit_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.stats
+            .commit_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         {
             let _g = self.done.lock();
             self.done_cv.notify_all();

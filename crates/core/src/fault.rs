@@ -8,7 +8,8 @@
 use crate::error::Result;
 
 #[cfg(feature = "faults")]
-static ARMED: crate::sync::PlainMutex<Vec<(&'static str, crate::error::Error)>> = crate::sync::const_plain_mutex(Vec::new());
+static ARMED: crate::sync::PlainMutex<Vec<(&'static str, crate::error::Error)>> =
+    crate::sync::const_plain_mutex(Vec::new());
 
 /// Arm a point: its next hit returns `err`.
 #[cfg(feature = "faults")]

@@ -55,7 +55,12 @@ struct InodeInfo {
 }
 
 /// Scan a key range in chunks (also the salvage's).
-pub(crate) fn for_range(store: &dyn Store, lo: Vec<u8>, hi: Vec<u8>, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+pub(crate) fn for_range(
+    store: &dyn Store,
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
     let mut lo = lo;
     loop {
         let got = store.scan(&lo, &hi, 4096)?;
@@ -84,43 +89,63 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                 Ok(n) => *slot = n,
                 Err(e) => r.problems.push(format!("allocation group {ag}: {e}")),
             },
-            None => r.problems.push(format!("allocation group {ag}: record missing")),
+            None => r
+                .problems
+                .push(format!("allocation group {ag}: record missing")),
         }
     }
     let mut inodes: HashMap<u64, InodeInfo> = HashMap::new();
-    for_range(store, vec![schema::K_INODE], vec![schema::K_INODE + 1], |k, v| {
-        let ino = schema::parse_inode_key(k)?;
-        match schema::decode_inode(ino, v) {
-            Ok((attr, extra)) => {
-                let parent_ptr = if attr.kind == Kind::Dir && extra.blob.len() == 8 {
-                    u64::from_le_bytes(extra.blob[..8].try_into().unwrap())
-                } else {
-                    0
-                };
-                inodes.insert(
-                    ino,
-                    InodeInfo {
-                        attr, parent_ptr, refs: 0, subdirs: 0, entries: 0, named_from: None, primary: extra.primary,
-                        sole: Vec::new(), has_data: false,
-                    },
-                );
+    for_range(
+        store,
+        vec![schema::K_INODE],
+        vec![schema::K_INODE + 1],
+        |k, v| {
+            let ino = schema::parse_inode_key(k)?;
+            match schema::decode_inode(ino, v) {
+                Ok((attr, extra)) => {
+                    let parent_ptr = if attr.kind == Kind::Dir && extra.blob.len() == 8 {
+                        u64::from_le_bytes(extra.blob[..8].try_into().unwrap())
+                    } else {
+                        0
+                    };
+                    inodes.insert(
+                        ino,
+                        InodeInfo {
+                            attr,
+                            parent_ptr,
+                            refs: 0,
+                            subdirs: 0,
+                            entries: 0,
+                            named_from: None,
+                            primary: extra.primary,
+                            sole: Vec::new(),
+                            has_data: false,
+                        },
+                    );
+                }
+                Err(e) => {
+                    r.problems.push(format!("inode {ino}: {e}"));
+                }
             }
-            Err(e) => {
-                r.problems.push(format!("inode {ino}: {e}"));
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     r.inodes = inodes.len() as u64;
-    if !inodes.get(&ROOT_INO).is_some_and(|i| i.attr.kind == Kind::Dir) {
-        r.problems.push("root inode missing or not a directory".into());
+    if !inodes
+        .get(&ROOT_INO)
+        .is_some_and(|i| i.attr.kind == Kind::Dir)
+    {
+        r.problems
+            .push("root inode missing or not a directory".into());
         return Ok(r);
     }
     for (ino, _) in inodes.iter() {
         let ag = (ino >> AG_SHIFT) as usize;
         let seq = ino & ((1 << AG_SHIFT) - 1);
         if ag >= ag_next.len() || seq >= ag_next[ag] {
-            r.problems.push(format!("inode {ino}: beyond its allocation group's high-water mark"));
+            r.problems.push(format!(
+                "inode {ino}: beyond its allocation group's high-water mark"
+            ));
             if repair && ag < ag_next.len() {
                 ag_next[ag] = seq + 1;
                 fix.push((schema::ag_key(ag as u32), Some(schema::encode_u64(seq + 1))));
@@ -129,90 +154,120 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
     }
     // Entries.
     let mut names: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-    for_range(store, vec![schema::K_ENTRY], vec![schema::K_ENTRY + 1], |k, v| {
-        let (parent, hash, name) = schema::parse_entry_key(k)?;
-        r.entries += 1;
-        let shown = String::from_utf8_lossy(name).into_owned();
-        if schema::name_hash(name) != hash {
-            r.problems.push(format!("entry {parent}/{shown}: hash does not match name"));
-            if repair {
-                fix.push((k.to_vec(), None));
-            }
-            return Ok(());
-        }
-        let (child, kind, sole) = match schema::decode_entry(v) {
-            Ok(x) => x,
-            Err(e) => {
-                r.problems.push(format!("entry {parent}/{shown}: {e}"));
+    for_range(
+        store,
+        vec![schema::K_ENTRY],
+        vec![schema::K_ENTRY + 1],
+        |k, v| {
+            let (parent, hash, name) = schema::parse_entry_key(k)?;
+            r.entries += 1;
+            let shown = String::from_utf8_lossy(name).into_owned();
+            if schema::name_hash(name) != hash {
+                r.problems
+                    .push(format!("entry {parent}/{shown}: hash does not match name"));
                 if repair {
                     fix.push((k.to_vec(), None));
                 }
                 return Ok(());
             }
-        };
-        let parent_ok = inodes.get(&parent).is_some_and(|p| p.attr.kind == Kind::Dir);
-        let child_ok = inodes.get(&child).is_some_and(|c| c.attr.kind == kind);
-        if !parent_ok || !child_ok {
-            r.problems.push(format!(
-                "entry {parent}/{shown} -> {child}: {}",
-                if !parent_ok { "parent is not a live directory" } else { "child inode missing or of another kind" }
-            ));
-            if repair {
-                fix.push((k.to_vec(), None));
+            let (child, kind, sole) = match schema::decode_entry(v) {
+                Ok(x) => x,
+                Err(e) => {
+                    r.problems.push(format!("entry {parent}/{shown}: {e}"));
+                    if repair {
+                        fix.push((k.to_vec(), None));
+                    }
+                    return Ok(());
+                }
+            };
+            let parent_ok = inodes
+                .get(&parent)
+                .is_some_and(|p| p.attr.kind == Kind::Dir);
+            let child_ok = inodes.get(&child).is_some_and(|c| c.attr.kind == kind);
+            if !parent_ok || !child_ok {
+                r.problems.push(format!(
+                    "entry {parent}/{shown} -> {child}: {}",
+                    if !parent_ok {
+                        "parent is not a live directory"
+                    } else {
+                        "child inode missing or of another kind"
+                    }
+                ));
+                if repair {
+                    fix.push((k.to_vec(), None));
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
-        let c = inodes.get_mut(&child).unwrap();
-        c.refs += 1;
-        if sole {
-            c.sole.push((k.to_vec(), (parent, hash)));
-        }
-        if kind == Kind::Dir {
-            if c.named_from.is_some() {
-                r.problems.push(format!("directory {child} has more than one name"));
+            let c = inodes.get_mut(&child).unwrap();
+            c.refs += 1;
+            if sole {
+                c.sole.push((k.to_vec(), (parent, hash)));
             }
-            c.named_from = Some(parent);
-        }
-        let p = inodes.get_mut(&parent).unwrap();
-        p.entries += 1;
-        if kind == Kind::Dir {
-            p.subdirs += 1;
-        }
-        names.entry(child).or_insert_with(|| name.to_vec());
-        Ok(())
-    })?;
+            if kind == Kind::Dir {
+                if c.named_from.is_some() {
+                    r.problems
+                        .push(format!("directory {child} has more than one name"));
+                }
+                c.named_from = Some(parent);
+            }
+            let p = inodes.get_mut(&parent).unwrap();
+            p.entries += 1;
+            if kind == Kind::Dir {
+                p.subdirs += 1;
+            }
+            names.entry(child).or_insert_with(|| name.to_vec());
+            Ok(())
+        },
+    )?;
     // Orphans.
     let mut orphans: Vec<u64> = Vec::new();
-    for_range(store, vec![schema::K_ORPHAN], vec![schema::K_ORPHAN + 1], |k, _| {
-        let ino = schema::parse_orphan_key(k)?;
-        orphans.push(ino);
-        Ok(())
-    })?;
+    for_range(
+        store,
+        vec![schema::K_ORPHAN],
+        vec![schema::K_ORPHAN + 1],
+        |k, _| {
+            let ino = schema::parse_orphan_key(k)?;
+            orphans.push(ino);
+            Ok(())
+        },
+    )?;
     // Data blocks.
     let mut lost_data: Vec<Vec<u8>> = Vec::new();
-    for_range(store, vec![schema::K_DATA], vec![schema::K_DATA + 1], |k, v| {
-        let (ino, blk) = schema::parse_data_key(k)?;
-        r.data_blocks += 1;
-        if let Err(e) = schema::decode_data(v) {
-            r.problems.push(format!("data block {ino}:{blk}: {e}"));
-            return Ok(());
-        }
-        if let Some(i) = inodes.get_mut(&ino) {
-            i.has_data = true;
-        }
-        match inodes.get(&ino) {
-            Some(i) if i.attr.kind == Kind::File && i.attr.size > INLINE_MAX && blk * BLOCK < i.attr.size => {}
-            Some(i) => {
-                r.problems.push(format!("data block {ino}:{blk}: outside the file (size {})", i.attr.size));
-                lost_data.push(k.to_vec());
+    for_range(
+        store,
+        vec![schema::K_DATA],
+        vec![schema::K_DATA + 1],
+        |k, v| {
+            let (ino, blk) = schema::parse_data_key(k)?;
+            r.data_blocks += 1;
+            if let Err(e) = schema::decode_data(v) {
+                r.problems.push(format!("data block {ino}:{blk}: {e}"));
+                return Ok(());
             }
-            None => {
-                r.problems.push(format!("data block {ino}:{blk}: inode missing"));
-                lost_data.push(k.to_vec());
+            if let Some(i) = inodes.get_mut(&ino) {
+                i.has_data = true;
             }
-        }
-        Ok(())
-    })?;
+            match inodes.get(&ino) {
+                Some(i)
+                    if i.attr.kind == Kind::File
+                        && i.attr.size > INLINE_MAX
+                        && blk * BLOCK < i.attr.size => {}
+                Some(i) => {
+                    r.problems.push(format!(
+                        "data block {ino}:{blk}: outside the file (size {})",
+                        i.attr.size
+                    ));
+                    lost_data.push(k.to_vec());
+                }
+                None => {
+                    r.problems
+                        .push(format!("data block {ino}:{blk}: inode missing"));
+                    lost_data.push(k.to_vec());
+                }
+            }
+            Ok(())
+        },
+    )?;
     if repair {
         fix.extend(lost_data.into_iter().map(|k| (k, None)));
     }
@@ -227,20 +282,30 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
         let mut want = a;
         if a.kind == Kind::Dir {
             if want.nlink != 2 + i.subdirs {
-                r.problems.push(format!("directory {ino}: nlink {} but {} subdirectories", a.nlink, i.subdirs));
+                r.problems.push(format!(
+                    "directory {ino}: nlink {} but {} subdirectories",
+                    a.nlink, i.subdirs
+                ));
                 want.nlink = 2 + i.subdirs;
             }
             if want.size != i.entries {
-                r.problems.push(format!("directory {ino}: size {} but {} entries", a.size, i.entries));
+                r.problems.push(format!(
+                    "directory {ino}: size {} but {} entries",
+                    a.size, i.entries
+                ));
                 want.size = i.entries;
             }
             if ino != ROOT_INO {
                 match i.named_from {
                     Some(p) if p != i.parent_ptr => {
-                        r.problems.push(format!("directory {ino}: parent pointer {} but named in {p}", i.parent_ptr));
+                        r.problems.push(format!(
+                            "directory {ino}: parent pointer {} but named in {p}",
+                            i.parent_ptr
+                        ));
                     }
                     None => {
-                        r.problems.push(format!("directory {ino}: not named by any entry"));
+                        r.problems
+                            .push(format!("directory {ino}: not named by any entry"));
                         lost.push(ino);
                     }
                     _ => {}
@@ -248,7 +313,10 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             }
         } else if i.refs == 0 {
             if !(orphan && a.nlink == 0) {
-                r.problems.push(format!("inode {ino}: nlink {} but no entry names it", a.nlink));
+                r.problems.push(format!(
+                    "inode {ino}: nlink {} but no entry names it",
+                    a.nlink
+                ));
                 if a.nlink > 0 {
                     lost.push(ino);
                 } else if repair {
@@ -256,7 +324,10 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                 }
             }
         } else if a.nlink != i.refs {
-            r.problems.push(format!("inode {ino}: nlink {} but {} entries name it", a.nlink, i.refs));
+            r.problems.push(format!(
+                "inode {ino}: nlink {} but {} entries name it",
+                a.nlink, i.refs
+            ));
             want.nlink = i.refs;
         }
         // Invariant 7: the flag is a promise unlink acts on without reading.
@@ -283,13 +354,22 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             if let Some(v) = store.get(&schema::inode_key(ino))? {
                 let (_, extra) = schema::decode_inode(ino, &v)?;
                 let primary = if clear_primary { None } else { extra.primary };
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&want, &extra.blob, &extra.xattrs, primary))));
+                fix.push((
+                    schema::inode_key(ino),
+                    Some(schema::encode_inode(
+                        &want,
+                        &extra.blob,
+                        &extra.xattrs,
+                        primary,
+                    )),
+                ));
             }
         }
     }
     for o in &orphans {
         if !inodes.get(o).is_some_and(|i| i.attr.nlink == 0) {
-            r.problems.push(format!("orphan {o}: inode missing or still linked"));
+            r.problems
+                .push(format!("orphan {o}: inode missing or still linked"));
             if repair {
                 fix.push((schema::orphan_key(*o), None));
             }
@@ -303,26 +383,48 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
             let i = &inodes[&ino];
             let name = format!("lost+found.{ino}").into_bytes();
             let h = schema::name_hash(&name);
-            fix.push((schema::entry_key(ROOT_INO, h, &name), Some(schema::encode_entry(ino, i.attr.kind, false))));
+            fix.push((
+                schema::entry_key(ROOT_INO, h, &name),
+                Some(schema::encode_entry(ino, i.attr.kind, false)),
+            ));
             root.size += 1;
             if i.attr.kind == Kind::Dir {
                 root.nlink += 1;
                 let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
                 let (_, extra) = schema::decode_inode(ino, &v)?;
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&i.attr, &ROOT_INO.to_le_bytes(), &extra.xattrs, None))));
+                fix.push((
+                    schema::inode_key(ino),
+                    Some(schema::encode_inode(
+                        &i.attr,
+                        &ROOT_INO.to_le_bytes(),
+                        &extra.xattrs,
+                        None,
+                    )),
+                ));
             } else {
                 let mut a = i.attr;
                 a.nlink = 1;
                 let v = store.get(&schema::inode_key(ino))?.unwrap_or_default();
                 let (_, extra) = schema::decode_inode(ino, &v)?;
-                fix.push((schema::inode_key(ino), Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs, None))));
+                fix.push((
+                    schema::inode_key(ino),
+                    Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs, None)),
+                ));
             }
             root_changed = true;
         }
         if root_changed {
             let v = store.get(&schema::inode_key(ROOT_INO))?.unwrap_or_default();
             let (_, extra) = schema::decode_inode(ROOT_INO, &v)?;
-            fix.push((schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &extra.blob, &extra.xattrs, None))));
+            fix.push((
+                schema::inode_key(ROOT_INO),
+                Some(schema::encode_inode(
+                    &root,
+                    &extra.blob,
+                    &extra.xattrs,
+                    None,
+                )),
+            ));
         }
         if !fix.is_empty() {
             // Later fixes to one key win (the root may be fixed twice).

@@ -13,8 +13,8 @@ pub mod cache;
 pub mod commit;
 pub mod engine;
 pub mod error;
-pub mod fsck;
 pub mod fault;
+pub mod fsck;
 pub mod salvage;
 pub mod schema;
 pub mod stats;
@@ -22,7 +22,9 @@ pub mod store;
 pub mod sync;
 pub mod types;
 
-pub use engine::{Engine, SetAttr, TimeSet, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE};
+pub use engine::{
+    Engine, SetAttr, TimeSet, RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
+};
 pub use error::{Error, Result};
 pub use store::{MemStore, NullStore, Store};
 pub use types::*;

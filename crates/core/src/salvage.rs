@@ -37,7 +37,10 @@ const WIDTH: usize = 32;
 
 /// Hand every readable record of `src` to `emit`, in key order; return the
 /// ranges that could not be read.
-pub fn readable_records(src: &dyn Store, mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+pub fn readable_records(
+    src: &dyn Store,
+    mut emit: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let hi = vec![0xff; WIDTH];
     let mut cur: Vec<u8> = Vec::new();
     let mut damaged = Vec::new();
@@ -158,12 +161,19 @@ pub fn salvage(src: &dyn Store, dst: &dyn Store) -> Result<Salvage> {
 fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<String>> {
     // child -> (parent, name), and which children's inode records exist.
     let mut names: HashMap<u64, (u64, Vec<u8>)> = HashMap::new();
-    fsck::for_range(dst, vec![schema::K_ENTRY], vec![schema::K_ENTRY + 1], |k, v| {
-        if let (Ok((parent, _, name)), Ok((child, _, _))) = (schema::parse_entry_key(k), schema::decode_entry(v)) {
-            names.insert(child, (parent, name.to_vec()));
-        }
-        Ok(())
-    })?;
+    fsck::for_range(
+        dst,
+        vec![schema::K_ENTRY],
+        vec![schema::K_ENTRY + 1],
+        |k, v| {
+            if let (Ok((parent, _, name)), Ok((child, _, _))) =
+                (schema::parse_entry_key(k), schema::decode_entry(v))
+            {
+                names.insert(child, (parent, name.to_vec()));
+            }
+            Ok(())
+        },
+    )?;
     let path = |ino: u64| -> String {
         let mut parts = Vec::new();
         let mut at = ino;
@@ -187,13 +197,19 @@ fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Strin
     };
     let mut lost: BTreeMap<String, ()> = BTreeMap::new();
     for (lo, hi) in damaged {
-        let (tlo, thi) = (lo.first().copied().unwrap_or(0), hi.first().copied().unwrap_or(0xff));
+        let (tlo, thi) = (
+            lo.first().copied().unwrap_or(0),
+            hi.first().copied().unwrap_or(0xff),
+        );
         let (ilo, ihi) = (ino_of(lo), if thi == tlo { ino_of(hi) } else { u64::MAX });
         match tlo {
             schema::K_INODE => {
                 for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
                     if dst.get(&schema::inode_key(*child))?.is_none() {
-                        lost.insert(format!("{}: lost (its inode record was damaged)", path(*child)), ());
+                        lost.insert(
+                            format!("{}: lost (its inode record was damaged)", path(*child)),
+                            (),
+                        );
                     }
                 }
             }
@@ -201,22 +217,46 @@ fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Strin
                 for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
                     let (dlo, dhi) = schema::data_range(*child, 0);
                     let from = if *child == ilo { lo.clone() } else { dlo };
-                    let to = if *child == ihi { hi.clone() } else { dhi.clone() };
+                    let to = if *child == ihi {
+                        hi.clone()
+                    } else {
+                        dhi.clone()
+                    };
                     // Only files that had data in the damaged span.
-                    if from < to && (dst.scan(&from, &to, 1)?.is_empty() || *child == ilo || *child == ihi) {
-                        lost.insert(format!("{}: some data blocks lost (they read as zeros)", path(*child)), ());
+                    if from < to
+                        && (dst.scan(&from, &to, 1)?.is_empty() || *child == ilo || *child == ihi)
+                    {
+                        lost.insert(
+                            format!(
+                                "{}: some data blocks lost (they read as zeros)",
+                                path(*child)
+                            ),
+                            (),
+                        );
                     }
                 }
             }
             schema::K_ENTRY => {
-                for d in names.keys().copied().filter(|c| *c >= ilo && *c <= ihi).chain([ilo]) {
+                for d in names
+                    .keys()
+                    .copied()
+                    .filter(|c| *c >= ilo && *c <= ihi)
+                    .chain([ilo])
+                {
                     if d == crate::ROOT_INO || names.contains_key(&d) {
                         lost.insert(format!("{}: some names lost (their files, if intact, are now /lost+found.<inode>)", path(d)), ());
                     }
                 }
             }
             _ => {
-                lost.insert(format!("records {} to {} (superblock, group or orphan records)", hex(lo), hex(hi)), ());
+                lost.insert(
+                    format!(
+                        "records {} to {} (superblock, group or orphan records)",
+                        hex(lo),
+                        hex(hi)
+                    ),
+                    (),
+                );
             }
         }
     }
@@ -283,8 +323,19 @@ mod tests {
     fn walk_skips_exactly_the_damaged_span() {
         let inner = crate::MemStore::default();
         let keys: Vec<Vec<u8>> = (0u64..5000).map(|i| schema::data_key(64, i)).collect();
-        inner.write(&keys.iter().map(|k| (k.clone(), Some(vec![1]))).collect::<Vec<_>>(), false).unwrap();
-        let s = Damaged { inner, bad: (keys[2000].clone(), keys[2040].clone()) };
+        inner
+            .write(
+                &keys
+                    .iter()
+                    .map(|k| (k.clone(), Some(vec![1])))
+                    .collect::<Vec<_>>(),
+                false,
+            )
+            .unwrap();
+        let s = Damaged {
+            inner,
+            bad: (keys[2000].clone(), keys[2040].clone()),
+        };
         let mut seen = Vec::new();
         let damaged = readable_records(&s, |k, _| {
             seen.push(k.to_vec());
@@ -292,9 +343,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen.len(), 5000 - 40);
-        assert!(seen.contains(&keys[1999]) && seen.contains(&keys[2040]) && !seen.contains(&keys[2000]));
+        assert!(
+            seen.contains(&keys[1999]) && seen.contains(&keys[2040]) && !seen.contains(&keys[2000])
+        );
         assert_eq!(damaged.len(), 1);
         assert!(damaged[0].0 <= keys[2000] && pad(&damaged[0].1) <= pad(&keys[2040]));
     }
 }
-

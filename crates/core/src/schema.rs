@@ -141,7 +141,9 @@ fn open<'a>(what: &str, v: &'a [u8]) -> Result<&'a [u8]> {
     }
     let crc = u32::from_le_bytes(v[..4].try_into().unwrap());
     if crc32fast::hash(&v[4..]) != crc {
-        return Err(Error::Corrupted(format!("{what} record fails its checksum")));
+        return Err(Error::Corrupted(format!(
+            "{what} record fails its checksum"
+        )));
     }
     Ok(&v[4..])
 }
@@ -186,10 +188,14 @@ impl<'a> Reader<'a> {
                 return Ok(x);
             }
         }
-        Err(Error::Corrupted(format!("{} record: bad varint", self.what)))
+        Err(Error::Corrupted(format!(
+            "{} record: bad varint",
+            self.what
+        )))
     }
     fn var32(&mut self) -> Result<u32> {
-        u32::try_from(self.var()?).map_err(|_| Error::Corrupted(format!("{} record: field out of range", self.what)))
+        u32::try_from(self.var()?)
+            .map_err(|_| Error::Corrupted(format!("{} record: field out of range", self.what)))
     }
     /// A timestamp: zigzag varint seconds, fixed nanoseconds.
     fn var_ts(&mut self) -> Result<Ts> {
@@ -236,11 +242,23 @@ const TAG_PRIMARY: u8 = b'P';
 /// (tag, varint parent, fixed hash). An empty file's record is about 60
 /// bytes instead of the fixed layout's 97: every create writes one, and the
 /// store carries it through its memtable, flushes and compactions.
-pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], primary: Option<(Ino, u64)>) -> Vec<u8> {
+pub fn encode_inode(
+    a: &Attr,
+    extra_blob: &[u8],
+    xattrs: &[(Vec<u8>, Vec<u8>)],
+    primary: Option<(Ino, u64)>,
+) -> Vec<u8> {
     let mut v = Vec::with_capacity(96 + extra_blob.len());
     v.extend_from_slice(&[0; 4]);
     v.push(a.kind as u8 | COMPACT);
-    for x in [a.perm as u64, a.nlink as u64, a.uid as u64, a.gid as u64, a.rdev as u64, a.size] {
+    for x in [
+        a.perm as u64,
+        a.nlink as u64,
+        a.uid as u64,
+        a.gid as u64,
+        a.rdev as u64,
+        a.size,
+    ] {
         put_var(&mut v, x);
     }
     for t in [a.atime, a.mtime, a.ctime, a.crtime] {
@@ -265,9 +283,13 @@ pub fn encode_inode(a: &Attr, extra_blob: &[u8], xattrs: &[(Vec<u8>, Vec<u8>)], 
 }
 
 pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
-    let mut r = Reader { what: "inode", b: open("inode", v)? };
+    let mut r = Reader {
+        what: "inode",
+        b: open("inode", v)?,
+    };
     let k = r.u8()?;
-    let kind = Kind::from_u8(k & !COMPACT).ok_or_else(|| Error::Corrupted(format!("inode {ino}: bad kind")))?;
+    let kind = Kind::from_u8(k & !COMPACT)
+        .ok_or_else(|| Error::Corrupted(format!("inode {ino}: bad kind")))?;
     if k & COMPACT != 0 {
         return decode_inode_compact(ino, kind, r);
     }
@@ -296,12 +318,34 @@ pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
     }
-    let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
-    Ok((a, InodeExtra { blob, xattrs, primary: None }))
+    let a = Attr {
+        ino,
+        kind,
+        perm,
+        nlink,
+        uid,
+        gid,
+        rdev,
+        size,
+        atime,
+        mtime,
+        ctime,
+        crtime,
+        version,
+    };
+    Ok((
+        a,
+        InodeExtra {
+            blob,
+            xattrs,
+            primary: None,
+        },
+    ))
 }
 
 fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr, InodeExtra)> {
-    let perm = u16::try_from(r.var()?).map_err(|_| Error::Corrupted(format!("inode {ino}: bad mode")))?;
+    let perm =
+        u16::try_from(r.var()?).map_err(|_| Error::Corrupted(format!("inode {ino}: bad mode")))?;
     let nlink = r.var32()?;
     let uid = r.var32()?;
     let gid = r.var32()?;
@@ -333,8 +377,29 @@ fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
     }
-    let a = Attr { ino, kind, perm, nlink, uid, gid, rdev, size, atime, mtime, ctime, crtime, version };
-    Ok((a, InodeExtra { blob, xattrs, primary }))
+    let a = Attr {
+        ino,
+        kind,
+        perm,
+        nlink,
+        uid,
+        gid,
+        rdev,
+        size,
+        atime,
+        mtime,
+        ctime,
+        crtime,
+        version,
+    };
+    Ok((
+        a,
+        InodeExtra {
+            blob,
+            xattrs,
+            primary,
+        },
+    ))
 }
 
 /// Bit of an entry's kind byte: the entry is its inode's only name and the
@@ -352,10 +417,14 @@ pub fn encode_entry(ino: Ino, kind: Kind, sole: bool) -> Vec<u8> {
 }
 /// (child, kind, sole).
 pub fn decode_entry(v: &[u8]) -> Result<(Ino, Kind, bool)> {
-    let mut r = Reader { what: "entry", b: open("entry", v)? };
+    let mut r = Reader {
+        what: "entry",
+        b: open("entry", v)?,
+    };
     let ino = r.u64()?;
     let b = r.u8()?;
-    let kind = Kind::from_u8(b & !SOLE).ok_or_else(|| Error::Corrupted("entry: bad kind".into()))?;
+    let kind =
+        Kind::from_u8(b & !SOLE).ok_or_else(|| Error::Corrupted("entry: bad kind".into()))?;
     let sole = b & SOLE != 0;
     if sole && kind == Kind::Dir {
         return Err(Error::Corrupted("entry: a directory marked sole".into()));
@@ -409,7 +478,9 @@ pub fn decode_super_format(v: &[u8]) -> Result<(u32, u32)> {
     }
     let fmt = u32::from_le_bytes(d[8..12].try_into().unwrap());
     if !(FORMAT_MIN..=FORMAT).contains(&fmt) {
-        return Err(Error::Corrupted(format!("superblock: format {fmt}, this shoal reads {FORMAT_MIN} to {FORMAT}")));
+        return Err(Error::Corrupted(format!(
+            "superblock: format {fmt}, this shoal reads {FORMAT_MIN} to {FORMAT}"
+        )));
     }
     Ok((u32::from_le_bytes(d[12..16].try_into().unwrap()), fmt))
 }
@@ -421,9 +492,19 @@ mod tests {
     #[test]
     fn inode_roundtrip_and_checksum() {
         let a = Attr {
-            ino: 7, kind: Kind::File, perm: 0o644, nlink: 1, uid: 1, gid: 2, rdev: 0, size: 3,
-            atime: Ts { sec: -5, nsec: 3 }, mtime: Ts::default(), ctime: Ts::default(),
-            crtime: Ts::default(), version: 9,
+            ino: 7,
+            kind: Kind::File,
+            perm: 0o644,
+            nlink: 1,
+            uid: 1,
+            gid: 2,
+            rdev: 0,
+            size: 3,
+            atime: Ts { sec: -5, nsec: 3 },
+            mtime: Ts::default(),
+            ctime: Ts::default(),
+            crtime: Ts::default(),
+            version: 9,
         };
         let x = vec![(b"user.a".to_vec(), b"v".to_vec())];
         let mut v = encode_inode(&a, b"abc", &x, None);
@@ -443,17 +524,44 @@ mod tests {
     fn compact_inode_roundtrips_extremes_and_format1_inodes_still_read() {
         let t = |sec, nsec| Ts { sec, nsec };
         let a = Attr {
-            ino: 1 << 41, kind: Kind::Symlink, perm: 0o7777, nlink: u32::MAX, uid: u32::MAX, gid: 0, rdev: 77,
-            size: u64::MAX, atime: t(i64::MIN, 999_999_999), mtime: t(-1, 0), ctime: t(i64::MAX, 1),
-            crtime: t(1_763_800_000, 5), version: u64::MAX,
+            ino: 1 << 41,
+            kind: Kind::Symlink,
+            perm: 0o7777,
+            nlink: u32::MAX,
+            uid: u32::MAX,
+            gid: 0,
+            rdev: 77,
+            size: u64::MAX,
+            atime: t(i64::MIN, 999_999_999),
+            mtime: t(-1, 0),
+            ctime: t(i64::MAX, 1),
+            crtime: t(1_763_800_000, 5),
+            version: u64::MAX,
         };
         let x = vec![(b"user.k".to_vec(), vec![9u8; 300]), (vec![], vec![])];
         let v = encode_inode(&a, &[1u8; 200], &x, Some((u64::MAX, 42)));
         let (b, e) = decode_inode(a.ino, &v).unwrap();
-        assert_eq!((a, e.blob.len(), e.xattrs, e.primary), (b, 200, x, Some((u64::MAX, 42))));
+        assert_eq!(
+            (a, e.blob.len(), e.xattrs, e.primary),
+            (b, 200, x, Some((u64::MAX, 42)))
+        );
         // An empty file's record: under two thirds of the fixed layout's 97 bytes.
-        let f = Attr { kind: Kind::File, perm: 0o644, nlink: 1, uid: 0, size: 0, rdev: 0, version: 1, ..a };
-        let f = Attr { atime: f.crtime, mtime: f.crtime, ctime: f.crtime, ..f };
+        let f = Attr {
+            kind: Kind::File,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            size: 0,
+            rdev: 0,
+            version: 1,
+            ..a
+        };
+        let f = Attr {
+            atime: f.crtime,
+            mtime: f.crtime,
+            ctime: f.crtime,
+            ..f
+        };
         let small = encode_inode(&f, &[], &[], None).len();
         assert!(small <= 64, "{small} bytes");
         // A format-1 record (fixed layout, as format 1 wrote it).
@@ -473,14 +581,23 @@ mod tests {
         old.extend_from_slice(b"abc");
         old.extend_from_slice(&0u16.to_le_bytes());
         let (o, e) = decode_inode(9, &seal(old)).unwrap();
-        assert_eq!((o.perm, o.nlink, o.uid, o.gid, o.size, o.mtime, o.version), (0o600, 1, 5, 6, 3, t(-7, 8), 2));
+        assert_eq!(
+            (o.perm, o.nlink, o.uid, o.gid, o.size, o.mtime, o.version),
+            (0o600, 1, 5, 6, 3, t(-7, 8), 2)
+        );
         assert_eq!((e.blob, e.primary), (b"abc".to_vec(), None));
     }
 
     #[test]
     fn entry_sole_flag_roundtrips_and_old_entries_read_as_not_sole() {
-        assert_eq!(decode_entry(&encode_entry(9, Kind::File, true)).unwrap(), (9, Kind::File, true));
-        assert_eq!(decode_entry(&encode_entry(9, Kind::Symlink, false)).unwrap(), (9, Kind::Symlink, false));
+        assert_eq!(
+            decode_entry(&encode_entry(9, Kind::File, true)).unwrap(),
+            (9, Kind::File, true)
+        );
+        assert_eq!(
+            decode_entry(&encode_entry(9, Kind::Symlink, false)).unwrap(),
+            (9, Kind::Symlink, false)
+        );
         // A format-1 entry is the same bytes with the flag clear.
         let mut old = vec![0; 4];
         old.extend_from_slice(&9u64.to_le_bytes());

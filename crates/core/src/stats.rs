@@ -2,8 +2,8 @@
 //! that counting costs one uncontended relaxed add. Read by `shoal stats` and
 //! the benchmarks; nothing reads them on the operation path.
 
-use crossbeam_utils::CachePadded;
 use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
@@ -31,15 +31,35 @@ pub enum Op {
 }
 
 pub const OPS: [Op; 20] = [
-    Op::Lookup, Op::Getattr, Op::Setattr, Op::Create, Op::Mkdir, Op::Unlink, Op::Rmdir, Op::Rename,
-    Op::Link, Op::Symlink, Op::Readlink, Op::Open, Op::Release, Op::Read, Op::Write, Op::Readdir,
-    Op::Fsync, Op::Xattr, Op::Statfs, Op::Forget,
+    Op::Lookup,
+    Op::Getattr,
+    Op::Setattr,
+    Op::Create,
+    Op::Mkdir,
+    Op::Unlink,
+    Op::Rmdir,
+    Op::Rename,
+    Op::Link,
+    Op::Symlink,
+    Op::Readlink,
+    Op::Open,
+    Op::Release,
+    Op::Read,
+    Op::Write,
+    Op::Readdir,
+    Op::Fsync,
+    Op::Xattr,
+    Op::Statfs,
+    Op::Forget,
 ];
 
 impl Op {
     pub fn name(self) -> &'static str {
-        ["lookup", "getattr", "setattr", "create", "mkdir", "unlink", "rmdir", "rename", "link", "symlink",
-         "readlink", "open", "release", "read", "write", "readdir", "fsync", "xattr", "statfs", "forget"][self as usize]
+        [
+            "lookup", "getattr", "setattr", "create", "mkdir", "unlink", "rmdir", "rename", "link",
+            "symlink", "readlink", "open", "release", "read", "write", "readdir", "fsync", "xattr",
+            "statfs", "forget",
+        ][self as usize]
     }
 }
 
@@ -61,10 +81,12 @@ impl Default for OpStats {
     fn default() -> Self {
         OpStats {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(Stripe {
-                    count: std::array::from_fn(|_| AtomicU64::new(0)),
-                    hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
-                }))
+                .map(|_| {
+                    CachePadded::new(Stripe {
+                        count: std::array::from_fn(|_| AtomicU64::new(0)),
+                        hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+                    })
+                })
                 .collect(),
         }
     }
@@ -128,10 +150,21 @@ impl OpStats {
             c.set(v);
             v
         });
-        Timer { stats: self, op, t0: if t % SAMPLE == 0 { Some(std::time::Instant::now()) } else { None } }
+        Timer {
+            stats: self,
+            op,
+            t0: if t % SAMPLE == 0 {
+                Some(std::time::Instant::now())
+            } else {
+                None
+            },
+        }
     }
     pub fn snapshot(&self, op: Op) -> OpSnapshot {
-        let mut s = OpSnapshot { count: 0, hist: vec![0; BUCKETS] };
+        let mut s = OpSnapshot {
+            count: 0,
+            hist: vec![0; BUCKETS],
+        };
         for st in &self.stripes {
             s.count += st.count[op as usize].load(Ordering::Relaxed);
             for (b, h) in st.hist[op as usize].iter().enumerate() {

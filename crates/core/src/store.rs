@@ -124,7 +124,12 @@ impl MemStore {
         }
     }
     pub fn dump(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.inner.lock().live.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.inner
+            .lock()
+            .live
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }
 

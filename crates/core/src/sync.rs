@@ -103,8 +103,13 @@ static THREADS: std::sync::Mutex<Vec<Arc<ThreadCounts>>> = std::sync::Mutex::new
 /// counts outlive their threads, as lockmeter's did), and of acquisitions
 /// made after a thread's block was dropped. Shared, so added with `fetch_add`.
 static RETIRED: ThreadCounts = ThreadCounts {
-    classes: [const { ClassCounts { acquired: AtomicU64::new(0), contended: AtomicU64::new(0), wait_ns: AtomicU64::new(0) } };
-        LOCK_CLASSES.len()],
+    classes: [const {
+        ClassCounts {
+            acquired: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+        }
+    }; LOCK_CLASSES.len()],
 };
 
 /// This thread's block, registered in `THREADS` while the thread lives.
@@ -118,9 +123,12 @@ impl Drop for Mine {
     fn drop(&mut self) {
         let mut all = THREADS.lock().unwrap_or_else(|e| e.into_inner());
         for (r, c) in RETIRED.classes.iter().zip(&self.0.classes) {
-            r.acquired.fetch_add(c.acquired.load(Ordering::Relaxed), Ordering::Relaxed);
-            r.contended.fetch_add(c.contended.load(Ordering::Relaxed), Ordering::Relaxed);
-            r.wait_ns.fetch_add(c.wait_ns.load(Ordering::Relaxed), Ordering::Relaxed);
+            r.acquired
+                .fetch_add(c.acquired.load(Ordering::Relaxed), Ordering::Relaxed);
+            r.contended
+                .fetch_add(c.contended.load(Ordering::Relaxed), Ordering::Relaxed);
+            r.wait_ns
+                .fetch_add(c.wait_ns.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         all.retain(|t| !Arc::ptr_eq(t, &self.0));
     }
@@ -235,7 +243,10 @@ pub struct Mutex<T> {
 
 impl<T> Mutex<T> {
     pub const fn new(class: LockClass, v: T) -> Self {
-        Mutex { class, inner: parking_lot::const_mutex(v) }
+        Mutex {
+            class,
+            inner: parking_lot::const_mutex(v),
+        }
     }
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
@@ -291,7 +302,8 @@ impl BitLocks {
     fn try_bit(&self, bit: u32) -> bool {
         // Read first: a waiter spinning on a held bit does not take the line
         // from the holder.
-        self.0.load(Ordering::Relaxed) & bit == 0 && self.0.fetch_or(bit, Ordering::Acquire) & bit == 0
+        self.0.load(Ordering::Relaxed) & bit == 0
+            && self.0.fetch_or(bit, Ordering::Acquire) & bit == 0
     }
 
     /// Lock number `i` (< `BIT_LOCKS`).
@@ -321,7 +333,12 @@ impl BitLocks {
                     if s & bit == 0 {
                         return false;
                     }
-                    match self.0.compare_exchange_weak(s, s | BIT_PARKED, Ordering::Relaxed, Ordering::Relaxed) {
+                    match self.0.compare_exchange_weak(
+                        s,
+                        s | BIT_PARKED,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
                         Ok(_) => return true,
                         Err(x) => s = x,
                     }
@@ -330,7 +347,14 @@ impl BitLocks {
             // SAFETY: the key is this word's address, which outlives the
             // call; the callbacks neither panic nor call into the parking lot.
             unsafe {
-                parking_lot_core::park(key, validate, || {}, |_, _| {}, parking_lot_core::DEFAULT_PARK_TOKEN, None);
+                parking_lot_core::park(
+                    key,
+                    validate,
+                    || {},
+                    |_, _| {},
+                    parking_lot_core::DEFAULT_PARK_TOKEN,
+                    None,
+                );
             }
         }
     }
@@ -347,7 +371,10 @@ impl BitLocks {
         self.0.fetch_and(!BIT_PARKED, Ordering::Relaxed);
         // SAFETY: as in `lock_slow`.
         unsafe {
-            parking_lot_core::unpark_all(self as *const BitLocks as usize, parking_lot_core::DEFAULT_UNPARK_TOKEN);
+            parking_lot_core::unpark_all(
+                self as *const BitLocks as usize,
+                parking_lot_core::DEFAULT_UNPARK_TOKEN,
+            );
         }
     }
 }
@@ -378,13 +405,21 @@ pub struct RwLock<T, S = ()> {
 
 impl<T> RwLock<T> {
     pub const fn new(class: LockClass, v: T) -> Self {
-        RwLock { class, side: (), inner: parking_lot::const_rwlock(v) }
+        RwLock {
+            class,
+            side: (),
+            inner: parking_lot::const_rwlock(v),
+        }
     }
 }
 
 impl<T, S> RwLock<T, S> {
     pub const fn with_side(class: LockClass, side: S, v: T) -> Self {
-        RwLock { class, side, inner: parking_lot::const_rwlock(v) }
+        RwLock {
+            class,
+            side,
+            inner: parking_lot::const_rwlock(v),
+        }
     }
     #[inline]
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
@@ -416,7 +451,9 @@ pub struct Counter {
 }
 impl Default for Counter {
     fn default() -> Self {
-        Counter { stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(AtomicU64::new(0))) }
+        Counter {
+            stripes: std::array::from_fn(|_| crossbeam_utils::CachePadded::new(AtomicU64::new(0))),
+        }
     }
 }
 impl Counter {
@@ -425,7 +462,10 @@ impl Counter {
         self.stripes[thread_slot() % 8].fetch_add(v as u64, Ordering::Relaxed);
     }
     pub fn get(&self) -> i64 {
-        self.stripes.iter().map(|s| s.load(Ordering::Relaxed)).fold(0u64, |a, b| a.wrapping_add(b)) as i64
+        self.stripes
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .fold(0u64, |a, b| a.wrapping_add(b)) as i64
     }
 }
 
@@ -464,7 +504,11 @@ mod tests {
         }
         let total: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
         assert_eq!(total, 6 * 3_000);
-        assert_eq!(word.0.load(Ordering::Relaxed), 0, "every bit released, no parked flag left");
+        assert_eq!(
+            word.0.load(Ordering::Relaxed),
+            0,
+            "every bit released, no parked flag left"
+        );
     }
 
     /// Per-thread blocks add up exactly, and counts outlive their threads.

@@ -85,7 +85,10 @@ impl Ts {
     }
     pub fn from_system(t: SystemTime) -> Ts {
         match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => Ts { sec: d.as_secs() as i64, nsec: d.subsec_nanos() },
+            Ok(d) => Ts {
+                sec: d.as_secs() as i64,
+                nsec: d.subsec_nanos(),
+            },
             Err(e) => {
                 let d = e.duration();
                 let mut sec = -(d.as_secs() as i64);
@@ -151,10 +154,22 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn root() -> Ctx {
-        Ctx { uid: 0, gid: 0, groups: vec![], check_perms: false, umask: 0 }
+        Ctx {
+            uid: 0,
+            gid: 0,
+            groups: vec![],
+            check_perms: false,
+            umask: 0,
+        }
     }
     pub fn user(uid: u32, gid: u32) -> Ctx {
-        Ctx { uid, gid, groups: vec![], check_perms: true, umask: 0 }
+        Ctx {
+            uid,
+            gid,
+            groups: vec![],
+            check_perms: true,
+            umask: 0,
+        }
     }
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)

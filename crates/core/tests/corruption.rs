@@ -2,9 +2,9 @@
 //! opening, fsck and reading must report the damage (an error naming the
 //! problem) and never panic or serve different data silently.
 
-use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use shoal_core::{Config, Engine, MemStore, Store};
 use shoal_store::FjallStore;
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -75,13 +75,20 @@ fn check(dir: &Path, own: &dyn Fn(&str) -> bool) -> Result<State, String> {
 #[test]
 fn flipped_and_truncated_store_files_are_reported() {
     use rand::{Rng, SeedableRng};
-    let seed: u64 = std::env::var("SHOAL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);
+    let seed: u64 = std::env::var("SHOAL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(42);
     let tmp = tempfile::tempdir().unwrap();
     let pristine = tmp.path().join("pristine");
     let want = build(&pristine, seed);
     let own = Gen::new(seed, 0);
     let own = own.own();
-    assert_eq!(check(&pristine, &own).unwrap(), want, "pristine store reads back");
+    assert_eq!(
+        check(&pristine, &own).unwrap(),
+        want,
+        "pristine store reads back"
+    );
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let (mut reported, mut harmless, mut tail_loss) = (0, 0, 0);
     for trial in 0..40 {
@@ -151,12 +158,20 @@ fn corrupt_records_are_reported_by_engine_and_fsck() {
         bad[i] ^= 0x40;
         store.poke(&k, Some(bad));
         let r = shoal_core::fsck::fsck(&*store, false).unwrap();
-        assert!(!r.is_clean(), "fsck misses a corrupt {:?} record", k[0] as char);
+        assert!(
+            !r.is_clean(),
+            "fsck misses a corrupt {:?} record",
+            k[0] as char
+        );
         let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default());
         if let Ok(e) = e {
             let t = EngineTarget { e: &e };
             let got = t.read_all("d/f");
-            assert!(got.is_err() || got == Ok(vec![5u8; 10000]) || k[0] == b'A', "corrupt {:?} served as data", k[0] as char);
+            assert!(
+                got.is_err() || got == Ok(vec![5u8; 10000]) || k[0] == b'A',
+                "corrupt {:?} served as data",
+                k[0] as char
+            );
         }
         store.poke(&k, Some(v));
     }

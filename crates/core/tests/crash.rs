@@ -5,15 +5,21 @@
 //! or after the last fsync (a prefix of the acknowledged history), and that
 //! fsck is clean. Seeds are printed; rerun one with SHOAL_SEED=... .
 
-use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target, E};
 use shoal_core::{Config, Ctx, Engine, Error, MemStore, Store, ROOT_INO};
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target, E};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 fn base_seed() -> u64 {
-    std::env::var("SHOAL_SEED").ok().map(|s| s.parse().unwrap()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    })
+    std::env::var("SHOAL_SEED")
+        .ok()
+        .map(|s| s.parse().unwrap())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
 }
 
 type State = BTreeSet<(String, model::K, u32, Vec<u8>)>;
@@ -59,7 +65,11 @@ fn one_cut(seed: u64, cfg: &Config) {
     drop(e);
     store.fail_writes(false);
     let pending = store.unsynced_batches();
-    let keep = if pending == 0 { 0 } else { rng.gen_range(0..=pending) };
+    let keep = if pending == 0 {
+        0
+    } else {
+        rng.gen_range(0..=pending)
+    };
     store.power_cut(keep);
     let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone())
         .unwrap_or_else(|err| panic!("seed={seed}: recovery failed: {err}"));
@@ -75,7 +85,11 @@ fn one_cut(seed: u64, cfg: &Config) {
         ),
     }
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
-    assert!(r.is_clean(), "seed={seed}: fsck after recovery: {:?}", r.problems);
+    assert!(
+        r.is_clean(),
+        "seed={seed}: fsck after recovery: {:?}",
+        r.problems
+    );
 }
 
 /// `runs` power cuts with consecutive seeds from `base`.
@@ -89,14 +103,24 @@ fn cuts(base: u64, runs: u64, cfg: &Config) {
 
 #[test]
 fn power_cut_recovers_a_prefix() {
-    let cfg = Config { commit_interval_ms: 1, ..Config::default() };
-    let runs = std::env::var("SHOAL_CRASH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(60u64);
+    let cfg = Config {
+        commit_interval_ms: 1,
+        ..Config::default()
+    };
+    let runs = std::env::var("SHOAL_CRASH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60u64);
     cuts(base_seed(), runs, &cfg);
 }
 
 #[test]
 fn power_cut_with_buffered_durability() {
-    let cfg = Config { commit_interval_ms: 1, durability: shoal_core::Durability::Buffered, ..Config::default() };
+    let cfg = Config {
+        commit_interval_ms: 1,
+        durability: shoal_core::Durability::Buffered,
+        ..Config::default()
+    };
     cuts(base_seed() ^ 0xbf, 20, &cfg);
 }
 
@@ -104,14 +128,21 @@ fn power_cut_with_buffered_durability() {
 fn power_cut_with_long_epochs() {
     // Many operations per epoch: names and files created and removed within
     // one epoch are elided from the batch, and recovery must not notice.
-    let cfg = Config { commit_interval_ms: 40, ..Config::default() };
+    let cfg = Config {
+        commit_interval_ms: 40,
+        ..Config::default()
+    };
     cuts(base_seed() ^ 0x1e, 300, &cfg);
 }
 
 #[test]
 fn power_cut_with_tiny_cache() {
     // Reclaim after every commit: recovery must not depend on what was cached.
-    let cfg = Config { commit_interval_ms: 1, cache_bytes: 1, ..Config::default() };
+    let cfg = Config {
+        commit_interval_ms: 1,
+        cache_bytes: 1,
+        ..Config::default()
+    };
     cuts(base_seed() ^ 0x7c, 30, &cfg);
 }
 
@@ -138,7 +169,10 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
     store.power_cut(0);
     let _e2 = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let dump = store.dump();
-    assert!(dump.iter().all(|(k, _)| k[0] != b'D' && k[0] != b'O'), "orphan's data and orphan record are gone");
+    assert!(
+        dump.iter().all(|(k, _)| k[0] != b'D' && k[0] != b'O'),
+        "orphan's data and orphan record are gone"
+    );
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "{:?}", r.problems);
     assert_eq!(r.inodes, 1, "only the root is left");
@@ -154,8 +188,14 @@ fn failed_commit_turns_read_only_and_fsync_reports_it() {
     e.sync().unwrap();
     store.fail_writes(true);
     e.write(a.ino, 0, b"data").unwrap();
-    assert!(matches!(e.fsync(a.ino), Err(Error::Io(_))), "fsync must not succeed after a failed commit");
-    assert!(matches!(e.create(&ctx, ROOT_INO, b"g", 0o644), Err(Error::Io(_))), "read-only after a failed commit");
+    assert!(
+        matches!(e.fsync(a.ino), Err(Error::Io(_))),
+        "fsync must not succeed after a failed commit"
+    );
+    assert!(
+        matches!(e.create(&ctx, ROOT_INO, b"g", 0o644), Err(Error::Io(_))),
+        "read-only after a failed commit"
+    );
     // What was acknowledged before is still there.
     store.fail_writes(false);
     drop(e);

@@ -5,15 +5,18 @@
 //! store is checked by fsck (nlink = entries, no dangling entries, no leaked
 //! inodes). The seed is printed on failure; rerun with SHOAL_SEED=... .
 
-use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use shoal_core::{Config, Ctx, Engine, MemStore, Store, ROOT_INO};
+use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use std::sync::Arc;
 
 fn seeds() -> Vec<u64> {
     match std::env::var("SHOAL_SEED") {
         Ok(s) => vec![s.parse().expect("SHOAL_SEED is a number")],
         Err(_) => {
-            let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+            let base = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
             (0..4).map(|i| base.wrapping_add(i * 7919)).collect()
         }
     }
@@ -24,7 +27,8 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
     Engine::mkfs(&*store, 4).unwrap();
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
     for s in ["s0", "s1", "s2"] {
-        e.mkdir(&Ctx::root(), ROOT_INO, s.as_bytes(), 0o755).unwrap();
+        e.mkdir(&Ctx::root(), ROOT_INO, s.as_bytes(), 0o755)
+            .unwrap();
     }
     let models: Vec<Model> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..threads)
@@ -46,12 +50,20 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
                         ok += got.is_ok() as usize;
                     }
                     // A generator whose ops mostly fail would test little.
-                    assert!(ok * 5 > ops, "seed={seed} thread={tid}: only {ok} of {ops} ops succeeded");
+                    assert!(
+                        ok * 5 > ops,
+                        "seed={seed} thread={tid}: only {ok} of {ops} ops succeeded"
+                    );
                     m
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| panic!("seed={seed}: a worker failed"))).collect()
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| panic!("seed={seed}: a worker failed"))
+            })
+            .collect()
     });
     let t = EngineTarget { e: &e };
     for (tid, m) in models.iter().enumerate() {
@@ -59,7 +71,11 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
         let own = g.own();
         let want = m.state(&own);
         let got = model::target_state(&t, &own).unwrap();
-        assert!(got == want, "seed={seed} thread={tid}: tree differs from the model (want/got):\n{}", model::diff(&got, &want));
+        assert!(
+            got == want,
+            "seed={seed} thread={tid}: tree differs from the model (want/got):\n{}",
+            model::diff(&got, &want)
+        );
     }
     e.sync().unwrap();
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
@@ -74,7 +90,11 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
         let g = Gen::new(seed, tid);
         let own = g.own();
         let got = model::target_state(&t2, &own).unwrap();
-        assert!(got == m.state(&own), "seed={seed} thread={tid}: after reopen:\n{}", model::diff(&got, &m.state(&own)));
+        assert!(
+            got == m.state(&own),
+            "seed={seed} thread={tid}: after reopen:\n{}",
+            model::diff(&got, &m.state(&own))
+        );
     }
 }
 
@@ -92,7 +112,11 @@ fn concurrent_ops_match_model_with_tiny_cache() {
     // through store fills and eviction is exercised.
     for seed in seeds().into_iter().take(2) {
         println!("seed={seed}");
-        let cfg = Config { cache_bytes: 1, commit_interval_ms: 1, ..Config::default() };
+        let cfg = Config {
+            cache_bytes: 1,
+            commit_interval_ms: 1,
+            ..Config::default()
+        };
         run_seed(seed, 3, 1000, cfg);
     }
 }
@@ -127,11 +151,19 @@ fn memory_only_engine_matches_model() {
     let mut g = Gen::new(seed, 0);
     for i in 0..3000 {
         let op = g.next(&m);
-        assert_eq!(model::run(&t, &op), m.apply(&op), "seed={seed} op#{i} {op:?}");
+        assert_eq!(
+            model::run(&t, &op),
+            m.apply(&op),
+            "seed={seed} op#{i} {op:?}"
+        );
     }
     let own = g.own();
     let got = model::target_state(&t, &own).unwrap();
-    assert!(got == m.state(&own), "seed={seed}:\n{}", model::diff(&got, &m.state(&own)));
+    assert!(
+        got == m.state(&own),
+        "seed={seed}:\n{}",
+        model::diff(&got, &m.state(&own))
+    );
 }
 
 /// An engine on a memory store with a 1-byte cache budget and a 1 ms commit
@@ -140,12 +172,17 @@ fn memory_only_engine_matches_model() {
 fn tiny_cache_dir(files: usize) -> (Arc<Engine>, shoal_core::Ino) {
     let store = MemStore::new();
     Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { cache_bytes: 1, commit_interval_ms: 1, ..Config::default() };
+    let cfg = Config {
+        cache_bytes: 1,
+        commit_interval_ms: 1,
+        ..Config::default()
+    };
     let e = Engine::open(store as Arc<dyn Store>, cfg).unwrap();
     let ctx = Ctx::root();
     let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
     for i in 0..files {
-        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
+        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644)
+            .unwrap();
     }
     (e, d)
 }
@@ -155,7 +192,9 @@ fn list_all(e: &Engine, d: shoal_core::Ino, page: usize) -> Vec<Vec<u8>> {
     let (mut names, mut cookie) = (Vec::new(), 0);
     loop {
         let ents = e.readdir(d, cookie, page).unwrap();
-        let Some(last) = ents.last() else { return names };
+        let Some(last) = ents.last() else {
+            return names;
+        };
         cookie = last.cookie;
         names.extend(ents.into_iter().map(|en| en.name));
     }
@@ -175,7 +214,8 @@ fn lookups_never_miss_during_eviction() {
         sc.spawn(|| {
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                e.create(&ctx, d, format!("churn{}", i % 7).as_bytes(), 0o644).ok();
+                e.create(&ctx, d, format!("churn{}", i % 7).as_bytes(), 0o644)
+                    .ok();
                 e.unlink(&ctx, d, format!("churn{}", i % 7).as_bytes()).ok();
                 i += 1;
             }
@@ -184,7 +224,8 @@ fn lookups_never_miss_during_eviction() {
             for round in 0..30 {
                 for i in (0..2000).step_by(7) {
                     let name = format!("f{i}");
-                    e.lookup(&ctx, d, name.as_bytes()).unwrap_or_else(|err| panic!("round {round}: lookup {name}: {err}"));
+                    e.lookup(&ctx, d, name.as_bytes())
+                        .unwrap_or_else(|err| panic!("round {round}: lookup {name}: {err}"));
                 }
                 // Raw readdir (entries of the churning names may vanish between
                 // listing and stat): every f* name exactly once.
@@ -195,7 +236,11 @@ fn lookups_never_miss_during_eviction() {
                     }
                 }
                 let dup = seen.values().filter(|c| **c > 1).count();
-                assert!(seen.len() == 2000 && dup == 0, "round {round}: readdir saw {} names, {dup} twice", seen.len());
+                assert!(
+                    seen.len() == 2000 && dup == 0,
+                    "round {round}: readdir saw {} names, {dup} twice",
+                    seen.len()
+                );
             }
         }));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -217,13 +262,21 @@ fn demoted_directory_keeps_every_answer() {
     let ctx = Ctx::root();
     e.sync().unwrap();
     e.maybe_reclaim();
-    assert!(e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed) > 0, "the directory was not demoted");
+    assert!(
+        e.demoted_hashes.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the directory was not demoted"
+    );
     for i in (0..n).step_by(13) {
         e.lookup(&ctx, d, format!("f{i}").as_bytes()).unwrap();
-        let err = e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap_err();
+        let err = e
+            .create(&ctx, d, format!("f{i}").as_bytes(), 0o644)
+            .unwrap_err();
         assert_eq!(err, shoal_core::Error::Exists, "create over f{i}");
     }
-    assert_eq!(e.lookup(&ctx, d, b"absent").unwrap_err(), shoal_core::Error::NotFound);
+    assert_eq!(
+        e.lookup(&ctx, d, b"absent").unwrap_err(),
+        shoal_core::Error::NotFound
+    );
     let seen: std::collections::BTreeSet<_> = list_all(&e, d, 500).into_iter().collect();
     assert_eq!(seen.len(), n);
 }
@@ -233,7 +286,10 @@ fn demoted_directory_keeps_every_answer() {
 fn slow_commit_engine() -> (Arc<MemStore>, Config, Arc<Engine>) {
     let store = MemStore::new();
     Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
+    let cfg = Config {
+        commit_interval_ms: 600_000,
+        ..Config::default()
+    };
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
     (store, cfg, e)
 }
@@ -248,12 +304,23 @@ fn open_epoch_is_bounded() {
     let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
     let mut peak = 0;
     for i in 0..200_000 {
-        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap();
+        e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644)
+            .unwrap();
         peak = peak.max(e.committer.open_records());
     }
-    let commits = e.committer.stats.commits.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(commits >= 3, "{commits} commits for 200K creates with a 10-minute interval");
-    assert!(peak <= shoal_core::commit::Committer::MAX_OPEN + 64 * 4, "open epoch reached {peak} records");
+    let commits = e
+        .committer
+        .stats
+        .commits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        commits >= 3,
+        "{commits} commits for 200K creates with a 10-minute interval"
+    );
+    assert!(
+        peak <= shoal_core::commit::Committer::MAX_OPEN + 64 * 4,
+        "open epoch reached {peak} records"
+    );
 }
 
 /// Keys absent when an epoch opened and deleted by its end are not written
@@ -289,16 +356,28 @@ fn short_lived_keys_are_not_written() {
     let gone = [&b"tmp"[..], b"tmp2", b"old", b"src", b"target"];
     for (k, _) in store.dump() {
         for ino in [f, s] {
-            assert_ne!(shoal_core::schema::owner_ino(&k), Some(ino), "a key of short-lived inode {ino} reached the store");
+            assert_ne!(
+                shoal_core::schema::owner_ino(&k),
+                Some(ino),
+                "a key of short-lived inode {ino} reached the store"
+            );
         }
         if let Ok((p, _, name)) = shoal_core::schema::parse_entry_key(&k) {
-            assert!(p != d || !gone.contains(&name), "entry {} is still in the store", String::from_utf8_lossy(name));
+            assert!(
+                p != d || !gone.contains(&name),
+                "entry {} is still in the store",
+                String::from_utf8_lossy(name)
+            );
         }
     }
     drop(e);
     let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
     for gone in gone {
-        assert!(matches!(e2.lookup(&ctx, d, gone), Err(shoal_core::Error::NotFound)), "{} survived", String::from_utf8_lossy(gone));
+        assert!(
+            matches!(e2.lookup(&ctx, d, gone), Err(shoal_core::Error::NotFound)),
+            "{} survived",
+            String::from_utf8_lossy(gone)
+        );
     }
     assert_eq!(e2.lookup(&ctx, d, b"kept").unwrap().ino, kept);
     assert_eq!(e2.getattr(d).unwrap().size, 1, "entry count of d");
@@ -339,18 +418,33 @@ fn sole_entries_are_deleted_unread_and_only_they() {
     e.link(&ctx, late, ROOT_INO, b"late2").unwrap();
     e.write(ino["small"], 4, &[1u8; 5000]).unwrap();
     let e = reopen(e);
-    for (dir, n) in [(d, "plain"), (ROOT_INO, "moved2"), (d, "linked"), (d, "big"), (d, "small"), (d, "late")] {
+    for (dir, n) in [
+        (d, "plain"),
+        (ROOT_INO, "moved2"),
+        (d, "linked"),
+        (d, "big"),
+        (d, "small"),
+        (d, "late"),
+    ] {
         e.unlink(&ctx, dir, n.as_bytes()).unwrap();
     }
     // plain and moved2 were sole; the others had a second name or data blocks.
     assert_eq!(e.unread_unlinks.load(Relaxed), 2);
-    assert_eq!(e.read(e.lookup(&ctx, d, b"linked2").unwrap().ino, 0, 10).unwrap(), b"");
+    assert_eq!(
+        e.read(e.lookup(&ctx, d, b"linked2").unwrap().ino, 0, 10)
+            .unwrap(),
+        b""
+    );
     assert_eq!(e.getattr(ino["linked"]).unwrap().nlink, 1);
     assert_eq!(e.getattr(late).unwrap().nlink, 1);
     let e = reopen(e);
     for gone in ["plain", "big", "small", "moved"] {
         for (k, _) in store.dump() {
-            assert_ne!(shoal_core::schema::owner_ino(&k), Some(ino[gone]), "a record of {gone} survived its unlink");
+            assert_ne!(
+                shoal_core::schema::owner_ino(&k),
+                Some(ino[gone]),
+                "a record of {gone} survived its unlink"
+            );
         }
     }
     assert_eq!(e.lookup(&ctx, ROOT_INO, b"late2").unwrap().nlink, 1);
@@ -358,10 +452,26 @@ fn sole_entries_are_deleted_unread_and_only_they() {
     // its inode has no primary pointer, and repair clears it.
     let h = shoal_core::schema::name_hash(b"linked2");
     let k = shoal_core::schema::entry_key(d, h, b"linked2");
-    store.write(&[(k, Some(shoal_core::schema::encode_entry(ino["linked"], shoal_core::Kind::File, true)))], true).unwrap();
+    store
+        .write(
+            &[(
+                k,
+                Some(shoal_core::schema::encode_entry(
+                    ino["linked"],
+                    shoal_core::Kind::File,
+                    true,
+                )),
+            )],
+            true,
+        )
+        .unwrap();
     drop(e);
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
-    assert!(r.problems.iter().any(|p| p.contains("sole")), "fsck missed a false sole flag: {:?}", r.problems);
+    assert!(
+        r.problems.iter().any(|p| p.contains("sole")),
+        "fsck missed a false sole flag: {:?}",
+        r.problems
+    );
     shoal_core::fsck::fsck(&*store, true).unwrap();
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "after repair: {:?}", r.problems);
@@ -377,7 +487,10 @@ fn reads_mix_stored_cached_and_hole_blocks() {
     const B: usize = 4096;
     let store = MemStore::new();
     Engine::mkfs(&*store, 4).unwrap();
-    let cfg = Config { commit_interval_ms: 600_000, ..Config::default() };
+    let cfg = Config {
+        commit_interval_ms: 600_000,
+        ..Config::default()
+    };
     let ctx = Ctx::root();
     let mut model = vec![0u8; 0];
     let put = |model: &mut Vec<u8>, off: usize, data: &[u8]| {
@@ -386,12 +499,21 @@ fn reads_mix_stored_cached_and_hole_blocks() {
         }
         model[off..off + data.len()].copy_from_slice(data);
     };
-    let pattern = |seed: u8, n: usize| (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<u8>>();
+    let pattern = |seed: u8, n: usize| {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect::<Vec<u8>>()
+    };
     let ino = {
         let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
         let ino = e.create(&ctx, ROOT_INO, b"f", 0o644).unwrap().ino;
         // Blocks 0-2 full, 3-4 holes, 5 full, 6 partly, 7-9 holes, 10 partly.
-        for (off, data) in [(0, pattern(1, 3 * B)), (5 * B, pattern(2, B)), (6 * B, pattern(3, 100)), (10 * B, pattern(4, 50))] {
+        for (off, data) in [
+            (0, pattern(1, 3 * B)),
+            (5 * B, pattern(2, B)),
+            (6 * B, pattern(3, 100)),
+            (10 * B, pattern(4, 50)),
+        ] {
             e.write(ino, off as u64, &data).unwrap();
             put(&mut model, off, &data);
         }
@@ -401,15 +523,28 @@ fn reads_mix_stored_cached_and_hole_blocks() {
     // A new engine: nothing of the file is cached.
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
     let check = |e: &Engine, model: &[u8], what: &str| {
-        for (off, len) in [(0, model.len() + 10), (100, 3 * B), (4 * B + 10, 3 * B), (B - 1, 2), (6 * B, 5 * B), (9 * B, 4 * B)] {
+        for (off, len) in [
+            (0, model.len() + 10),
+            (100, 3 * B),
+            (4 * B + 10, 3 * B),
+            (B - 1, 2),
+            (6 * B, 5 * B),
+            (9 * B, 4 * B),
+        ] {
             let got = e.read(ino, off as u64, len as u32).unwrap();
             let want = &model[off.min(model.len())..(off + len).min(model.len())];
-            assert!(got == want, "{what}: read({off}, {len}) differs from the model");
+            assert!(
+                got == want,
+                "{what}: read({off}, {len}) differs from the model"
+            );
         }
     };
     let scans = store.counters().scans;
     check(&e, &model, "all blocks in the store");
-    assert!(store.counters().scans > scans, "the reads did not use a range scan");
+    assert!(
+        store.counters().scans > scans,
+        "the reads did not use a range scan"
+    );
     // A cached, dirty block between stored ones wins over the store.
     let d = pattern(5, 300);
     e.write(ino, (B + 1000) as u64, &d).unwrap();
@@ -417,7 +552,15 @@ fn reads_mix_stored_cached_and_hole_blocks() {
     check(&e, &model, "a dirty block among stored ones");
     // Truncate into block 5, then extend by a write at block 8: blocks 6-7
     // are holes now, though the store still holds block 6 until the commit.
-    e.setattr(&ctx, ino, &SetAttr { size: Some((5 * B + 10) as u64), ..SetAttr::default() }).unwrap();
+    e.setattr(
+        &ctx,
+        ino,
+        &SetAttr {
+            size: Some((5 * B + 10) as u64),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
     model.truncate(5 * B + 10);
     let d = pattern(6, 20);
     e.write(ino, (8 * B) as u64, &d).unwrap();
@@ -437,7 +580,10 @@ fn reclaim_drops_data_before_metadata() {
     let store = MemStore::new();
     Engine::mkfs(&*store, 4).unwrap();
     let budget = 16u64 << 20;
-    let cfg = Config { cache_bytes: budget, ..Config::default() };
+    let cfg = Config {
+        cache_bytes: budget,
+        ..Config::default()
+    };
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
     let ctx = Ctx::root();
     let d = e.mkdir(&ctx, ROOT_INO, b"d", 0o755).unwrap().ino;
@@ -445,21 +591,46 @@ fn reclaim_drops_data_before_metadata() {
     let n = 4000; // 32 MiB of data, about 4 MiB of names and inodes
     let mut inos = vec![];
     for i in 0..n {
-        let ino = e.create(&ctx, d, format!("f{i}").as_bytes(), 0o644).unwrap().ino;
+        let ino = e
+            .create(&ctx, d, format!("f{i}").as_bytes(), 0o644)
+            .unwrap()
+            .ino;
         e.write(ino, 0, &data(i)).unwrap();
         inos.push(ino);
     }
     e.sync().unwrap();
     e.maybe_reclaim();
-    assert!(e.cache_usage() <= budget, "cache at {} of {budget} bytes", e.cache_usage());
-    assert_eq!(e.cached_dents.get(), n as i64 + 1, "names were evicted while data was cached");
-    assert_eq!(e.cached_inodes(), n + 2, "inodes were evicted while data was cached");
+    assert!(
+        e.cache_usage() <= budget,
+        "cache at {} of {budget} bytes",
+        e.cache_usage()
+    );
+    assert_eq!(
+        e.cached_dents.get(),
+        n as i64 + 1,
+        "names were evicted while data was cached"
+    );
+    assert_eq!(
+        e.cached_inodes(),
+        n + 2,
+        "inodes were evicted while data was cached"
+    );
     let fills = e.fills.load(std::sync::atomic::Ordering::Relaxed);
     for (i, &ino) in inos.iter().enumerate() {
-        assert_eq!(e.lookup(&ctx, d, format!("f{i}").as_bytes()).unwrap().ino, ino);
-        assert!(e.read(ino, 0, 8192).unwrap() == data(i), "f{i} reads back wrong");
+        assert_eq!(
+            e.lookup(&ctx, d, format!("f{i}").as_bytes()).unwrap().ino,
+            ino
+        );
+        assert!(
+            e.read(ino, 0, 8192).unwrap() == data(i),
+            "f{i} reads back wrong"
+        );
     }
-    assert_eq!(e.fills.load(std::sync::atomic::Ordering::Relaxed), fills, "lookups went to the store");
+    assert_eq!(
+        e.fills.load(std::sync::atomic::Ordering::Relaxed),
+        fills,
+        "lookups went to the store"
+    );
 }
 
 /// Inode numbers come in chunks that start on multiples of the chunk size
@@ -478,7 +649,18 @@ fn inode_chunks_start_aligned_across_reopen() {
                 .map(|t| {
                     let e = &e;
                     sc.spawn(move || {
-                        (0..100).map(|i| e.create(&Ctx::root(), ROOT_INO, format!("r{round}t{t}f{i}").as_bytes(), 0o644).unwrap().ino).collect::<Vec<_>>()
+                        (0..100)
+                            .map(|i| {
+                                e.create(
+                                    &Ctx::root(),
+                                    ROOT_INO,
+                                    format!("r{round}t{t}f{i}").as_bytes(),
+                                    0o644,
+                                )
+                                .unwrap()
+                                .ino
+                            })
+                            .collect::<Vec<_>>()
                     })
                 })
                 .collect();
@@ -488,9 +670,17 @@ fn inode_chunks_start_aligned_across_reopen() {
         for t in 0..2 {
             let mine = &inos[t * 100..(t + 1) * 100];
             for k in (0..mine.len()).step_by(64) {
-                assert_eq!(mine[k] % 64, 0, "round {round} thread {t}: inode #{k} is {}", mine[k]);
+                assert_eq!(
+                    mine[k] % 64,
+                    0,
+                    "round {round} thread {t}: inode #{k} is {}",
+                    mine[k]
+                );
             }
-            assert!(mine.windows(2).all(|w| w[1] > w[0]), "round {round} thread {t}: numbers go down");
+            assert!(
+                mine.windows(2).all(|w| w[1] > w[0]),
+                "round {round} thread {t}: numbers go down"
+            );
         }
         for i in &inos {
             assert!(seen.insert(*i), "inode {i} handed out twice");

@@ -24,12 +24,28 @@ fn commit_failing_with_enospc_turns_read_only() {
     e.fsync(f.ino).unwrap();
     fault::arm("commit.before_write", Error::NoSpace);
     let g = e.create(&ctx, ROOT_INO, b"lost", 0o644).unwrap();
-    assert!(matches!(e.fsync(g.ino), Err(Error::NoSpace)), "fsync after the failed commit: {:?}", e.fsync(g.ino));
-    assert!(matches!(e.create(&ctx, ROOT_INO, b"after", 0o644), Err(Error::NoSpace)), "read-only with ENOSPC after the failure");
+    assert!(
+        matches!(e.fsync(g.ino), Err(Error::NoSpace)),
+        "fsync after the failed commit: {:?}",
+        e.fsync(g.ino)
+    );
+    assert!(
+        matches!(
+            e.create(&ctx, ROOT_INO, b"after", 0o644),
+            Err(Error::NoSpace)
+        ),
+        "read-only with ENOSPC after the failure"
+    );
     drop(e);
     let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let f2 = e.lookup(&ctx, ROOT_INO, b"kept").unwrap();
     assert_eq!(e.read(f2.ino, 0, 64).unwrap(), b"synced");
-    assert!(matches!(e.lookup(&ctx, ROOT_INO, b"lost"), Err(Error::NotFound)));
-    assert!(matches!(e.lookup(&ctx, ROOT_INO, b"after"), Err(Error::NotFound)));
+    assert!(matches!(
+        e.lookup(&ctx, ROOT_INO, b"lost"),
+        Err(Error::NotFound)
+    ));
+    assert!(matches!(
+        e.lookup(&ctx, ROOT_INO, b"after"),
+        Err(Error::NotFound)
+    ));
 }

@@ -17,7 +17,15 @@ fn fresh() -> (Arc<MemStore>, Arc<Engine>) {
 }
 
 fn truncate(e: &Engine, ino: u64, size: u64) {
-    e.setattr(&Ctx::root(), ino, &SetAttr { size: Some(size), ..Default::default() }).unwrap();
+    e.setattr(
+        &Ctx::root(),
+        ino,
+        &SetAttr {
+            size: Some(size),
+            ..Default::default()
+        },
+    )
+    .unwrap();
 }
 
 fn assert_fsck_clean(store: &Arc<MemStore>) {
@@ -41,7 +49,12 @@ fn check_before_and_after_reopen(store: &Arc<MemStore>, e: Arc<Engine>, check: i
 /// read the old bytes back at offset 0, and the growth wrote them to the store.
 #[test]
 fn truncate_to_zero_then_grow_reads_zeros() {
-    for (first, grow_by_write) in [(8192u64, false), (8192, true), (BLOCK + 1, false), (3 * BLOCK, true)] {
+    for (first, grow_by_write) in [
+        (8192u64, false),
+        (8192, true),
+        (BLOCK + 1, false),
+        (3 * BLOCK, true),
+    ] {
         let (store, e) = fresh();
         let f = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
         e.write(f.ino, 0, &vec![0xa7; first as usize]).unwrap();
@@ -54,7 +67,10 @@ fn truncate_to_zero_then_grow_reads_zeros() {
         // Zeros from the cache, and from the store alone after a reopen.
         check_before_and_after_reopen(&store, e, |e| {
             let got = e.read(f.ino, 0, 16384).unwrap();
-            assert!(got.iter().all(|&b| b == 0), "first={first} write={grow_by_write}: stale bytes after truncate 0");
+            assert!(
+                got.iter().all(|&b| b == 0),
+                "first={first} write={grow_by_write}: stale bytes after truncate 0"
+            );
         });
     }
 }
@@ -72,7 +88,10 @@ fn truncate_into_the_first_block_then_grow() {
         let got = e.read(f.ino, 0, 3 * BLOCK as u32).unwrap();
         assert_eq!(got.len(), 2 * BLOCK as usize + 10);
         assert!(got[..100].iter().all(|&b| b == 0x5a));
-        assert!(got[100..].iter().all(|&b| b == 0), "stale bytes past the truncation point");
+        assert!(
+            got[100..].iter().all(|&b| b == 0),
+            "stale bytes past the truncation point"
+        );
     };
     check_before_and_after_reopen(&store, e, check);
 }
@@ -87,7 +106,10 @@ fn setattr_and_write_after_the_last_unlink_leave_nothing() {
     e.inc_lookup(f.ino); // the kernel holds it, as through a mount
     e.write(f.ino, 0, &vec![1u8; 3 * BLOCK as usize]).unwrap();
     e.unlink(&Ctx::root(), ROOT_INO, b"f").unwrap();
-    let sa = SetAttr { mtime: Some(shoal_core::TimeSet::Now), ..Default::default() };
+    let sa = SetAttr {
+        mtime: Some(shoal_core::TimeSet::Now),
+        ..Default::default()
+    };
     e.setattr(&Ctx::root(), f.ino, &sa).unwrap();
     e.write(f.ino, 5 * BLOCK, b"late writeback").unwrap();
     e.forget(f.ino, 1);
@@ -107,25 +129,54 @@ fn punch_hole_and_zero_range_free_blocks() {
     let f = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
     e.write(f.ino, 0, &vec![0x33; 8 * BLOCK as usize]).unwrap();
     e.fsync(f.ino).unwrap();
-    let data_keys = |s: &MemStore| s.dump().iter().filter(|(k, _)| k.first() == Some(&b'D')).count();
+    let data_keys = |s: &MemStore| {
+        s.dump()
+            .iter()
+            .filter(|(k, _)| k.first() == Some(&b'D'))
+            .count()
+    };
     let before = data_keys(&store);
     // Blocks 2..6 whole, parts of 1 and 6.
-    e.fallocate(f.ino, BLOCK + 100, 5 * BLOCK, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE).unwrap();
+    e.fallocate(
+        f.ino,
+        BLOCK + 100,
+        5 * BLOCK,
+        FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE,
+    )
+    .unwrap();
     let check = |e: &Engine| {
         // Blocks 0..7 (block 7 is zeroed below).
         let got = e.read(f.ino, 0, 7 * BLOCK as u32).unwrap();
         assert_eq!(got.len(), 7 * BLOCK as usize);
         let (a, z) = ((BLOCK + 100) as usize, (6 * BLOCK + 100) as usize);
         assert!(got[..a].iter().all(|&b| b == 0x33));
-        assert!(got[a..z].iter().all(|&b| b == 0), "punched range is not zeros");
-        assert!(got[z..].iter().all(|&b| b == 0x33), "bytes after the hole changed");
+        assert!(
+            got[a..z].iter().all(|&b| b == 0),
+            "punched range is not zeros"
+        );
+        assert!(
+            got[z..].iter().all(|&b| b == 0x33),
+            "bytes after the hole changed"
+        );
     };
     check(&e);
     e.fsync(f.ino).unwrap();
-    assert_eq!(data_keys(&store), before - 4, "the four whole blocks were not freed");
-    e.fallocate(f.ino, 7 * BLOCK, 4 * BLOCK, FALLOC_ZERO_RANGE).unwrap();
+    assert_eq!(
+        data_keys(&store),
+        before - 4,
+        "the four whole blocks were not freed"
+    );
+    e.fallocate(f.ino, 7 * BLOCK, 4 * BLOCK, FALLOC_ZERO_RANGE)
+        .unwrap();
     assert_eq!(e.getattr(f.ino).unwrap().size, 11 * BLOCK);
-    assert!(e.read(f.ino, 7 * BLOCK, BLOCK as u32).unwrap().iter().all(|&b| b == 0));
-    assert_eq!(e.fallocate(f.ino, 0, 1 << 50, 0), Err(shoal_core::Error::NoSpace));
+    assert!(e
+        .read(f.ino, 7 * BLOCK, BLOCK as u32)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    assert_eq!(
+        e.fallocate(f.ino, 0, 1 << 50, 0),
+        Err(shoal_core::Error::NoSpace)
+    );
     check_before_and_after_reopen(&store, e, check);
 }

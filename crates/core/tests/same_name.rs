@@ -65,7 +65,11 @@ fn check_store(store: &Arc<MemStore>, e: Arc<Engine>) {
     e.shutdown().unwrap();
     drop(e);
     let e2 = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
-    assert_eq!(listing(&e2, ROOT_INO), before, "the tree differs after a reopen");
+    assert_eq!(
+        listing(&e2, ROOT_INO),
+        before,
+        "the tree differs after a reopen"
+    );
 }
 
 fn listing(e: &Engine, dir: Ino) -> Vec<(Vec<u8>, u32)> {
@@ -105,13 +109,23 @@ fn create_and_unlink_of_one_name_have_one_winner() {
         let made: Vec<_> = v.iter().map(|x| x.0.clone()).collect();
         let gone: Vec<_> = v.iter().map(|x| x.1.clone()).collect();
         for x in made.iter().chain(gone.iter()) {
-            assert!(matches!(x, Ok(()) | Err(Error::Exists) | Err(Error::NotFound)), "round {r}: {x:?}");
+            assert!(
+                matches!(x, Ok(()) | Err(Error::Exists) | Err(Error::NotFound)),
+                "round {r}: {x:?}"
+            );
         }
         // Every create that won was undone by exactly one unlink, and the
         // name is gone at the end.
-        assert_eq!(ok_count(&made), ok_count(&gone), "round {r}: creates {made:?} unlinks {gone:?}");
+        assert_eq!(
+            ok_count(&made),
+            ok_count(&gone),
+            "round {r}: creates {made:?} unlinks {gone:?}"
+        );
         assert!(ok_count(&made) >= 1, "round {r}: no create won");
-        assert!(matches!(e.lookup(&c, ROOT_INO, format!("n{r}").as_bytes()), Err(Error::NotFound)));
+        assert!(matches!(
+            e.lookup(&c, ROOT_INO, format!("n{r}").as_bytes()),
+            Err(Error::NotFound)
+        ));
     }
     check_store(&store, e);
 }
@@ -122,16 +136,31 @@ fn renames_onto_one_name_have_one_winner() {
     let c = Ctx::root();
     for t in 0..THREADS {
         for r in 0..ROUNDS {
-            e.create(&c, ROOT_INO, format!("src{t}.{r}").as_bytes(), 0o644).unwrap();
+            e.create(&c, ROOT_INO, format!("src{t}.{r}").as_bytes(), 0o644)
+                .unwrap();
         }
     }
-    let all = race(|t, r| e.rename(&c, ROOT_INO, format!("src{t}.{r}").as_bytes(), ROOT_INO, format!("dst{r}").as_bytes(), RENAME_NOREPLACE));
+    let all = race(|t, r| {
+        e.rename(
+            &c,
+            ROOT_INO,
+            format!("src{t}.{r}").as_bytes(),
+            ROOT_INO,
+            format!("dst{r}").as_bytes(),
+            RENAME_NOREPLACE,
+        )
+    });
     for r in 0..ROUNDS {
         let v = round(&all, r);
         assert_eq!(ok_count(&v), 1, "round {r}: {v:?}");
-        assert!(v.iter().all(|x| matches!(x, Ok(()) | Err(Error::Exists))), "round {r}: {v:?}");
+        assert!(
+            v.iter().all(|x| matches!(x, Ok(()) | Err(Error::Exists))),
+            "round {r}: {v:?}"
+        );
         let winner = v.iter().position(|x| x.is_ok()).unwrap();
-        let dst = e.lookup(&c, ROOT_INO, format!("dst{r}").as_bytes()).unwrap();
+        let dst = e
+            .lookup(&c, ROOT_INO, format!("dst{r}").as_bytes())
+            .unwrap();
         assert_eq!(dst.nlink, 1);
         for t in 0..THREADS {
             let src = e.lookup(&c, ROOT_INO, format!("src{t}.{r}").as_bytes());
@@ -146,13 +175,21 @@ fn rename_against_unlink_of_one_name() {
     let (store, e) = engine();
     let c = Ctx::root();
     for r in 0..ROUNDS {
-        e.create(&c, ROOT_INO, format!("x{r}").as_bytes(), 0o644).unwrap();
+        e.create(&c, ROOT_INO, format!("x{r}").as_bytes(), 0o644)
+            .unwrap();
     }
     // Threads 0 and 1 rename x -> y{t}, threads 2 and 3 unlink x.
     let all = race(|t, r| {
         let x = format!("x{r}");
         if t < 2 {
-            e.rename(&c, ROOT_INO, x.as_bytes(), ROOT_INO, format!("y{r}.{t}").as_bytes(), 0)
+            e.rename(
+                &c,
+                ROOT_INO,
+                x.as_bytes(),
+                ROOT_INO,
+                format!("y{r}.{t}").as_bytes(),
+                0,
+            )
         } else {
             e.unlink(&c, ROOT_INO, x.as_bytes())
         }
@@ -160,11 +197,18 @@ fn rename_against_unlink_of_one_name() {
     for r in 0..ROUNDS {
         let v = round(&all, r);
         assert_eq!(ok_count(&v), 1, "round {r}: one of the four owns x: {v:?}");
-        assert!(v.iter().all(|x| matches!(x, Ok(()) | Err(Error::NotFound))), "round {r}: {v:?}");
+        assert!(
+            v.iter().all(|x| matches!(x, Ok(()) | Err(Error::NotFound))),
+            "round {r}: {v:?}"
+        );
         assert!(e.lookup(&c, ROOT_INO, format!("x{r}").as_bytes()).is_err());
         for t in 0..2 {
             let y = e.lookup(&c, ROOT_INO, format!("y{r}.{t}").as_bytes());
-            assert_eq!(y.is_ok(), v[t].is_ok(), "round {r}: y.{t} exists exactly when its rename won");
+            assert_eq!(
+                y.is_ok(),
+                v[t].is_ok(),
+                "round {r}: y.{t} exists exactly when its rename won"
+            );
         }
     }
     check_store(&store, e);
@@ -174,23 +218,39 @@ fn rename_against_unlink_of_one_name() {
 fn link_against_unlink_of_one_file() {
     let (store, e) = engine();
     let c = Ctx::root();
-    let inos: Vec<Ino> = (0..ROUNDS).map(|r| e.create(&c, ROOT_INO, format!("f{r}").as_bytes(), 0o644).unwrap().ino).collect();
+    let inos: Vec<Ino> = (0..ROUNDS)
+        .map(|r| {
+            e.create(&c, ROOT_INO, format!("f{r}").as_bytes(), 0o644)
+                .unwrap()
+                .ino
+        })
+        .collect();
     // Thread 0 links f -> l, thread 1 unlinks f, the others look f up.
     let all = race(|t, r| match t {
-        0 => e.link(&c, inos[r], ROOT_INO, format!("l{r}").as_bytes()).map(|_| ()),
+        0 => e
+            .link(&c, inos[r], ROOT_INO, format!("l{r}").as_bytes())
+            .map(|_| ()),
         1 => e.unlink(&c, ROOT_INO, format!("f{r}").as_bytes()),
-        _ => e.lookup(&c, ROOT_INO, format!("f{r}").as_bytes()).map(|_| ()),
+        _ => e
+            .lookup(&c, ROOT_INO, format!("f{r}").as_bytes())
+            .map(|_| ()),
     });
     for r in 0..ROUNDS {
         let v = round(&all, r);
-        assert!(v[1].is_ok(), "round {r}: the unlink of an existing name failed: {:?}", v[1]);
+        assert!(
+            v[1].is_ok(),
+            "round {r}: the unlink of an existing name failed: {:?}",
+            v[1]
+        );
         match &v[0] {
             Ok(()) => {
                 let l = e.lookup(&c, ROOT_INO, format!("l{r}").as_bytes()).unwrap();
                 assert_eq!((l.ino, l.nlink), (inos[r], 1), "round {r}");
             }
             // Linking a file whose last name is gone: ENOENT, as on Linux.
-            Err(Error::NotFound) => assert!(e.lookup(&c, ROOT_INO, format!("l{r}").as_bytes()).is_err()),
+            Err(Error::NotFound) => {
+                assert!(e.lookup(&c, ROOT_INO, format!("l{r}").as_bytes()).is_err())
+            }
             Err(x) => panic!("round {r}: link gave {x:?}"),
         }
     }
@@ -201,25 +261,41 @@ fn link_against_unlink_of_one_file() {
 fn rmdir_against_create_inside() {
     let (store, e) = engine();
     let c = Ctx::root();
-    let dirs: Vec<Ino> = (0..ROUNDS).map(|r| e.mkdir(&c, ROOT_INO, format!("d{r}").as_bytes(), 0o755).unwrap().ino).collect();
+    let dirs: Vec<Ino> = (0..ROUNDS)
+        .map(|r| {
+            e.mkdir(&c, ROOT_INO, format!("d{r}").as_bytes(), 0o755)
+                .unwrap()
+                .ino
+        })
+        .collect();
     // Thread 0 removes d, the others create a file in it.
     let all = race(|t, r| {
         if t == 0 {
             e.rmdir(&c, ROOT_INO, format!("d{r}").as_bytes())
         } else {
-            e.create(&c, dirs[r], format!("in{t}").as_bytes(), 0o644).map(|_| ())
+            e.create(&c, dirs[r], format!("in{t}").as_bytes(), 0o644)
+                .map(|_| ())
         }
     });
     for r in 0..ROUNDS {
         let v = round(&all, r);
         let created = ok_count(&v[1..]);
         match &v[0] {
-            Ok(()) => assert_eq!(created, 0, "round {r}: rmdir won but files were created in it: {v:?}"),
-            Err(Error::NotEmpty) => assert!(created >= 1, "round {r}: rmdir saw entries nobody made: {v:?}"),
+            Ok(()) => assert_eq!(
+                created, 0,
+                "round {r}: rmdir won but files were created in it: {v:?}"
+            ),
+            Err(Error::NotEmpty) => assert!(
+                created >= 1,
+                "round {r}: rmdir saw entries nobody made: {v:?}"
+            ),
             Err(x) => panic!("round {r}: rmdir gave {x:?}"),
         }
         for x in &v[1..] {
-            assert!(matches!(x, Ok(()) | Err(Error::NotFound)), "round {r}: create in a removed directory: {x:?}");
+            assert!(
+                matches!(x, Ok(()) | Err(Error::NotFound)),
+                "round {r}: create in a removed directory: {x:?}"
+            );
         }
     }
     check_store(&store, e);

@@ -12,9 +12,10 @@
 //! stat in one trip.
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
 use std::ffi::OsStr;
@@ -119,12 +120,18 @@ pub struct ShoalFs {
 /// so replies on different threads take different locks: each stripe is
 /// oldest-first, and the pruner drains the stripes in turn.
 pub struct Handed {
-    stripes: Vec<crossbeam_utils::CachePadded<std::sync::Mutex<std::collections::VecDeque<(u64, Box<[u8]>)>>>>,
+    stripes: Vec<
+        crossbeam_utils::CachePadded<
+            std::sync::Mutex<std::collections::VecDeque<(u64, Box<[u8]>)>>,
+        >,
+    >,
 }
 
 impl Default for Handed {
     fn default() -> Handed {
-        Handed { stripes: (0..Self::STRIPES).map(|_| Default::default()).collect() }
+        Handed {
+            stripes: (0..Self::STRIPES).map(|_| Default::default()).collect(),
+        }
     }
 }
 
@@ -133,7 +140,10 @@ impl Handed {
     const CAP: usize = 1 << 21;
     const STRIPES: usize = 16;
 
-    fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
+    fn lock(
+        &self,
+        i: usize,
+    ) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
         self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -173,7 +183,39 @@ pub struct Requests {
 
 /// The request types counted, in `Requests` order. `forget` counts inodes
 /// forgotten (the kernel batches them), not requests.
-pub const REQUEST_NAMES: [&str; 31] = ["lookup", "forget", "getattr", "setattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "open", "read", "write", "flush", "release", "fsync", "opendir", "readdir", "readdirplus", "releasedir", "fsyncdir", "statfs", "access", "setxattr", "getxattr", "listxattr", "removexattr", "create", "fallocate"];
+pub const REQUEST_NAMES: [&str; 31] = [
+    "lookup",
+    "forget",
+    "getattr",
+    "setattr",
+    "readlink",
+    "mknod",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "symlink",
+    "rename",
+    "link",
+    "open",
+    "read",
+    "write",
+    "flush",
+    "release",
+    "fsync",
+    "opendir",
+    "readdir",
+    "readdirplus",
+    "releasedir",
+    "fsyncdir",
+    "statfs",
+    "access",
+    "setxattr",
+    "getxattr",
+    "listxattr",
+    "removexattr",
+    "create",
+    "fallocate",
+];
 
 /// Indexes into `REQUEST_NAMES`.
 mod req {
@@ -212,7 +254,10 @@ mod req {
 
 impl Default for Requests {
     fn default() -> Self {
-        Requests { counts: std::array::from_fn(|_| AtomicU64::new(0)), invalidations: AtomicU64::new(0) }
+        Requests {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            invalidations: AtomicU64::new(0),
+        }
     }
 }
 
@@ -223,7 +268,11 @@ impl Requests {
     }
     /// (name, count) for every request type.
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-        REQUEST_NAMES.iter().zip(&self.counts).map(|(n, c)| (*n, c.load(Ordering::Relaxed))).collect()
+        REQUEST_NAMES
+            .iter()
+            .zip(&self.counts)
+            .map(|(n, c)| (*n, c.load(Ordering::Relaxed)))
+            .collect()
     }
 }
 
@@ -298,10 +347,16 @@ pub fn file_attr(a: &Attr) -> FileAttr {
 /// The caller's supplementary groups, from /proc (FUSE requests carry only
 /// uid, gid and pid). Read only for non-root callers when the daemon checks.
 fn groups_of(pid: u32) -> Vec<u32> {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return vec![] };
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return vec![];
+    };
     s.lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -310,7 +365,13 @@ fn groups_of(pid: u32) -> Vec<u32> {
 /// entries it was handed. Runs on its own thread, never a FUSE worker: the
 /// kernel takes the parent directory's lock for an invalidation, and a
 /// request holding that lock may be waiting for a worker.
-fn prune(engine: &Engine, handed: &Handed, requests: &Requests, notifier: &fuser::Notifier, stop: &std::sync::atomic::AtomicBool) {
+fn prune(
+    engine: &Engine,
+    handed: &Handed,
+    requests: &Requests,
+    notifier: &fuser::Notifier,
+    stop: &std::sync::atomic::AtomicBool,
+) {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         if engine.cache_usage() <= engine.budget() {
@@ -351,7 +412,13 @@ fn time(t: TimeOrNow) -> TimeSet {
 
 impl ShoalFs {
     pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
-        ShoalFs { engine, opts, requests: Arc::default(), handed: Arc::default(), notifier: Arc::default() }
+        ShoalFs {
+            engine,
+            opts,
+            requests: Arc::default(),
+            handed: Arc::default(),
+            notifier: Arc::default(),
+        }
     }
 
     /// The request counters (shared with the stats socket).
@@ -370,8 +437,18 @@ impl ShoalFs {
     /// Who is asking. With kernel permission checks the engine checks nothing.
     fn ctx(&self, req: &Request) -> Ctx {
         let check = self.opts.daemon_permissions;
-        let groups = if check && req.uid() != 0 { groups_of(req.pid()) } else { vec![] };
-        Ctx { uid: req.uid(), gid: req.gid(), groups, check_perms: check, umask: 0 }
+        let groups = if check && req.uid() != 0 {
+            groups_of(req.pid())
+        } else {
+            vec![]
+        };
+        Ctx {
+            uid: req.uid(),
+            gid: req.gid(),
+            groups,
+            check_perms: check,
+            umask: 0,
+        }
     }
 
     /// `ctx` with the caller's supplementary groups even when the kernel
@@ -388,12 +465,21 @@ impl ShoalFs {
     /// `ctx` for a create: the engine applies the umask unless the
     /// directory's default ACL replaces it.
     fn ctx_umask(&self, req: &Request, umask: u32) -> Ctx {
-        Ctx { umask, ..self.ctx(req) }
+        Ctx {
+            umask,
+            ..self.ctx(req)
+        }
     }
 
     /// xattr(7) permissions when the daemon checks: user.* follows the file's
     /// read/write bits, trusted.* is for root only.
-    fn xattr_check(&self, req: &Request, ino: u64, name: &OsStr, write: bool) -> shoal_core::Result<()> {
+    fn xattr_check(
+        &self,
+        req: &Request,
+        ino: u64,
+        name: &OsStr,
+        write: bool,
+    ) -> shoal_core::Result<()> {
         if !self.opts.daemon_permissions || req.uid() == 0 {
             return Ok(());
         }
@@ -402,7 +488,9 @@ impl ShoalFs {
             return Err(Error::NotPermitted);
         }
         if n.starts_with(b"user.") {
-            return self.engine.access(&self.ctx(req), ino, if write { 2 } else { 4 });
+            return self
+                .engine
+                .access(&self.ctx(req), ino, if write { 2 } else { 4 });
         }
         Ok(())
     }
@@ -412,7 +500,12 @@ impl ShoalFs {
             Ok(a) => {
                 self.engine.inc_lookup(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
-                reply.entry_with_ttls(&self.opts.entry_ttl, &self.opts.attr_ttl, &file_attr(&a), Generation(0));
+                reply.entry_with_ttls(
+                    &self.opts.entry_ttl,
+                    &self.opts.attr_ttl,
+                    &file_attr(&a),
+                    Generation(0),
+                );
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -430,7 +523,10 @@ impl ShoalFs {
         if req.uid() == 0 {
             return Ok(());
         }
-        if self.engine.drop_privileges(req.uid(), req.gid(), || groups_of(req.pid()), ino)? {
+        if self
+            .engine
+            .drop_privileges(req.uid(), req.gid(), || groups_of(req.pid()), ino)?
+        {
             if let Some(n) = self.notifier.get() {
                 let _ = n.inval_inode(INodeNo(ino), -1, 0);
             }
@@ -446,7 +542,12 @@ impl ShoalFs {
     }
 
     /// Mount and serve until unmounted.
-    pub fn mount(self, mountpoint: &Path, options: Vec<fuser::MountOption>, allow_other: bool) -> std::io::Result<()> {
+    pub fn mount(
+        self,
+        mountpoint: &Path,
+        options: Vec<fuser::MountOption>,
+        allow_other: bool,
+    ) -> std::io::Result<()> {
         let mut cfg = fuser::Config::default();
         cfg.mount_options = options;
         cfg.n_threads = Some(self.opts.threads.max(1));
@@ -463,25 +564,40 @@ impl ShoalFs {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let pruner = {
             let (notifier, stop) = (session.notifier(), stop.clone());
-            std::thread::Builder::new().name("shoal-pruner".into()).spawn(move || prune(&engine, &handed, &requests, &notifier, &stop))?
+            std::thread::Builder::new()
+                .name("shoal-pruner".into())
+                .spawn(move || prune(&engine, &handed, &requests, &notifier, &stop))?
         };
         let r = session.run();
         stop.store(true, Ordering::Relaxed);
         let _ = pruner.join();
         r
     }
-
 }
 
 impl Filesystem for ShoalFs {
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::FLUSH);
         // Nothing to flush (writes go to the engine at once); ENOSYS makes the
         // kernel stop sending FLUSH on every close of this mount.
         reply.error(Errno::ENOSYS);
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::RELEASEDIR);
         reply.ok();
     }
@@ -524,12 +640,26 @@ impl Filesystem for ShoalFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.requests.count(req::LOOKUP);
-        match self.engine.lookup(&self.ctx(req), parent.0, name.as_bytes()) {
+        match self
+            .engine
+            .lookup(&self.ctx(req), parent.0, name.as_bytes())
+        {
             Err(Error::NotFound) if !self.opts.negative_ttl.is_zero() => {
                 // A negative entry: the kernel caches the miss (seed 001's negative cache, one level up).
                 let mut a = file_attr(&Attr {
-                    ino: 0, kind: Kind::File, perm: 0, nlink: 0, uid: 0, gid: 0, rdev: 0, size: 0,
-                    atime: Ts::default(), mtime: Ts::default(), ctime: Ts::default(), crtime: Ts::default(), version: 0,
+                    ino: 0,
+                    kind: Kind::File,
+                    perm: 0,
+                    nlink: 0,
+                    uid: 0,
+                    gid: 0,
+                    rdev: 0,
+                    size: 0,
+                    atime: Ts::default(),
+                    mtime: Ts::default(),
+                    ctime: Ts::default(),
+                    crtime: Ts::default(),
+                    version: 0,
                 });
                 a.ino = INodeNo(0);
                 reply.entry_with_ttls(&self.opts.negative_ttl, &Duration::ZERO, &a, Generation(0));
@@ -552,10 +682,22 @@ impl Filesystem for ShoalFs {
     }
 
     fn setattr(
-        &self, req: &Request, ino: INodeNo, mode: Option<u32>, uid: Option<u32>, gid: Option<u32>, size: Option<u64>,
-        atime: Option<TimeOrNow>, mtime: Option<TimeOrNow>, ctime: Option<SystemTime>, fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>, _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>, reply: ReplyAttr,
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
     ) {
         self.requests.count(req::SETATTR);
         let sa = SetAttr {
@@ -582,60 +724,136 @@ impl Filesystem for ShoalFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         self.requests.count(req::MKNOD);
-        let r = self.engine.mknod(&self.ctx_umask(req, umask), parent.0, name.as_bytes(), mode, rdev);
+        let r = self.engine.mknod(
+            &self.ctx_umask(req, umask),
+            parent.0,
+            name.as_bytes(),
+            mode,
+            rdev,
+        );
         self.entry(parent, name, reply, r);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         self.requests.count(req::MKDIR);
-        let r = self.engine.mkdir(&self.ctx_umask(req, umask), parent.0, name.as_bytes(), mode);
+        let r = self
+            .engine
+            .mkdir(&self.ctx_umask(req, umask), parent.0, name.as_bytes(), mode);
         self.entry(parent, name, reply, r);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.requests.count(req::UNLINK);
-        Self::empty(reply, self.engine.unlink(&self.ctx(req), parent.0, name.as_bytes()));
+        Self::empty(
+            reply,
+            self.engine
+                .unlink(&self.ctx(req), parent.0, name.as_bytes()),
+        );
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.requests.count(req::RMDIR);
-        Self::empty(reply, self.engine.rmdir(&self.ctx(req), parent.0, name.as_bytes()));
+        Self::empty(
+            reply,
+            self.engine.rmdir(&self.ctx(req), parent.0, name.as_bytes()),
+        );
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         self.requests.count(req::SYMLINK);
-        let r = self.engine.symlink(&self.ctx(req), parent.0, link_name.as_bytes(), target.as_os_str().as_bytes());
+        let r = self.engine.symlink(
+            &self.ctx(req),
+            parent.0,
+            link_name.as_bytes(),
+            target.as_os_str().as_bytes(),
+        );
         self.entry(parent, link_name, reply, r);
     }
 
     fn rename(
-        &self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags,
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::RENAME);
-        let r = self.engine.rename(&self.ctx(req), parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
+        let r = self.engine.rename(
+            &self.ctx(req),
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            flags.bits(),
+        );
         Self::empty(reply, r);
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         self.requests.count(req::LINK);
-        let r = self.engine.link(&self.ctx(req), ino.0, newparent.0, newname.as_bytes());
+        let r = self
+            .engine
+            .link(&self.ctx(req), ino.0, newparent.0, newname.as_bytes());
         self.entry(newparent, newname, reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.requests.count(req::OPEN);
-        match self.engine.open_file(&self.ctx(req), ino.0, open_mask(flags.0)) {
+        match self
+            .engine
+            .open_file(&self.ctx(req), ino.0, open_mask(flags.0))
+        {
             Ok(_) => reply.opened(FileHandle(ino.0), self.fopen()),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn read(
-        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags,
-        _lock: Option<fuser::LockOwner>, reply: ReplyData,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: ReplyData,
     ) {
         self.requests.count(req::READ);
         match self.engine.read(ino.0, offset, size) {
@@ -645,8 +863,16 @@ impl Filesystem for ShoalFs {
     }
 
     fn write(
-        &self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, data: &[u8], _wf: WriteFlags,
-        _flags: OpenFlags, _lock: Option<fuser::LockOwner>, reply: ReplyWrite,
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
     ) {
         self.requests.count(req::WRITE);
         if let Err(e) = self.drop_privileges(req, ino.0) {
@@ -659,14 +885,27 @@ impl Filesystem for ShoalFs {
     }
 
     fn release(
-        &self, _req: &Request, ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<fuser::LockOwner>,
-        _flush: bool, reply: ReplyEmpty,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
     ) {
         self.requests.count(req::RELEASE);
         Self::empty(reply, self.engine.release(ino.0));
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::FSYNC);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
@@ -675,7 +914,10 @@ impl Filesystem for ShoalFs {
         self.requests.count(req::OPENDIR);
         if self.opts.daemon_permissions {
             // The daemon checks: OPENDIR stays on so listing needs read permission.
-            match self.engine.open_dir(&self.ctx(req), ino.0, open_mask(flags.0)) {
+            match self
+                .engine
+                .open_dir(&self.ctx(req), ino.0, open_mask(flags.0))
+            {
                 Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
                 Err(e) => reply.error(errno(&e)),
             }
@@ -688,7 +930,14 @@ impl Filesystem for ShoalFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         self.requests.count(req::READDIR);
         if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
             return reply.ok();
@@ -713,7 +962,12 @@ impl Filesystem for ShoalFs {
                 return reply.ok();
             }
             for e in ents {
-                if reply.add(INodeNo(e.ino), e.cookie, kind(e.kind), OsStr::from_bytes(&e.name)) {
+                if reply.add(
+                    INodeNo(e.ino),
+                    e.cookie,
+                    kind(e.kind),
+                    OsStr::from_bytes(&e.name),
+                ) {
                     return reply.ok();
                 }
                 cookie = e.cookie;
@@ -721,7 +975,14 @@ impl Filesystem for ShoalFs {
         }
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
         self.requests.count(req::READDIRPLUS);
         let zero = Duration::ZERO;
         if offset == 0 {
@@ -739,7 +1000,14 @@ impl Filesystem for ShoalFs {
             let parent = if parent == 0 { ino.0 } else { parent };
             match self.engine.getattr(parent) {
                 Ok(a) => {
-                    if reply.add(INodeNo(parent), 2, "..", &zero, &file_attr(&a), Generation(0)) {
+                    if reply.add(
+                        INodeNo(parent),
+                        2,
+                        "..",
+                        &zero,
+                        &file_attr(&a),
+                        Generation(0),
+                    ) {
                         return reply.ok();
                     }
                 }
@@ -766,7 +1034,14 @@ impl Filesystem for ShoalFs {
                 };
                 // Take the reference first; give it back if the entry did not fit.
                 self.engine.inc_lookup(a.ino);
-                if reply.add(INodeNo(e.ino), e.cookie, OsStr::from_bytes(&e.name), &self.opts.entry_ttl, &file_attr(&a), Generation(0)) {
+                if reply.add(
+                    INodeNo(e.ino),
+                    e.cookie,
+                    OsStr::from_bytes(&e.name),
+                    &self.opts.entry_ttl,
+                    &file_attr(&a),
+                    Generation(0),
+                ) {
                     self.engine.forget(a.ino, 1);
                     return reply.ok();
                 }
@@ -776,7 +1051,14 @@ impl Filesystem for ShoalFs {
         }
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::FSYNCDIR);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
@@ -784,7 +1066,9 @@ impl Filesystem for ShoalFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.requests.count(req::STATFS);
         match self.engine.statfs() {
-            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize),
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -792,10 +1076,23 @@ impl Filesystem for ShoalFs {
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
         self.requests.count(req::ACCESS);
         // Sent only without default_permissions (access(2), chdir, exec).
-        Self::empty(reply, self.engine.access(&self.ctx(req), ino.0, mask.bits() as u32));
+        Self::empty(
+            reply,
+            self.engine
+                .access(&self.ctx(req), ino.0, mask.bits() as u32),
+        );
     }
 
-    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _pos: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _pos: u32,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::SETXATTR);
         if !self.opts.xattr {
             return reply.error(Errno::ENOSYS);
@@ -804,7 +1101,11 @@ impl Filesystem for ShoalFs {
             return reply.error(errno(&e));
         }
         let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
-        Self::empty(reply, self.engine.setxattr(&self.ctx_with_groups(req), ino.0, name.as_bytes(), value, f));
+        Self::empty(
+            reply,
+            self.engine
+                .setxattr(&self.ctx_with_groups(req), ino.0, name.as_bytes(), value, f),
+        );
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -855,10 +1156,23 @@ impl Filesystem for ShoalFs {
         if let Err(e) = self.xattr_check(req, ino.0, name, true) {
             return reply.error(errno(&e));
         }
-        Self::empty(reply, self.engine.removexattr(&self.ctx(req), ino.0, name.as_bytes()));
+        Self::empty(
+            reply,
+            self.engine
+                .removexattr(&self.ctx(req), ino.0, name.as_bytes()),
+        );
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         self.requests.count(req::CREATE);
         let c = self.ctx_umask(req, umask);
         let r = match Kind::from_mode(mode) {
@@ -869,13 +1183,28 @@ impl Filesystem for ShoalFs {
             Ok(a) => {
                 self.engine.inc_lookup(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
-                reply.created(&self.opts.entry_ttl, &file_attr(&a), Generation(0), FileHandle(a.ino), self.fopen());
+                reply.created(
+                    &self.opts.entry_ttl,
+                    &file_attr(&a),
+                    Generation(0),
+                    FileHandle(a.ino),
+                    self.fopen(),
+                );
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         self.requests.count(req::FALLOCATE);
         let m = mode as u32;
         let mut em = 0;
@@ -888,7 +1217,11 @@ impl Filesystem for ShoalFs {
         if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
             em |= shoal_core::engine::FALLOC_ZERO_RANGE;
         }
-        if m & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) as u32 != 0 {
+        if m & !(libc::FALLOC_FL_KEEP_SIZE
+            | libc::FALLOC_FL_PUNCH_HOLE
+            | libc::FALLOC_FL_ZERO_RANGE) as u32
+            != 0
+        {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
         }
         if let Err(e) = self.drop_privileges(req, ino.0) {
@@ -906,14 +1239,27 @@ mod tests {
     #[test]
     fn errno_table() {
         let table = [
-            (Error::NotFound, libc::ENOENT), (Error::Exists, libc::EEXIST), (Error::NotEmpty, libc::ENOTEMPTY),
-            (Error::NotDir, libc::ENOTDIR), (Error::IsDir, libc::EISDIR), (Error::NameTooLong, libc::ENAMETOOLONG),
-            (Error::NoSpace, libc::ENOSPC), (Error::CrossDevice, libc::EXDEV), (Error::Invalid, libc::EINVAL),
-            (Error::PermissionDenied, libc::EACCES), (Error::NotPermitted, libc::EPERM),
-            (Error::TooManyLinks, libc::EMLINK), (Error::Loop, libc::ELOOP), (Error::NoAttr, libc::ENODATA),
-            (Error::Range, libc::ERANGE), (Error::BadHandle, libc::EBADF), (Error::FileTooBig, libc::EFBIG),
-            (Error::ReadOnly, libc::EROFS), (Error::NotSupported, libc::EOPNOTSUPP),
-            (Error::Corrupted("x".into()), libc::EIO), (Error::Io("x".into()), libc::EIO),
+            (Error::NotFound, libc::ENOENT),
+            (Error::Exists, libc::EEXIST),
+            (Error::NotEmpty, libc::ENOTEMPTY),
+            (Error::NotDir, libc::ENOTDIR),
+            (Error::IsDir, libc::EISDIR),
+            (Error::NameTooLong, libc::ENAMETOOLONG),
+            (Error::NoSpace, libc::ENOSPC),
+            (Error::CrossDevice, libc::EXDEV),
+            (Error::Invalid, libc::EINVAL),
+            (Error::PermissionDenied, libc::EACCES),
+            (Error::NotPermitted, libc::EPERM),
+            (Error::TooManyLinks, libc::EMLINK),
+            (Error::Loop, libc::ELOOP),
+            (Error::NoAttr, libc::ENODATA),
+            (Error::Range, libc::ERANGE),
+            (Error::BadHandle, libc::EBADF),
+            (Error::FileTooBig, libc::EFBIG),
+            (Error::ReadOnly, libc::EROFS),
+            (Error::NotSupported, libc::EOPNOTSUPP),
+            (Error::Corrupted("x".into()), libc::EIO),
+            (Error::Io("x".into()), libc::EIO),
         ];
         for (e, code) in table {
             assert_eq!(errno(&e).code(), code, "{e:?}");

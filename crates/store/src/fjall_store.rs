@@ -162,7 +162,12 @@ fn map_err(e: fjall::Error) -> Error {
     if s.contains("No space left") || s.contains("StorageFull") {
         return Error::NoSpace;
     }
-    if s.contains("Checksum") || s.contains("Decode") || s.contains("Unrecoverable") || s.contains("InvalidVersion") || s.contains("Corrupt") {
+    if s.contains("Checksum")
+        || s.contains("Decode")
+        || s.contains("Unrecoverable")
+        || s.contains("InvalidVersion")
+        || s.contains("Corrupt")
+    {
         return Error::Corrupted(s);
     }
     Error::Io(s)
@@ -197,7 +202,10 @@ impl FjallStore {
     /// engine's records); the store counts as made only once that is
     /// durable. Refuses a store and a non-empty directory that is not a
     /// half-made store.
-    pub fn create(path: &Path, format: impl FnOnce(&FjallStore) -> Result<()>) -> Result<FjallStore> {
+    pub fn create(
+        path: &Path,
+        format: impl FnOnce(&FjallStore) -> Result<()>,
+    ) -> Result<FjallStore> {
         if path.join(MARKER).exists() {
             return Err(Error::Exists);
         }
@@ -205,7 +213,11 @@ impl FjallStore {
             if Self::half_made(path) {
                 for name in MKFS_LEFTOVERS {
                     let p = path.join(name);
-                    let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                    let r = if p.is_dir() {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
                     if let Err(e) = r {
                         if e.kind() != std::io::ErrorKind::NotFound {
                             return Err(io_err("remove", &p, e));
@@ -213,7 +225,10 @@ impl FjallStore {
                     }
                 }
             }
-            let nonempty = std::fs::read_dir(path).map_err(|e| io_err("read", path, e))?.next().is_some();
+            let nonempty = std::fs::read_dir(path)
+                .map_err(|e| io_err("read", path, e))?
+                .next()
+                .is_some();
             if nonempty {
                 return Err(Error::Invalid);
             }
@@ -221,13 +236,19 @@ impl FjallStore {
         std::fs::create_dir_all(path).map_err(|e| io_err("create", path, e))?;
         let store = Self::open_inner(path)?;
         format(&store)?;
-        store.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)?;
+        store
+            .db
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(map_err)?;
         let tmp = path.join("SHOAL.tmp");
         let mut f = File::create(&tmp).map_err(|e| io_err("create", &tmp, e))?;
-        f.write_all(MARKER_TEXT.as_bytes()).map_err(|e| io_err("write", &tmp, e))?;
+        f.write_all(MARKER_TEXT.as_bytes())
+            .map_err(|e| io_err("write", &tmp, e))?;
         f.sync_all().map_err(|e| io_err("sync", &tmp, e))?;
         std::fs::rename(&tmp, path.join(MARKER)).map_err(|e| io_err("rename", &tmp, e))?;
-        File::open(path).and_then(|d| d.sync_all()).map_err(|e| io_err("sync", path, e))?;
+        File::open(path)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("sync", path, e))?;
         Ok(store)
     }
 
@@ -237,8 +258,11 @@ impl FjallStore {
         if path.join(MARKER).exists() || !path.join("db").is_dir() {
             return false;
         }
-        let Ok(rd) = std::fs::read_dir(path) else { return false };
-        rd.flatten().all(|e| MKFS_LEFTOVERS.iter().any(|n| e.file_name() == *n))
+        let Ok(rd) = std::fs::read_dir(path) else {
+            return false;
+        };
+        rd.flatten()
+            .all(|e| MKFS_LEFTOVERS.iter().any(|n| e.file_name() == *n))
     }
 
     /// Is there a store at `path`? The errors `open` gives, without opening
@@ -280,7 +304,10 @@ impl FjallStore {
 
     /// Bytes of journal (all journal files in order, oldest first).
     pub fn journal_len(path: &Path) -> u64 {
-        journals(&path.join("db")).iter().map(|(_, m)| m.len()).sum()
+        journals(&path.join("db"))
+            .iter()
+            .map(|(_, m)| m.len())
+            .sum()
     }
 
     /// `open_read_only` with only the first `keep` bytes of the journal
@@ -297,15 +324,27 @@ impl FjallStore {
             Self::flock_or_wait(l, path)?;
         }
         static N: AtomicU64 = AtomicU64::new(0);
-        let shadow = Shadow(std::env::temp_dir().join(format!("shoal-ro-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))));
+        let shadow = Shadow(std::env::temp_dir().join(format!(
+            "shoal-ro-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )));
         let _ = std::fs::remove_dir_all(&shadow.0);
-        shadow_copy(&path.join("db"), &shadow.0.join("db"), false).map_err(|e| io_err("copy (read-only open)", &shadow.0, e))?;
+        shadow_copy(&path.join("db"), &shadow.0.join("db"), false)
+            .map_err(|e| io_err("copy (read-only open)", &shadow.0, e))?;
         if keep != u64::MAX {
             let mut left = keep;
             for (name, m) in journals(&path.join("db")) {
                 let len = m.len();
                 let p = shadow.0.join("db").join(&name);
-                let r = if left == 0 { std::fs::remove_file(&p) } else { File::options().write(true).open(&p).and_then(|f| f.set_len(len.min(left))) };
+                let r = if left == 0 {
+                    std::fs::remove_file(&p)
+                } else {
+                    File::options()
+                        .write(true)
+                        .open(&p)
+                        .and_then(|f| f.set_len(len.min(left)))
+                };
                 r.map_err(|e| io_err("truncate", &p, e))?;
                 left = left.saturating_sub(len);
             }
@@ -326,7 +365,10 @@ impl FjallStore {
                 return Ok(());
             }
             if t0.elapsed() > std::time::Duration::from_secs(3) {
-                return Err(Error::Io(format!("{} is in use by another shoal daemon", path.display())));
+                return Err(Error::Io(format!(
+                    "{} is in use by another shoal daemon",
+                    path.display()
+                )));
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
@@ -374,7 +416,9 @@ impl FjallStore {
                 // 119.5 -> 100.2 s, peak RSS 1.48 -> 1.55 GB (docs/BENCHMARKS.md, run 5).
                 fjall::KeyspaceCreateOptions::default()
                     .max_memtable_size(64 << 20)
-                    .compaction_strategy(std::sync::Arc::new(fjall::compaction::Leveled::default().with_l0_threshold(8)))
+                    .compaction_strategy(std::sync::Arc::new(
+                        fjall::compaction::Leveled::default().with_l0_threshold(8),
+                    ))
                     .filter_block_pinning_policy(fjall::config::PinningPolicy::all(true))
                     .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
             })
@@ -392,10 +436,18 @@ impl FjallStore {
             keys_written: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
             space: Space {
-                sample: Mutex::new((std::time::Instant::now() - std::time::Duration::from_secs(1), 0, 0)),
+                sample: Mutex::new((
+                    std::time::Instant::now() - std::time::Duration::from_secs(1),
+                    0,
+                    0,
+                )),
                 maint: Arc::new(Maint {
                     reserve: path.join("reserve"),
-                    held: AtomicU64::new(std::fs::metadata(path.join("reserve")).map(|m| m.len()).unwrap_or(0)),
+                    held: AtomicU64::new(
+                        std::fs::metadata(path.join("reserve"))
+                            .map(|m| m.len())
+                            .unwrap_or(0),
+                    ),
                     state: Default::default(),
                     cv: Default::default(),
                     frees_pending: Default::default(),
@@ -408,8 +460,13 @@ impl FjallStore {
     /// For a writable mount: hold the reserve file (see `Space`) and start
     /// the thread that gives space back after deletes on a nearly full store.
     pub fn keep_room(&self) {
-        self.space.maint.frees_pending.store(true, Ordering::Relaxed);
-        self.space.maint.restore_reserve(&self.path, self.flush_and_compaction_room());
+        self.space
+            .maint
+            .frees_pending
+            .store(true, Ordering::Relaxed);
+        self.space
+            .maint
+            .restore_reserve(&self.path, self.flush_and_compaction_room());
         let (total, avail) = statvfs(&self.path);
         if avail < 2 * (headroom(total) + self.flush_and_compaction_room()) {
             // Nearly full already: what an earlier daemon deleted may still
@@ -418,7 +475,9 @@ impl FjallStore {
         }
         let (ks, maint) = (self.ks.clone(), self.space.maint.clone());
         let path = self.path.clone();
-        let h = std::thread::Builder::new().name("shoal-space".into()).spawn(move || give_back(&ks, &maint, &path));
+        let h = std::thread::Builder::new()
+            .name("shoal-space".into())
+            .spawn(move || give_back(&ks, &maint, &path));
         *self.space.thread.lock() = h.ok();
     }
 
@@ -426,7 +485,10 @@ impl FjallStore {
     /// length, and a new journal is made 64 MiB long before it is written.)
     fn journal_bytes(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        journals(&self.path.join("db")).iter().map(|(_, m)| m.blocks() * 512).sum()
+        journals(&self.path.join("db"))
+            .iter()
+            .map(|(_, m)| m.blocks() * 512)
+            .sum()
     }
 
     /// What flushing the memtables and one compaction may write, and the
@@ -440,7 +502,9 @@ impl FjallStore {
 
     /// Wait until no process holds the store's lock (a daemon has fully exited).
     pub fn wait_unlocked(path: &Path, timeout: std::time::Duration) -> bool {
-        let Ok(f) = File::open(path.join("LOCK")) else { return true };
+        let Ok(f) = File::open(path.join("LOCK")) else {
+            return true;
+        };
         let t0 = std::time::Instant::now();
         loop {
             // SAFETY: flock on a file descriptor we own; released when f is dropped.
@@ -467,7 +531,9 @@ impl FjallStore {
     /// replays no journal (a clean unmount does this).
     pub fn flush_memtables(&self) -> Result<()> {
         self.ks.rotate_memtable_and_wait().map_err(map_err)?;
-        self.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)
+        self.db
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(map_err)
     }
 
     /// Flush memtables and compact fully (for space measurements).
@@ -497,12 +563,17 @@ impl Store for FjallStore {
     }
 
     fn write(&self, batch: &[BatchItem], sync: bool) -> Result<()> {
-        let bytes: u64 = batch.iter().map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 32) as u64).sum();
+        let bytes: u64 = batch
+            .iter()
+            .map(|(k, v)| (k.len() + v.as_ref().map_or(0, |v| v.len()) + 32) as u64)
+            .sum();
         let (total, avail) = statvfs(&self.path);
         if avail < 2 * bytes + headroom(total) / 4 {
             // Another program (or this one, past its admission) nearly
             // filled the device: the reserve's room goes to this commit.
-            self.space.maint.release_reserve("the device is nearly full");
+            self.space
+                .maint
+                .release_reserve("the device is nearly full");
         }
         let frees = batch.iter().any(|(_, v)| v.is_none());
         let mut b = self.db.batch();
@@ -514,9 +585,13 @@ impl Store for FjallStore {
         }
         b.commit().map_err(map_err)?;
         self.writes.fetch_add(1, Ordering::Relaxed);
-        self.keys_written.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.keys_written
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         if frees {
-            self.space.maint.frees_pending.store(true, Ordering::Relaxed);
+            self.space
+                .maint
+                .frees_pending
+                .store(true, Ordering::Relaxed);
             if avail < 2 * (headroom(total) + self.flush_and_compaction_room()) {
                 self.space.maint.kick();
             }
@@ -525,7 +600,9 @@ impl Store for FjallStore {
             self.sync()?;
         } else {
             // Hand the journal to the OS so a killed daemon loses nothing written.
-            self.db.persist(fjall::PersistMode::Buffer).map_err(map_err)?;
+            self.db
+                .persist(fjall::PersistMode::Buffer)
+                .map_err(map_err)?;
         }
         Ok(())
     }
@@ -533,7 +610,9 @@ impl Store for FjallStore {
     fn sync(&self) -> Result<()> {
         let _g = self.sync_lock.lock();
         self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.db.persist(fjall::PersistMode::SyncAll).map_err(map_err)
+        self.db
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(map_err)
     }
 
     /// (device size, what the engine may still fill): the device's free
@@ -552,7 +631,15 @@ impl Store for FjallStore {
             self.space.maint.kick();
         }
         *s = (std::time::Instant::now(), total, usable);
-        tracing::debug!(avail, held = self.space.maint.held.load(Ordering::Relaxed), journal = self.journal_bytes(), wbs = self.db.write_buffer_size(), tables = self.ks.disk_space(), usable, "space");
+        tracing::debug!(
+            avail,
+            held = self.space.maint.held.load(Ordering::Relaxed),
+            journal = self.journal_bytes(),
+            wbs = self.db.write_buffer_size(),
+            tables = self.ks.disk_space(),
+            usable,
+            "space"
+        );
         (total, usable)
     }
 
@@ -569,7 +656,12 @@ impl Store for FjallStore {
 
 impl Drop for FjallStore {
     fn drop(&mut self) {
-        *self.space.maint.state.lock().unwrap_or_else(|e| e.into_inner()) = 2;
+        *self
+            .space
+            .maint
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = 2;
         self.space.maint.cv.notify_all();
         if let Some(h) = self.space.thread.lock().take() {
             let _ = h.join();
@@ -618,13 +710,20 @@ fn give_back(ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
             // The table version the compaction replaced is collected only
             // once a newer sequence number exists: a delete of a key outside
             // the schema (tags are capital letters) makes one.
-            let done = ks.major_compact().and_then(|()| ks.remove(&b"\xffgc"[..])).and_then(|()| ks.collect_old_versions());
+            let done = ks
+                .major_compact()
+                .and_then(|()| ks.remove(&b"\xffgc"[..]))
+                .and_then(|()| ks.collect_old_versions());
             if let Err(e) = done {
                 tracing::warn!("compaction after deletes: {e:?}");
             }
         }
         maint.restore_reserve(path, ks.disk_space().min(COMPACTION_ROOM));
-        tracing::info!("space given back after deletes: {} MiB free, was {} MiB", statvfs(path).1 >> 20, before >> 20);
+        tracing::info!(
+            "space given back after deletes: {} MiB free, was {} MiB",
+            statvfs(path).1 >> 20,
+            before >> 20
+        );
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }

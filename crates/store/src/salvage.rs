@@ -11,7 +11,8 @@ use shoal_core::{fsck, schema, Error, Result, Store};
 /// Returns the report and where the damaged store was kept.
 pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::PathBuf)> {
     use crate::FjallStore;
-    let path = std::fs::canonicalize(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+    let path =
+        std::fs::canonicalize(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
     let mut journal_note = None;
     let src = match FjallStore::open_read_only(&path) {
         Err(Error::Corrupted(m)) if m.contains("Journal") => {
@@ -34,7 +35,10 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
         }
         r => r?,
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let new = path.with_file_name(format!("{name}.salvage"));
     let _ = std::fs::remove_dir_all(&new);
     let mut report = None;
@@ -42,9 +46,17 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
         let mut r = salvage(&src, dst)?;
         if dst.get(&schema::super_key())?.is_none() {
             // The superblock was in the damage: count the groups that survived.
-            let ags = dst.scan(&[schema::K_AG], &[schema::K_AG + 1], usize::MAX)?.len().max(1) as u32;
-            dst.write(&[(schema::super_key(), Some(schema::encode_super(ags)))], true)?;
-            r.lost.push(format!("the superblock (rewritten with {ags} allocation groups)"));
+            let ags = dst
+                .scan(&[schema::K_AG], &[schema::K_AG + 1], usize::MAX)?
+                .len()
+                .max(1) as u32;
+            dst.write(
+                &[(schema::super_key(), Some(schema::encode_super(ags)))],
+                true,
+            )?;
+            r.lost.push(format!(
+                "the superblock (rewritten with {ags} allocation groups)"
+            ));
             r.repair = fsck::fsck(dst, true)?;
         }
         if let Some(n) = journal_note.take() {
@@ -55,13 +67,28 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
     })?;
     drop(dst);
     drop(src);
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let kept = path.with_file_name(format!("{name}.damaged-{secs}"));
     let io = |what: &str, e: std::io::Error| Error::Io(format!("{what}: {e}"));
-    std::fs::rename(&path, &kept).map_err(|e| io(&format!("rename {} to {}", path.display(), kept.display()), e))?;
-    std::fs::rename(&new, &path).map_err(|e| io(&format!("rename {} to {}", new.display(), path.display()), e))?;
+    std::fs::rename(&path, &kept).map_err(|e| {
+        io(
+            &format!("rename {} to {}", path.display(), kept.display()),
+            e,
+        )
+    })?;
+    std::fs::rename(&new, &path).map_err(|e| {
+        io(
+            &format!("rename {} to {}", new.display(), path.display()),
+            e,
+        )
+    })?;
     if let Some(parent) = path.parent() {
-        std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| io("sync", e))?;
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("sync", e))?;
     }
     Ok((report.unwrap_or_default(), kept))
 }

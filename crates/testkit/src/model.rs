@@ -72,7 +72,11 @@ pub struct Model {
 
 impl Default for Model {
     fn default() -> Self {
-        Model { nodes: vec![Node::Dir { children: BTreeMap::new() }] }
+        Model {
+            nodes: vec![Node::Dir {
+                children: BTreeMap::new(),
+            }],
+        }
     }
 }
 
@@ -146,8 +150,19 @@ impl Model {
     /// Apply an op; the result is what a POSIX filesystem must answer.
     pub fn apply(&mut self, op: &Op) -> R<()> {
         match op {
-            Op::Create(p) => self.add(p, Node::File { data: vec![], nlink: 1 }),
-            Op::Mkdir(p) => self.add(p, Node::Dir { children: BTreeMap::new() }),
+            Op::Create(p) => self.add(
+                p,
+                Node::File {
+                    data: vec![],
+                    nlink: 1,
+                },
+            ),
+            Op::Mkdir(p) => self.add(
+                p,
+                Node::Dir {
+                    children: BTreeMap::new(),
+                },
+            ),
             Op::Unlink(p) => {
                 let d = self.parent_dir(p)?;
                 let (_, name) = split(p);
@@ -187,7 +202,8 @@ impl Model {
                 }
                 // The target is an ancestor of the source: Linux says ENOTEMPTY
                 // before looking at kinds.
-                if b.len() < a.len() && self.contains(0, a, b) && self.children(db).contains_key(nb) {
+                if b.len() < a.len() && self.contains(0, a, b) && self.children(db).contains_key(nb)
+                {
                     return Err(E::NotEmpty);
                 }
                 if let Some(&tb) = self.children(db).get(nb) {
@@ -197,7 +213,9 @@ impl Model {
                     match (self.is_dir(sa), &self.nodes[tb]) {
                         (true, Node::File { .. }) => return Err(E::NotDir),
                         (false, Node::Dir { .. }) => return Err(E::IsDir),
-                        (true, Node::Dir { children }) if !children.is_empty() => return Err(E::NotEmpty),
+                        (true, Node::Dir { children }) if !children.is_empty() => {
+                            return Err(E::NotEmpty)
+                        }
                         _ => {}
                     }
                     if let Node::File { nlink, .. } = &mut self.nodes[tb] {
@@ -251,7 +269,11 @@ impl Model {
             if let Node::Dir { children } = &self.nodes[n] {
                 for (name, &c) in children {
                     if self.is_dir(c) && own(name) {
-                        let cp = if p.is_empty() { name.clone() } else { format!("{p}/{name}") };
+                        let cp = if p.is_empty() {
+                            name.clone()
+                        } else {
+                            format!("{p}/{name}")
+                        };
                         out.push(cp.clone());
                         stack.push((c, cp));
                     }
@@ -271,7 +293,11 @@ impl Model {
                     if !own(name) {
                         continue;
                     }
-                    let cp = if p.is_empty() { name.clone() } else { format!("{p}/{name}") };
+                    let cp = if p.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{p}/{name}")
+                    };
                     match &self.nodes[c] {
                         Node::File { data, nlink } => {
                             out.insert((cp, K::File, *nlink, data.clone()));
@@ -289,7 +315,10 @@ impl Model {
 }
 
 /// Walk a target and return its canonical state, with the same filter.
-pub fn target_state(t: &dyn Target, own: &dyn Fn(&str) -> bool) -> R<BTreeSet<(String, K, u32, Vec<u8>)>> {
+pub fn target_state(
+    t: &dyn Target,
+    own: &dyn Fn(&str) -> bool,
+) -> R<BTreeSet<(String, K, u32, Vec<u8>)>> {
     let mut out = BTreeSet::new();
     let mut stack = vec![String::new()];
     while let Some(p) = stack.pop() {
@@ -297,7 +326,11 @@ pub fn target_state(t: &dyn Target, own: &dyn Fn(&str) -> bool) -> R<BTreeSet<(S
             if !own(&name) {
                 continue;
             }
-            let cp = if p.is_empty() { name.clone() } else { format!("{p}/{name}") };
+            let cp = if p.is_empty() {
+                name.clone()
+            } else {
+                format!("{p}/{name}")
+            };
             match k {
                 K::File => {
                     let data = t.read_all(&cp)?;
@@ -324,7 +357,12 @@ pub struct Gen {
 
 impl Gen {
     pub fn new(seed: u64, tid: usize) -> Gen {
-        Gen { rng: SmallRng::seed_from_u64(seed ^ (tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)), tid, names: 6, max_off: 20000 }
+        Gen {
+            rng: SmallRng::seed_from_u64(seed ^ (tid as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            tid,
+            names: 6,
+            max_off: 20000,
+        }
     }
     pub fn own(&self) -> impl Fn(&str) -> bool + '_ {
         let prefix = format!("t{}_", self.tid);
@@ -335,7 +373,11 @@ impl Gen {
         let dirs = m.dirs(&|n: &str| n.starts_with(&prefix) || n.starts_with('s'));
         let d = &dirs[self.rng.gen_range(0..dirs.len())];
         let name = format!("t{}_{}", self.tid, self.rng.gen_range(0..self.names));
-        if d.is_empty() { name } else { format!("{d}/{name}") }
+        if d.is_empty() {
+            name
+        } else {
+            format!("{d}/{name}")
+        }
     }
     pub fn next(&mut self, m: &Model) -> Op {
         let p = self.path(m);
@@ -353,7 +395,11 @@ impl Gen {
                 Op::Link(p, q)
             }
             67..=86 => {
-                let off = if self.rng.gen_bool(0.2) { self.rng.gen_range(0..self.max_off) } else { self.rng.gen_range(0..6000) };
+                let off = if self.rng.gen_bool(0.2) {
+                    self.rng.gen_range(0..self.max_off)
+                } else {
+                    self.rng.gen_range(0..6000)
+                };
                 let len = self.rng.gen_range(1..5000);
                 let byte = self.rng.gen::<u8>();
                 Op::Write(p, off, vec![byte; len])
@@ -407,7 +453,11 @@ impl EngineTarget<'_> {
     fn resolve(&self, p: &str) -> R<u64> {
         let mut ino = shoal_core::ROOT_INO;
         for c in p.split('/').filter(|c| !c.is_empty()) {
-            ino = self.e.lookup(&Self::ctx(), ino, c.as_bytes()).map_err(ee)?.ino;
+            ino = self
+                .e
+                .lookup(&Self::ctx(), ino, c.as_bytes())
+                .map_err(ee)?
+                .ino;
         }
         Ok(ino)
     }
@@ -420,11 +470,17 @@ impl EngineTarget<'_> {
 impl Target for EngineTarget<'_> {
     fn create(&self, p: &str) -> R<()> {
         let (d, n) = self.parent(p)?;
-        self.e.create(&Self::ctx(), d, n.as_bytes(), 0o644).map(|_| ()).map_err(ee)
+        self.e
+            .create(&Self::ctx(), d, n.as_bytes(), 0o644)
+            .map(|_| ())
+            .map_err(ee)
     }
     fn mkdir(&self, p: &str) -> R<()> {
         let (d, n) = self.parent(p)?;
-        self.e.mkdir(&Self::ctx(), d, n.as_bytes(), 0o755).map(|_| ()).map_err(ee)
+        self.e
+            .mkdir(&Self::ctx(), d, n.as_bytes(), 0o755)
+            .map(|_| ())
+            .map_err(ee)
     }
     fn unlink(&self, p: &str) -> R<()> {
         let (d, n) = self.parent(p)?;
@@ -437,12 +493,17 @@ impl Target for EngineTarget<'_> {
     fn rename(&self, a: &str, b: &str) -> R<()> {
         let (da, na) = self.parent(a)?;
         let (db, nb) = self.parent(b)?;
-        self.e.rename(&Self::ctx(), da, na.as_bytes(), db, nb.as_bytes(), 0).map_err(ee)
+        self.e
+            .rename(&Self::ctx(), da, na.as_bytes(), db, nb.as_bytes(), 0)
+            .map_err(ee)
     }
     fn link(&self, a: &str, b: &str) -> R<()> {
         let ino = self.resolve(a)?;
         let (db, nb) = self.parent(b)?;
-        self.e.link(&Self::ctx(), ino, db, nb.as_bytes()).map(|_| ()).map_err(ee)
+        self.e
+            .link(&Self::ctx(), ino, db, nb.as_bytes())
+            .map(|_| ())
+            .map_err(ee)
     }
     fn write(&self, p: &str, off: u64, data: &[u8]) -> R<()> {
         let ino = self.resolve(p)?;
@@ -451,7 +512,14 @@ impl Target for EngineTarget<'_> {
     fn truncate(&self, p: &str, size: u64) -> R<()> {
         let ino = self.resolve(p)?;
         self.e
-            .setattr(&Self::ctx(), ino, &shoal_core::SetAttr { size: Some(size), ..Default::default() })
+            .setattr(
+                &Self::ctx(),
+                ino,
+                &shoal_core::SetAttr {
+                    size: Some(size),
+                    ..Default::default()
+                },
+            )
             .map(|_| ())
             .map_err(ee)
     }
@@ -476,8 +544,16 @@ impl Target for EngineTarget<'_> {
             for en in ents {
                 cookie = en.cookie;
                 let a = self.e.getattr(en.ino).map_err(ee)?;
-                let k = if en.kind == shoal_core::Kind::Dir { K::Dir } else { K::File };
-                out.push((String::from_utf8_lossy(&en.name).into_owned(), k, if k == K::Dir { 0 } else { a.nlink }));
+                let k = if en.kind == shoal_core::Kind::Dir {
+                    K::Dir
+                } else {
+                    K::File
+                };
+                out.push((
+                    String::from_utf8_lossy(&en.name).into_owned(),
+                    k,
+                    if k == K::Dir { 0 } else { a.nlink },
+                ));
             }
         }
     }
@@ -509,7 +585,12 @@ impl PathTarget {
 
 impl Target for PathTarget {
     fn create(&self, p: &str) -> R<()> {
-        std::fs::OpenOptions::new().write(true).create_new(true).open(self.p(p)).map(|_| ()).map_err(ie)
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.p(p))
+            .map(|_| ())
+            .map_err(ie)
     }
     fn mkdir(&self, p: &str) -> R<()> {
         std::fs::create_dir(self.p(p)).map_err(ie)
@@ -528,11 +609,17 @@ impl Target for PathTarget {
     }
     fn write(&self, p: &str, off: u64, data: &[u8]) -> R<()> {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(self.p(p)).map_err(ie)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.p(p))
+            .map_err(ie)?;
         f.write_all_at(data, off).map_err(ie)
     }
     fn truncate(&self, p: &str, size: u64) -> R<()> {
-        let f = std::fs::OpenOptions::new().write(true).open(self.p(p)).map_err(ie)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.p(p))
+            .map_err(ie)?;
         f.set_len(size).map_err(ie)
     }
     fn fsync(&self, p: &str) -> R<()> {
@@ -549,7 +636,11 @@ impl Target for PathTarget {
             let e = e.map_err(ie)?;
             let md = std::fs::symlink_metadata(e.path()).map_err(ie)?;
             let k = if md.is_dir() { K::Dir } else { K::File };
-            out.push((e.file_name().to_string_lossy().into_owned(), k, if k == K::Dir { 0 } else { md.nlink() as u32 }));
+            out.push((
+                e.file_name().to_string_lossy().into_owned(),
+                k,
+                if k == K::Dir { 0 } else { md.nlink() as u32 },
+            ));
         }
         Ok(out)
     }
@@ -557,9 +648,14 @@ impl Target for PathTarget {
 
 /// A short description of how two states differ (paths only, data by length
 /// and first differing offset), for assertion messages.
-pub fn diff(got: &BTreeSet<(String, K, u32, Vec<u8>)>, want: &BTreeSet<(String, K, u32, Vec<u8>)>) -> String {
-    let g: BTreeMap<&String, (&K, &u32, &Vec<u8>)> = got.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
-    let w: BTreeMap<&String, (&K, &u32, &Vec<u8>)> = want.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
+pub fn diff(
+    got: &BTreeSet<(String, K, u32, Vec<u8>)>,
+    want: &BTreeSet<(String, K, u32, Vec<u8>)>,
+) -> String {
+    let g: BTreeMap<&String, (&K, &u32, &Vec<u8>)> =
+        got.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
+    let w: BTreeMap<&String, (&K, &u32, &Vec<u8>)> =
+        want.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
     let mut out = String::new();
     for (p, (k, n, d)) in &w {
         match g.get(p) {

@@ -14,9 +14,14 @@ fn main() {
         std::process::exit(2);
     };
     // By default as many threads as shoal's mount: the floor runs with its settings.
-    let threads = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(shoal_fuse::FuseOptions::default().threads);
+    let threads = args
+        .get(2)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(shoal_fuse::FuseOptions::default().threads);
     let kernel_perms = args.get(3).is_some_and(|a| a == "kernel_permissions");
-    if let Err(e) = shoal_bench::floor::mount(std::path::Path::new(mnt), threads, kernel_perms, uring) {
+    if let Err(e) =
+        shoal_bench::floor::mount(std::path::Path::new(mnt), threads, kernel_perms, uring)
+    {
         eprintln!("shoal-floor: {e}");
         std::process::exit(1);
     }

@@ -73,14 +73,20 @@ impl Engine {
                 x.1 = a.encode();
             }
         }
-        let chown = sa.uid.is_some_and(|u| u != st.attr.uid) || sa.gid.is_some_and(|x| x != st.attr.gid);
+        let chown =
+            sa.uid.is_some_and(|u| u != st.attr.uid) || sa.gid.is_some_and(|x| x != st.attr.gid);
         if let Some(u) = sa.uid {
             st.attr.uid = u;
         }
         if let Some(x) = sa.gid {
             st.attr.gid = x;
         }
-        if chown && sa.mode.is_none() && ctx.check_perms && ctx.uid != 0 && st.attr.kind != Kind::Dir {
+        if chown
+            && sa.mode.is_none()
+            && ctx.check_perms
+            && ctx.uid != 0
+            && st.attr.kind != Kind::Dir
+        {
             st.attr.perm &= !0o6000;
         }
         if let Some(sz) = sa.size {
@@ -156,7 +162,11 @@ impl Engine {
                 }
                 if new > INLINE_MAX {
                     if let Some(b) = st.blocks.get(&lb) {
-                        g.put(schema::data_key(st.attr.ino, lb), st.attr.version, schema::encode_data(b));
+                        g.put(
+                            schema::data_key(st.attr.ino, lb),
+                            st.attr.version,
+                            schema::encode_data(b),
+                        );
                     }
                 }
             }
@@ -172,12 +182,20 @@ impl Engine {
             }
             if old <= INLINE_MAX && new > INLINE_MAX {
                 if let Some(b) = st.blocks.get(&0) {
-                    g.put(schema::data_key(st.attr.ino, 0), st.attr.version, schema::encode_data(b));
+                    g.put(
+                        schema::data_key(st.attr.ino, 0),
+                        st.attr.version,
+                        schema::encode_data(b),
+                    );
                 }
             } else if new > INLINE_MAX && old % BLOCK != 0 {
                 let lb = old / BLOCK;
                 if let Some(b) = st.blocks.get(&lb) {
-                    g.put(schema::data_key(st.attr.ino, lb), st.attr.version, schema::encode_data(b));
+                    g.put(
+                        schema::data_key(st.attr.ino, lb),
+                        st.attr.version,
+                        schema::encode_data(b),
+                    );
                 }
             }
             st.attr.size = new;
@@ -187,10 +205,18 @@ impl Engine {
 
     /// Make block `b` cached if it exists in the store.
     pub(super) fn load_block(&self, st: &mut InodeState, b: u64) -> Result<()> {
-        if st.blocks.contains_key(&b) || st.blocks_complete || b >= st.holes_from || self.store.is_null() {
+        if st.blocks.contains_key(&b)
+            || st.blocks_complete
+            || b >= st.holes_from
+            || self.store.is_null()
+        {
             return Ok(());
         }
-        if let Some(v) = self.store.get(&schema::data_key(st.attr.ino, b)).map_err(|e| e.about(format_args!("inode {} data block {b}", st.attr.ino)))? {
+        if let Some(v) = self
+            .store
+            .get(&schema::data_key(st.attr.ino, b))
+            .map_err(|e| e.about(format_args!("inode {} data block {b}", st.attr.ino)))?
+        {
             let d = schema::decode_data(&v)?.to_vec();
             self.cached_data.add(d.len() as i64);
             st.blocks.insert(b, d);

@@ -45,7 +45,10 @@ impl Engine {
                 drop(st);
                 drop(g);
                 if i.lookups.load(Ordering::Relaxed) == 0 {
-                    self.inodes.remove_if(ino, |x| x.opens.load(Ordering::Relaxed) == 0 && x.lookups.load(Ordering::Relaxed) == 0);
+                    self.inodes.remove_if(ino, |x| {
+                        x.opens.load(Ordering::Relaxed) == 0
+                            && x.lookups.load(Ordering::Relaxed) == 0
+                    });
                 }
             }
         }
@@ -67,17 +70,31 @@ impl Engine {
         let mut out = vec![0u8; (end - off) as usize];
         // A block not cached may be in the store (else it is a hole). Read
         // through without caching: the page cache above keeps it.
-        let stored = |b: u64| !st.blocks.contains_key(&b) && !st.blocks_complete && b < st.holes_from && !self.store.is_null();
+        let stored = |b: u64| {
+            !st.blocks.contains_key(&b)
+                && !st.blocks_complete
+                && b < st.holes_from
+                && !self.store.is_null()
+        };
         let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
         // Two or more: one range scan from the first to the last, instead of
         // a point read each (a 128 KiB READ was 32 point reads, each with its
         // own filter probes and index seek; docs/BENCHMARKS.md, run 10).
         // Found blocks come back in block order; the cursor walks them.
-        let wanted = ((first..=last).find(|&b| stored(b)), (first..=last).rev().find(|&b| stored(b)));
+        let wanted = (
+            (first..=last).find(|&b| stored(b)),
+            (first..=last).rev().find(|&b| stored(b)),
+        );
         let scanned = match wanted {
-            (Some(a), Some(z)) if a != z => {
-                Some(self.store.scan(&schema::data_key(ino, a), &schema::data_key(ino, z + 1), (z - a + 1) as usize).map_err(|e| e.about(format_args!("inode {ino} data blocks {a}-{z}")))?)
-            }
+            (Some(a), Some(z)) if a != z => Some(
+                self.store
+                    .scan(
+                        &schema::data_key(ino, a),
+                        &schema::data_key(ino, z + 1),
+                        (z - a + 1) as usize,
+                    )
+                    .map_err(|e| e.about(format_args!("inode {ino} data blocks {a}-{z}")))?,
+            ),
             _ => None,
         };
         let mut cursor = 0;
@@ -92,15 +109,23 @@ impl Engine {
             } else if stored(b) {
                 let v = match &scanned {
                     Some(found) => {
-                        while cursor < found.len() && schema::parse_data_key(&found[cursor].0)?.1 < b {
+                        while cursor < found.len()
+                            && schema::parse_data_key(&found[cursor].0)?.1 < b
+                        {
                             cursor += 1;
                         }
                         match found.get(cursor) {
-                            Some((k, v)) if schema::parse_data_key(k)?.1 == b => Some(std::borrow::Cow::Borrowed(v.as_slice())),
+                            Some((k, v)) if schema::parse_data_key(k)?.1 == b => {
+                                Some(std::borrow::Cow::Borrowed(v.as_slice()))
+                            }
                             _ => None,
                         }
                     }
-                    None => self.store.get(&schema::data_key(ino, b)).map_err(|e| e.about(format_args!("inode {ino} data block {b}")))?.map(std::borrow::Cow::Owned),
+                    None => self
+                        .store
+                        .get(&schema::data_key(ino, b))
+                        .map_err(|e| e.about(format_args!("inode {ino} data block {b}")))?
+                        .map(std::borrow::Cow::Owned),
                 };
                 if let Some(v) = v {
                     copy_from_block(schema::decode_data(&v)?, boff, dst);
@@ -121,7 +146,9 @@ impl Engine {
         let t = now();
         let due = |a: &Attr| match self.cfg.atime {
             Atime::Strict => a.atime != t,
-            Atime::Relative => a.atime <= a.mtime || a.atime <= a.ctime || t.sec - a.atime.sec >= 24 * 3600,
+            Atime::Relative => {
+                a.atime <= a.mtime || a.atime <= a.ctime || t.sec - a.atime.sec >= 24 * 3600
+            }
             Atime::Never => false,
         };
         if !due(&i.st.lock().attr) {
@@ -150,7 +177,9 @@ impl Engine {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off.checked_add(data.len() as u64).ok_or(Error::FileTooBig)?;
+        let end = off
+            .checked_add(data.len() as u64)
+            .ok_or(Error::FileTooBig)?;
         if end > MAX_FILE_SIZE {
             return Err(Error::FileTooBig);
         }
@@ -215,7 +244,13 @@ impl Engine {
     /// /proc). The kernel clears the bits itself only when setgid comes with
     /// group exec (fuse_setattr), so the adapter calls this before writes and
     /// fallocate. Returns whether the mode changed.
-    pub fn drop_privileges(&self, uid: u32, gid: u32, groups: impl FnOnce() -> Vec<u32>, ino: Ino) -> Result<bool> {
+    pub fn drop_privileges(
+        &self,
+        uid: u32,
+        gid: u32,
+        groups: impl FnOnce() -> Vec<u32>,
+        ino: Ino,
+    ) -> Result<bool> {
         if uid == 0 {
             return Ok(false);
         }
@@ -266,7 +301,11 @@ impl Engine {
         }
         let i = self.inode(ino)?;
         if i.kind != Kind::File {
-            return Err(if i.kind == Kind::Dir { Error::IsDir } else { Error::NotSupported });
+            return Err(if i.kind == Kind::Dir {
+                Error::IsDir
+            } else {
+                Error::NotSupported
+            });
         }
         let size = i.st.lock().attr.size;
         let keep = mode & FALLOC_KEEP_SIZE != 0;
@@ -280,7 +319,14 @@ impl Engine {
                     return Err(Error::NoSpace);
                 }
                 if !keep && end > size {
-                    self.setattr(&Ctx::root(), ino, &SetAttr { size: Some(end), ..Default::default() })?;
+                    self.setattr(
+                        &Ctx::root(),
+                        ino,
+                        &SetAttr {
+                            size: Some(end),
+                            ..Default::default()
+                        },
+                    )?;
                 }
                 Ok(())
             }
@@ -288,7 +334,14 @@ impl Engine {
             FALLOC_ZERO_RANGE => {
                 self.zero_range(&i, off, end.min(size))?;
                 if !keep && end > size {
-                    self.setattr(&Ctx::root(), ino, &SetAttr { size: Some(end), ..Default::default() })?;
+                    self.setattr(
+                        &Ctx::root(),
+                        ino,
+                        &SetAttr {
+                            size: Some(end),
+                            ..Default::default()
+                        },
+                    )?;
                 }
                 Ok(())
             }
@@ -306,13 +359,19 @@ impl Engine {
         let (first_whole, end_whole) = (off.div_ceil(BLOCK), end / BLOCK);
         let inline = i.st.lock().attr.size <= INLINE_MAX;
         if inline || first_whole >= end_whole {
-            return self.write(i.ino, off, &vec![0u8; (end - off) as usize]).map(|_| ());
+            return self
+                .write(i.ino, off, &vec![0u8; (end - off) as usize])
+                .map(|_| ());
         }
         if off < first_whole * BLOCK {
             self.write(i.ino, off, &vec![0u8; (first_whole * BLOCK - off) as usize])?;
         }
         if end > end_whole * BLOCK {
-            self.write(i.ino, end_whole * BLOCK, &vec![0u8; (end - end_whole * BLOCK) as usize])?;
+            self.write(
+                i.ino,
+                end_whole * BLOCK,
+                &vec![0u8; (end - end_whole * BLOCK) as usize],
+            )?;
         }
         let _bkl = self.names.bkl();
         let mut g = self.committer.enter()?;

@@ -38,7 +38,10 @@ impl Engine {
                 // inode in the entry, so the next lookup skips the table.
                 let i = self.inode(ino)?;
                 if self.cfg.dir_index == DirIndex::Indexed {
-                    p.dir.as_ref().expect("directory").attach(name_hash(name), name, &i);
+                    p.dir
+                        .as_ref()
+                        .expect("directory")
+                        .attach(name_hash(name), name, &i);
                 }
                 i
             }
@@ -60,7 +63,14 @@ impl Engine {
     pub fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
         let i = self.inode(ino)?;
         let a = i.st.lock().attr;
-        check_access(&Ctx { check_perms: true, ..ctx.clone() }, &a, mask)
+        check_access(
+            &Ctx {
+                check_perms: true,
+                ..ctx.clone()
+            },
+            &a,
+            mask,
+        )
     }
 
     /// Take a reference on behalf of the kernel (one per entry reply).
@@ -74,7 +84,9 @@ impl Engine {
     pub fn forget(&self, ino: Ino, n: u64) {
         let _t = self.stats.start(Op::Forget);
         if let Some(i) = self.inodes.get(ino) {
-            let prev = i.lookups.fetch_sub(n.min(i.lookups.load(Ordering::Relaxed)), Ordering::Relaxed);
+            let prev = i
+                .lookups
+                .fetch_sub(n.min(i.lookups.load(Ordering::Relaxed)), Ordering::Relaxed);
             if prev <= n && i.opens.load(Ordering::Relaxed) == 0 && i.st.lock().destroyed {
                 drop(i);
                 self.inodes.remove_if(ino, |x| {

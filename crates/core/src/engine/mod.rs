@@ -20,21 +20,24 @@ use crate::error::{Error, Result};
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
 use crate::store::Store;
-use crate::sync::{Arc, AtomicBool, Counter, AtomicI64, AtomicU64, AtomicUsize, LockClass, Mutex, Ordering, PlainMutex, RwLock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Counter, LockClass, Mutex, Ordering,
+    PlainMutex, RwLock,
+};
 use crate::types::*;
 use std::collections::{BTreeMap, HashMap};
 
+mod attr;
+mod data;
+mod lookup;
+mod namespace;
+mod readdir;
+mod reclaim;
 /// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
 /// creating files does not touch a shared counter per file. The inode cache
 /// is sharded by chunk (`cache::ino_shard`).
 mod records;
-mod lookup;
-mod namespace;
-mod attr;
-mod data;
-mod readdir;
 mod xattr;
-mod reclaim;
 
 const INO_CHUNK: u64 = 1 << crate::cache::INO_CHUNK_SHIFT;
 /// The most of a process memory bound the cache may have (70%; see
@@ -207,14 +210,26 @@ fn check_xattr_name(ctx: &Ctx, name: &[u8]) -> Result<()> {
         return Err(Error::Range);
     }
     if name == acl::ACCESS || name == acl::DEFAULT {
-        return if ctx.check_perms { Err(Error::NotSupported) } else { Ok(()) };
+        return if ctx.check_perms {
+            Err(Error::NotSupported)
+        } else {
+            Ok(())
+        };
     }
     for ns in [&b"user."[..], b"trusted.", b"security."] {
         if let Some(rest) = name.strip_prefix(ns) {
-            return if rest.is_empty() { Err(Error::Invalid) } else { Ok(()) };
+            return if rest.is_empty() {
+                Err(Error::Invalid)
+            } else {
+                Ok(())
+            };
         }
     }
-    Err(if name.is_empty() { Error::Invalid } else { Error::NotSupported })
+    Err(if name.is_empty() {
+        Error::Invalid
+    } else {
+        Error::NotSupported
+    })
 }
 
 fn is_dot(name: &[u8]) -> bool {
@@ -258,15 +273,37 @@ impl Engine {
         }
         let t = now();
         let root = Attr {
-            ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
-            atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+            ino: ROOT_INO,
+            kind: Kind::Dir,
+            perm: 0o755,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            version: 1,
         };
         let mut b = vec![
             (schema::super_key(), Some(schema::encode_super(ags))),
-            (schema::inode_key(ROOT_INO), Some(schema::encode_inode(&root, &ROOT_INO.to_le_bytes(), &[], None))),
+            (
+                schema::inode_key(ROOT_INO),
+                Some(schema::encode_inode(
+                    &root,
+                    &ROOT_INO.to_le_bytes(),
+                    &[],
+                    None,
+                )),
+            ),
         ];
         for ag in 0..ags {
-            b.push((schema::ag_key(ag), Some(schema::encode_u64(if ag == 0 { 2 } else { 1 }))));
+            b.push((
+                schema::ag_key(ag),
+                Some(schema::encode_u64(if ag == 0 { 2 } else { 1 })),
+            ));
         }
         store.write(&b, true)
     }
@@ -278,18 +315,23 @@ impl Engine {
             // Memory only: format on the fly.
             cfg.ags = cfg.ags.max(1);
         } else {
-            let sb = store
-                .get(&schema::super_key())?
-                .ok_or_else(|| Error::Corrupted("no superblock: not a shoal store (run `shoal mkfs`)".into()))?;
+            let sb = store.get(&schema::super_key())?.ok_or_else(|| {
+                Error::Corrupted("no superblock: not a shoal store (run `shoal mkfs`)".into())
+            })?;
             let (ags, format) = schema::decode_super_format(&sb)?;
             if ags == 0 || ags > MAX_AGS {
-                return Err(Error::Corrupted(format!("superblock: {ags} allocation groups (1 to {MAX_AGS} are valid)")));
+                return Err(Error::Corrupted(format!(
+                    "superblock: {ags} allocation groups (1 to {MAX_AGS} are valid)"
+                )));
             }
             cfg.ags = ags;
             if format < schema::FORMAT && !cfg.read_only {
                 // Records of the newer format may follow: mark the store so an
                 // older shoal refuses it instead of calling them corrupt.
-                store.write(&[(schema::super_key(), Some(schema::encode_super(ags)))], true)?;
+                store.write(
+                    &[(schema::super_key(), Some(schema::encode_super(ags)))],
+                    true,
+                )?;
             }
         }
         let committer = Committer::new(store.clone(), cfg.durability, cfg.commit_interval_ms);
@@ -297,17 +339,27 @@ impl Engine {
         let mut ag_next = Vec::new();
         for ag in 0..cfg.ags {
             let next = if store.is_null() {
-                if ag == 0 { 2 } else { 1 }
+                if ag == 0 {
+                    2
+                } else {
+                    1
+                }
             } else {
                 match store.get(&schema::ag_key(ag))? {
                     Some(v) => schema::decode_u64("allocation group", &v)?,
-                    None => return Err(Error::Corrupted(format!("allocation group {ag} record missing"))),
+                    None => {
+                        return Err(Error::Corrupted(format!(
+                            "allocation group {ag} record missing"
+                        )))
+                    }
                 }
             };
             // Chunks start on a multiple of their size, so each lies in one
             // inode-table shard (`cache::ino_shard`); the few numbers skipped
             // here are never used (numbers only grow).
-            ag_next.push(crossbeam_utils::CachePadded::new(AtomicU64::new(next.next_multiple_of(INO_CHUNK))));
+            ag_next.push(crossbeam_utils::CachePadded::new(AtomicU64::new(
+                next.next_multiple_of(INO_CHUNK),
+            )));
         }
         let e = Arc::new(Engine {
             names: NameLocks::new(cfg.lock_scope),
@@ -344,10 +396,25 @@ impl Engine {
         if store.is_null() {
             let t = now();
             let root = Attr {
-                ino: ROOT_INO, kind: Kind::Dir, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, size: 0,
-                atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+                ino: ROOT_INO,
+                kind: Kind::Dir,
+                perm: 0o755,
+                nlink: 2,
+                uid: 0,
+                gid: 0,
+                rdev: 0,
+                size: 0,
+                atime: t,
+                mtime: t,
+                ctime: t,
+                crtime: t,
+                version: 1,
             };
-            e.inodes.insert(Inode::new(e.new_state(root, ROOT_INO.to_le_bytes().to_vec()), true, Some(&e.evicted_filter_bytes)));
+            e.inodes.insert(Inode::new(
+                e.new_state(root, ROOT_INO.to_le_bytes().to_vec()),
+                true,
+                Some(&e.evicted_filter_bytes),
+            ));
         } else {
             let root = e.inode(ROOT_INO)?;
             if root.kind != Kind::Dir {
@@ -359,10 +426,11 @@ impl Engine {
         }
         // Directory records are formatted when their epoch closes.
         let weak = Arc::downgrade(&e);
-        e.committer.set_formatter(Box::new(move |inos, epoch| match weak.upgrade() {
-            Some(e) => e.format_marked(inos, epoch),
-            None => Vec::new(),
-        }));
+        e.committer
+            .set_formatter(Box::new(move |inos, epoch| match weak.upgrade() {
+                Some(e) => e.format_marked(inos, epoch),
+                None => Vec::new(),
+            }));
         // Batched reclaim runs on the committer thread after each commit.
         let weak = Arc::downgrade(&e);
         e.committer.set_after_commit(Box::new(move || {
@@ -419,8 +487,14 @@ impl Engine {
             return Ok(());
         }
         static SPACE_EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let now = SPACE_EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1;
-        if self.space_plenty.load(Ordering::Relaxed) && now.saturating_sub(self.space_at.load(Ordering::Relaxed)) < 100 {
+        let now = SPACE_EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_millis() as u64
+            + 1;
+        if self.space_plenty.load(Ordering::Relaxed)
+            && now.saturating_sub(self.space_at.load(Ordering::Relaxed)) < 100
+        {
             return Ok(());
         }
         let (_, usable) = self.store.space();
@@ -438,7 +512,6 @@ impl Engine {
         }
         Ok(())
     }
-
 }
 
 /// Under a memory bound, notes when a reclaim pass ends whether it freed

@@ -10,17 +10,41 @@ impl Engine {
             return Err(Error::Invalid);
         }
         let _t = self.stats.start(Op::Create);
-        self.make(ctx, parent, name, kind, (mode & 0o7777) as u16, rdev, Vec::new())
+        self.make(
+            ctx,
+            parent,
+            name,
+            kind,
+            (mode & 0o7777) as u16,
+            rdev,
+            Vec::new(),
+        )
     }
 
     pub fn create(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Create);
-        self.make(ctx, parent, name, Kind::File, (perm & 0o7777) as u16, 0, Vec::new())
+        self.make(
+            ctx,
+            parent,
+            name,
+            Kind::File,
+            (perm & 0o7777) as u16,
+            0,
+            Vec::new(),
+        )
     }
 
     pub fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Mkdir);
-        self.make(ctx, parent, name, Kind::Dir, (perm & 0o7777) as u16, 0, Vec::new())
+        self.make(
+            ctx,
+            parent,
+            name,
+            Kind::Dir,
+            (perm & 0o7777) as u16,
+            0,
+            Vec::new(),
+        )
     }
 
     pub fn symlink(&self, ctx: &Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
@@ -34,7 +58,16 @@ impl Engine {
         self.make(ctx, parent, name, Kind::Symlink, 0o777, 0, target.to_vec())
     }
 
-    pub(super) fn make(&self, ctx: &Ctx, parent: Ino, name: &[u8], kind: Kind, perm: u16, rdev: u32, target: Vec<u8>) -> Result<Attr> {
+    pub(super) fn make(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        kind: Kind,
+        perm: u16,
+        rdev: u32,
+        target: Vec<u8>,
+    ) -> Result<Attr> {
         self.throttle();
         self.writable()?;
         if is_dot(name) {
@@ -50,7 +83,11 @@ impl Engine {
         // The directory's default ACL replaces the umask (acl(5)); read only
         // when the directory has one, so a plain create takes no extra lock.
         let default_acl = if pdir.default_acl.load(Ordering::Relaxed) {
-            p.st.lock().xattrs.iter().find(|(n, _)| n == acl::DEFAULT).map(|(_, v)| v.clone())
+            p.st.lock()
+                .xattrs
+                .iter()
+                .find(|(n, _)| n == acl::DEFAULT)
+                .map(|(_, v)| v.clone())
         } else {
             None
         };
@@ -77,7 +114,10 @@ impl Engine {
         let mut g = self.committer.enter()?;
         let t = now();
         self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
-        let (pgid, psgid) = (pdir.gid.load(Ordering::Relaxed), pdir.sgid.load(Ordering::Relaxed));
+        let (pgid, psgid) = (
+            pdir.gid.load(Ordering::Relaxed),
+            pdir.sgid.load(Ordering::Relaxed),
+        );
         let ino = self.alloc_ino(&mut g, parent, kind)?;
         g.born(ino);
         let gid = if psgid { pgid } else { ctx.gid };
@@ -85,11 +125,29 @@ impl Engine {
             perm |= 0o2000;
         }
         let attr = Attr {
-            ino, kind, perm, nlink: if kind == Kind::Dir { 2 } else { 1 }, uid: ctx.uid, gid, rdev,
-            size: if kind == Kind::Symlink { target.len() as u64 } else { 0 },
-            atime: t, mtime: t, ctime: t, crtime: t, version: 1,
+            ino,
+            kind,
+            perm,
+            nlink: if kind == Kind::Dir { 2 } else { 1 },
+            uid: ctx.uid,
+            gid,
+            rdev,
+            size: if kind == Kind::Symlink {
+                target.len() as u64
+            } else {
+                0
+            },
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            version: 1,
         };
-        let blob = if kind == Kind::Dir { parent.to_le_bytes().to_vec() } else { target };
+        let blob = if kind == Kind::Dir {
+            parent.to_le_bytes().to_vec()
+        } else {
+            target
+        };
         let mut st = self.new_state(attr, blob);
         st.xattrs = xattrs;
         // A new non-directory has one name and no data blocks: its entry is sole.
@@ -98,7 +156,11 @@ impl Engine {
             st.primary = Some((parent, name_hash(name)));
         }
         self.emit_inode(&mut g, &mut st);
-        let node = Inode::new(st, self.cfg.name_cache == NameCache::Primed, Some(&self.evicted_filter_bytes));
+        let node = Inode::new(
+            st,
+            self.cfg.name_cache == NameCache::Primed,
+            Some(&self.evicted_filter_bytes),
+        );
         self.inodes.insert(node.clone());
         self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
         self.leave(g)?;
@@ -150,7 +212,10 @@ impl Engine {
         // A sole entry's inode, if nothing holds it (the kernel's and open
         // handles' inodes are pinned in the cache), is deleted unread: it has
         // no record but its `I` key. This is rm -rf's store read per file saved.
-        let unread = sole && !self.store.is_null() && self.inodes.get(ino).is_none() && !self.check_delete_dir(ctx, &p)?;
+        let unread = sole
+            && !self.store.is_null()
+            && self.inodes.get(ino).is_none()
+            && !self.check_delete_dir(ctx, &p)?;
         let c = if unread { None } else { Some(self.inode(ino)?) };
         if let Some(c) = &c {
             self.check_delete(ctx, &p, c)?;
@@ -181,7 +246,9 @@ impl Engine {
     /// Nothing sets `primary` again once it is clear.
     pub(super) fn unshare(&self, c: &Inode) -> Result<()> {
         loop {
-            let Some((parent, h)) = c.st.lock().primary else { return Ok(()) };
+            let Some((parent, h)) = c.st.lock().primary else {
+                return Ok(());
+            };
             let p = match self.dir_ref(parent) {
                 Ok(p) => p,
                 Err(Error::NotFound) => return self.lost_primary(c),
@@ -191,7 +258,9 @@ impl Engine {
             if c.st.lock().primary != Some((parent, h)) {
                 continue; // renamed meanwhile: its rename moved the pointer
             }
-            let Some(name) = self.name_at(&p, h, c.ino)? else { return self.lost_primary(c) };
+            let Some(name) = self.name_at(&p, h, c.ino)? else {
+                return self.lost_primary(c);
+            };
             let mut g = self.committer.enter()?;
             self.put_entry(&mut g, &p, &name, c.ino, None, c.kind, false, false);
             let mut cs = c.st.lock();
@@ -205,7 +274,11 @@ impl Engine {
     /// The name of `dir` with hash `h` that names `ino`, if any.
     pub(super) fn name_at(&self, dir: &Inode, h: u64, ino: Ino) -> Result<Option<Vec<u8>>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
-        let mut names: Vec<Vec<u8>> = d.range(h, h, usize::MAX).into_iter().map(|(_, n, _)| n.into_vec()).collect();
+        let mut names: Vec<Vec<u8>> = d
+            .range(h, h, usize::MAX)
+            .into_iter()
+            .map(|(_, n, _)| n.into_vec())
+            .collect();
         if !d.listing_complete() && !self.store.is_null() {
             let (mut lo, hi) = schema::entry_range(dir.ino, h);
             'scan: loop {
@@ -243,7 +316,9 @@ impl Engine {
         cs.attr.nlink = 0;
         cs.destroyed = true;
         drop(cs);
-        self.inodes.remove_if(c.ino, |x| x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0);
+        self.inodes.remove_if(c.ino, |x| {
+            x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0
+        });
         Err(Error::NotFound)
     }
 
@@ -264,7 +339,11 @@ impl Engine {
                 // Unlinked while open: keep the records, mark it an orphan so
                 // a crash before the last close still reclaims it.
                 self.emit_inode(g, &mut cs);
-                g.put(schema::orphan_key(c.ino), cs.attr.version, schema::encode_u64(c.ino));
+                g.put(
+                    schema::orphan_key(c.ino),
+                    cs.attr.version,
+                    schema::encode_u64(c.ino),
+                );
             } else {
                 // Never open when its last name went: it has no orphan record.
                 self.destroy(g, &mut cs, false)?;
@@ -272,7 +351,8 @@ impl Engine {
                 // Nobody can reach it any more unless the kernel holds it (then forget removes it).
                 if c.lookups.load(Ordering::Acquire) == 0 {
                     self.inodes.remove_if(c.ino, |x| {
-                        x.lookups.load(Ordering::Acquire) == 0 && x.opens.load(Ordering::Acquire) == 0
+                        x.lookups.load(Ordering::Acquire) == 0
+                            && x.opens.load(Ordering::Acquire) == 0
                     });
                 }
             }
@@ -286,7 +366,12 @@ impl Engine {
     /// `orphan`: it has an orphan record (its last name went while it was open:
     /// `drop_link` put one); otherwise no `O` key is written at all, which
     /// spares the store a tombstone per unlink (a third of what rm -rf wrote).
-    pub(super) fn destroy(&self, g: &mut Gate<'_>, st: &mut InodeState, orphan: bool) -> Result<()> {
+    pub(super) fn destroy(
+        &self,
+        g: &mut Gate<'_>,
+        st: &mut InodeState,
+        orphan: bool,
+    ) -> Result<()> {
         let ino = st.attr.ino;
         let ver = st.attr.version;
         st.dirty_epoch = g.epoch;
@@ -306,7 +391,12 @@ impl Engine {
     }
 
     /// Queue deletes for every data block >= `from` (cached or stored) and drop them from the cache.
-    pub(super) fn delete_blocks_from(&self, g: &mut Gate<'_>, st: &mut InodeState, from: u64) -> Result<()> {
+    pub(super) fn delete_blocks_from(
+        &self,
+        g: &mut Gate<'_>,
+        st: &mut InodeState,
+        from: u64,
+    ) -> Result<()> {
         st.holes_from = st.holes_from.min(from);
         let ino = st.attr.ino;
         let ver = st.attr.version;
@@ -436,12 +526,22 @@ impl Engine {
             d = self.inode(d)?.st.lock().parent();
             steps += 1;
             if steps > 1 << 20 {
-                return Err(Error::Corrupted("directory parent chain does not reach the root".into()));
+                return Err(Error::Corrupted(
+                    "directory parent chain does not reach the root".into(),
+                ));
             }
         }
     }
 
-    pub fn rename(&self, ctx: &Ctx, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
+    pub fn rename(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         self.throttle();
         let _t = self.stats.start(Op::Rename);
         self.writable()?;
@@ -458,7 +558,11 @@ impl Engine {
         let p = self.dir_ref(parent)?;
         let np = self.dir_ref(newparent)?;
         let cross = parent != newparent;
-        let _r = if cross { Some(self.rename_lock.lock()) } else { None };
+        let _r = if cross {
+            Some(self.rename_lock.lock())
+        } else {
+            None
+        };
         let _n = self.names.lock2(&p, name, &np, newname);
         let (sino, skind, ssole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
         let dst = self.find(&np, newname)?;
@@ -485,8 +589,13 @@ impl Engine {
         };
         let dsole = dst.is_some_and(|x| x.2);
         // The flag and the inode's pointer change together (create, unshare, rename).
-        debug_assert_eq!(ssole, s.st.lock().primary == Some((parent, name_hash(name))));
-        debug_assert!(d.as_ref().is_none_or(|d| dsole == (d.st.lock().primary == Some((newparent, name_hash(newname))))));
+        debug_assert_eq!(
+            ssole,
+            s.st.lock().primary == Some((parent, name_hash(name)))
+        );
+        debug_assert!(d.as_ref().is_none_or(
+            |d| dsole == (d.st.lock().primary == Some((newparent, name_hash(newname))))
+        ));
         if let Some(d) = &d {
             self.check_delete(ctx, &np, d)?;
         }
@@ -522,7 +631,13 @@ impl Engine {
         if cross && !exchange {
             // The new parent first: if it was removed meanwhile, nothing is
             // changed yet (it cannot be if it holds the replaced target).
-            self.dir_update(&mut g, &np, d.is_none() as i64, sdir as i64 - replaced_dir as i64, t)?;
+            self.dir_update(
+                &mut g,
+                &np,
+                d.is_none() as i64,
+                sdir as i64 - replaced_dir as i64,
+                t,
+            )?;
         }
         if exchange {
             let d = d.expect("exchange has a target");
@@ -536,7 +651,10 @@ impl Engine {
             } else {
                 self.dir_update(&mut g, &p, 0, 0, t)?;
             }
-            for (node, newp, newh) in [(&s, newparent, name_hash(newname)), (&d, parent, name_hash(name))] {
+            for (node, newp, newh) in [
+                (&s, newparent, name_hash(newname)),
+                (&d, parent, name_hash(name)),
+            ] {
                 let mut st = node.st.lock();
                 if node.kind == Kind::Dir {
                     st.set_parent(newp);
@@ -550,7 +668,16 @@ impl Engine {
             }
         } else {
             self.put_entry(&mut g, &p, name, 0, None, skind, false, false);
-            self.put_entry(&mut g, &np, newname, sino, Some(&s), skind, ssole, d.is_none());
+            self.put_entry(
+                &mut g,
+                &np,
+                newname,
+                sino,
+                Some(&s),
+                skind,
+                ssole,
+                d.is_none(),
+            );
             if cross {
                 self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
             } else {

@@ -32,7 +32,12 @@ impl Engine {
                     .into_iter()
                     .filter(|(_, _, d)| d.ino != 0)
                     .take(max)
-                    .map(|(h, n, d)| DirEntry { name: n.into_vec(), ino: d.ino, kind: d.kind, cookie: h })
+                    .map(|(h, n, d)| DirEntry {
+                        name: n.into_vec(),
+                        ino: d.ino,
+                        kind: d.kind,
+                        cookie: h,
+                    })
                     .collect());
             }
             // Merge the store's range with the cache, which shadows it. The
@@ -72,7 +77,13 @@ impl Engine {
                 // every listed name next, and a cached entry saves each
                 // unlink a store read. Fills never replace a cached entry.
                 if self.cfg.name_cache != NameCache::Off {
-                    let dent = Dent { ino: eino, kind, sole, ver: 0, dirty_epoch: 0 };
+                    let dent = Dent {
+                        ino: eino,
+                        kind,
+                        sole,
+                        ver: 0,
+                        dirty_epoch: 0,
+                    };
                     if dir.fill(h, name, dent).1 {
                         self.cached_dents.add(1);
                     }
@@ -80,11 +91,25 @@ impl Engine {
             }
             drop(reclaim);
             for (h, n, dd) in cached.into_iter().filter(|c| c.0 <= bound) {
-                merged.insert((h, n.into_vec()), if dd.ino == 0 { None } else { Some((dd.ino, dd.kind)) });
+                merged.insert(
+                    (h, n.into_vec()),
+                    if dd.ino == 0 {
+                        None
+                    } else {
+                        Some((dd.ino, dd.kind))
+                    },
+                );
             }
             let out: Vec<DirEntry> = merged
                 .into_iter()
-                .filter_map(|((h, name), v)| v.map(|(ino, kind)| DirEntry { name, ino, kind, cookie: h }))
+                .filter_map(|((h, name), v)| {
+                    v.map(|(ino, kind)| DirEntry {
+                        name,
+                        ino,
+                        kind,
+                        cookie: h,
+                    })
+                })
                 .take(max)
                 .collect();
             if !out.is_empty() || !truncated {

@@ -84,13 +84,19 @@ impl Engine {
         }
         let ms = unix_ms();
         let last = self.budget_sampled.load(Ordering::Relaxed);
-        if ms < last + 50 || self.budget_sampled.compare_exchange(last, ms, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        if ms < last + 50
+            || self
+                .budget_sampled
+                .compare_exchange(last, ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
             return;
         }
         let Some(rss) = resident_bytes() else { return };
         // Over 85%: every writer waits for a commit and reclaims before its
         // next operation, until a sample finds the process back under.
-        self.over_bound.store(rss > bound / 100 * 85, Ordering::Relaxed);
+        self.over_bound
+            .store(rss > bound / 100 * 85, Ordering::Relaxed);
         if ms < self.big_reclaim_at.load(Ordering::Relaxed) + 300 {
             return;
         }
@@ -101,7 +107,10 @@ impl Engine {
             // Near the bound whatever the estimate says: shrink from here.
             b = b.min(usage / 10 * 8);
         }
-        self.budget.store(b.clamp(16 << 20, self.cfg.cache_bytes.max(16 << 20)), Ordering::Relaxed);
+        self.budget.store(
+            b.clamp(16 << 20, self.cfg.cache_bytes.max(16 << 20)),
+            Ordering::Relaxed,
+        );
     }
 
     pub fn cached_inodes(&self) -> usize {
@@ -118,7 +127,12 @@ impl Engine {
         thread_local!(static OPS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
         let over_bound = self.over_bound.load(Ordering::Relaxed);
         if !over_bound {
-            if self.store.is_null() || OPS.with(|n| { n.set(n.get().wrapping_add(1)); n.get() % 64 != 0 }) {
+            if self.store.is_null()
+                || OPS.with(|n| {
+                    n.set(n.get().wrapping_add(1));
+                    n.get() % 64 != 0
+                })
+            {
                 return;
             }
             if self.committer.open_records() > Committer::MAX_OPEN {
@@ -166,8 +180,14 @@ impl Engine {
         for chunk in inodes.chunks(RECLAIM_CHUNK) {
             let _r = self.reclaim.write();
             for i in chunk {
-                let Some(mut st) = i.st.try_lock() else { continue };
-                if st.dirty_epoch <= durable && st.attr.kind == Kind::File && st.attr.size > INLINE_MAX && !st.blocks.is_empty() {
+                let Some(mut st) = i.st.try_lock() else {
+                    continue;
+                };
+                if st.dirty_epoch <= durable
+                    && st.attr.kind == Kind::File
+                    && st.attr.size > INLINE_MAX
+                    && !st.blocks.is_empty()
+                {
                     let freed: usize = st.blocks.values().map(|b| b.len()).sum();
                     st.blocks.clear();
                     st.blocks_complete = false;
@@ -216,7 +236,10 @@ impl Engine {
                     return;
                 }
                 let si = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed) % n;
-                self.drop_clean_data(&self.inodes.shard_snapshot(si), self.committer.durable_epoch());
+                self.drop_clean_data(
+                    &self.inodes.shard_snapshot(si),
+                    self.committer.durable_epoch(),
+                );
                 self.reclaim_batches.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -247,7 +270,8 @@ impl Engine {
                     // store (37.7M of 50M in one run, docs/BENCHMARKS.md
                     // run 7). The filters stay in `cache_usage`, so under a
                     // squeeze reclaim evicts entries and inodes instead.
-                    let filter_bytes = self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
+                    let filter_bytes =
+                        self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
                     if filter_bytes > demote_at && d.evicted.load(Ordering::Relaxed) >= 4096 {
                         let n = d.demote();
                         self.demoted_hashes.fetch_add(n, Ordering::Relaxed);
@@ -266,7 +290,10 @@ impl Engine {
             for chunk in inos.chunks(RECLAIM_CHUNK) {
                 let _r = self.reclaim.write();
                 ev += self.inodes.evict_listed(si, chunk, |i| {
-                    if i.ino == ROOT_INO || i.lookups.load(Ordering::Relaxed) > 0 || i.opens.load(Ordering::Relaxed) > 0 {
+                    if i.ino == ROOT_INO
+                        || i.lookups.load(Ordering::Relaxed) > 0
+                        || i.opens.load(Ordering::Relaxed) > 0
+                    {
                         return false;
                     }
                     // Used since the last pass: a second chance (CLOCK).
@@ -279,7 +306,9 @@ impl Engine {
                         }
                         // Unfolded stripe deltas live only here: keep the directory.
                         let stripes_clean = d.stripes.iter().all(|s| {
-                            s.try_lock().is_some_and(|s| s.dirty_epoch <= durable && s.entries == 0 && s.subdirs == 0)
+                            s.try_lock().is_some_and(|s| {
+                                s.dirty_epoch <= durable && s.entries == 0 && s.subdirs == 0
+                            })
                         });
                         if !stripes_clean {
                             return false;

@@ -18,7 +18,11 @@ impl Engine {
         if self.is_gone(ino) {
             return Err(Error::NotFound);
         }
-        let v = self.store.get(&schema::inode_key(ino)).map_err(|e| e.about(format_args!("inode {ino}")))?.ok_or(Error::NotFound)?;
+        let v = self
+            .store
+            .get(&schema::inode_key(ino))
+            .map_err(|e| e.about(format_args!("inode {ino}")))?
+            .ok_or(Error::NotFound)?;
         let (attr, extra) = schema::decode_inode(ino, &v)?;
         let mut st = self.new_state(attr, Vec::new());
         st.xattrs = extra.xattrs;
@@ -42,7 +46,9 @@ impl Engine {
         if self.is_gone(ino) {
             return Err(Error::NotFound);
         }
-        Ok(self.inodes.fill(Inode::new(st, false, Some(&self.evicted_filter_bytes))))
+        Ok(self
+            .inodes
+            .fill(Inode::new(st, false, Some(&self.evicted_filter_bytes))))
     }
 
     /// Note that `ino`'s records are deleted in epoch `epoch` (see `gone`).
@@ -52,11 +58,15 @@ impl Engine {
             // Nothing is ever loaded back (and no commit would clear it).
             return;
         }
-        self.gone[(ino as usize) % self.gone.len()].lock().insert(ino, epoch);
+        self.gone[(ino as usize) % self.gone.len()]
+            .lock()
+            .insert(ino, epoch);
     }
 
     pub(super) fn is_gone(&self, ino: Ino) -> bool {
-        self.gone[(ino as usize) % self.gone.len()].lock().contains_key(&ino)
+        self.gone[(ino as usize) % self.gone.len()]
+            .lock()
+            .contains_key(&ino)
     }
 
     /// After a commit: deletions up to `durable` are in the store.
@@ -84,14 +94,21 @@ impl Engine {
         let id = self.id;
         let hit = DIRS.with(|c| {
             let mut c = c.borrow_mut();
-            let p = c.ents.iter().find(|e| e.0 == id && e.1 == ino).map(|e| Arc::as_ptr(&e.2));
+            let p = c
+                .ents
+                .iter()
+                .find(|e| e.0 == id && e.1 == ino)
+                .map(|e| Arc::as_ptr(&e.2));
             if p.is_some() {
                 c.depth += 1;
             }
             p
         });
         if let Some(ptr) = hit {
-            return Ok(DirRef { ptr, _not_send: std::marker::PhantomData });
+            return Ok(DirRef {
+                ptr,
+                _not_send: std::marker::PhantomData,
+            });
         }
         let i = self.dir_inode(ino)?;
         Ok(DIRS.with(|c| {
@@ -102,7 +119,10 @@ impl Engine {
             let ptr = Arc::as_ptr(&i);
             c.ents.push((id, ino, i));
             c.depth += 1;
-            DirRef { ptr, _not_send: std::marker::PhantomData }
+            DirRef {
+                ptr,
+                _not_send: std::marker::PhantomData,
+            }
         }))
     }
 
@@ -118,12 +138,18 @@ impl Engine {
     /// the directory is not known complete.
     /// Returns (child, kind, sole flag).
     pub(super) fn find(&self, dir: &Inode, name: &[u8]) -> Result<Option<(Ino, Kind, bool)>> {
-        self.find_in(dir, name, false).map(|f| f.map(|(ino, kind, sole, _)| (ino, kind, sole)))
+        self.find_in(dir, name, false)
+            .map(|f| f.map(|(ino, kind, sole, _)| (ino, kind, sole)))
     }
 
     /// `find`, and the child's inode when its cached entry pins it
     /// (`want_inode`; see `cache::Slot::inode`).
-    pub(super) fn find_in(&self, dir: &Inode, name: &[u8], want_inode: bool) -> Result<Option<(Ino, Kind, bool, Option<Arc<Inode>>)>> {
+    pub(super) fn find_in(
+        &self,
+        dir: &Inode,
+        name: &[u8],
+        want_inode: bool,
+    ) -> Result<Option<(Ino, Kind, bool, Option<Arc<Inode>>)>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
         let h = name_hash(name);
         let (cached, node, complete) = match self.cfg.dir_index {
@@ -134,15 +160,26 @@ impl Engine {
             }
         };
         if let Some(c) = cached {
-            if c.ino != 0 || self.cfg.name_cache != NameCache::Off || c.dirty_epoch > self.committer.durable_epoch() {
-                return Ok(if c.ino == 0 { None } else { Some((c.ino, c.kind, c.sole, node)) });
+            if c.ino != 0
+                || self.cfg.name_cache != NameCache::Off
+                || c.dirty_epoch > self.committer.durable_epoch()
+            {
+                return Ok(if c.ino == 0 {
+                    None
+                } else {
+                    Some((c.ino, c.kind, c.sole, node))
+                });
             }
         }
         if complete || self.store.is_null() {
             return Ok(None);
         }
         let _r = self.reclaim.read();
-        let got = match self.store.get(&schema::entry_key(dir.ino, h, name)).map_err(|e| e.about(format_args!("an entry of directory inode {}", dir.ino)))? {
+        let got = match self
+            .store
+            .get(&schema::entry_key(dir.ino, h, name))
+            .map_err(|e| e.about(format_args!("an entry of directory inode {}", dir.ino)))?
+        {
             Some(v) => Some(schema::decode_entry(&v)?),
             None => None,
         };
@@ -151,13 +188,21 @@ impl Engine {
             return Ok(got.map(|(ino, kind, sole)| (ino, kind, sole, None)));
         }
         let dent = Dent {
-            ino: got.map_or(0, |g| g.0), kind: got.map_or(Kind::File, |g| g.1), sole: got.is_some_and(|g| g.2), ver: 0, dirty_epoch: 0,
+            ino: got.map_or(0, |g| g.0),
+            kind: got.map_or(Kind::File, |g| g.1),
+            sole: got.is_some_and(|g| g.2),
+            ver: 0,
+            dirty_epoch: 0,
         };
         let (d2, inserted) = d.fill(h, name, dent);
         if inserted {
             self.cached_dents.add(1);
         }
-        Ok(if d2.ino == 0 { None } else { Some((d2.ino, d2.kind, d2.sole, None)) })
+        Ok(if d2.ino == 0 {
+            None
+        } else {
+            Some((d2.ino, d2.kind, d2.sole, None))
+        })
     }
 
     /// Set an entry (positive or negative) in the directory cache and queue its
@@ -168,7 +213,17 @@ impl Engine {
     /// (`cache::Slot::inode`); without it an entry naming the same inode
     /// keeps its pointer.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn put_entry(&self, g: &mut Gate<'_>, dir: &Inode, name: &[u8], ino: Ino, node: Option<&Arc<Inode>>, kind: Kind, sole: bool, was_absent: bool) {
+    pub(super) fn put_entry(
+        &self,
+        g: &mut Gate<'_>,
+        dir: &Inode,
+        name: &[u8],
+        ino: Ino,
+        node: Option<&Arc<Inode>>,
+        kind: Kind,
+        sole: bool,
+        was_absent: bool,
+    ) {
         let d = dir.dir.as_ref().expect("directory");
         let h = name_hash(name);
         if g.is_null() && ino == 0 {
@@ -203,7 +258,14 @@ impl Engine {
     /// thread's stripe of the directory is touched (its lock is the only
     /// shared write); the committer folds the stripes into the directory's
     /// record when the epoch closes. Fails if the directory was removed.
-    pub(super) fn dir_update(&self, g: &mut Gate<'_>, d: &Inode, entries: i64, subdirs: i64, t: Ts) -> Result<()> {
+    pub(super) fn dir_update(
+        &self,
+        g: &mut Gate<'_>,
+        d: &Inode,
+        entries: i64,
+        subdirs: i64,
+        t: Ts,
+    ) -> Result<()> {
         let dir = d.dir.as_ref().ok_or(Error::NotDir)?;
         let mut s = dir.stripes[crate::sync::thread_slot() % DIR_STRIPES].lock();
         if s.dead {
@@ -291,7 +353,9 @@ impl Engine {
     pub(super) fn format_marked(&self, inos: &[Ino], epoch: u64) -> Vec<Record> {
         let mut out = Vec::with_capacity(inos.len());
         for &ino in inos {
-            let Some(i) = self.inodes.get(ino) else { continue };
+            let Some(i) = self.inodes.get(ino) else {
+                continue;
+            };
             let mut st = i.st.lock();
             if st.destroyed {
                 continue;
@@ -300,7 +364,12 @@ impl Engine {
             Self::bump(&mut st);
             st.dirty_epoch = st.dirty_epoch.max(epoch);
             let (key, ver, val) = Self::inode_record(&st);
-            out.push(Record { key, ver, val: Some(val), fresh: false });
+            out.push(Record {
+                key,
+                ver,
+                val: Some(val),
+                fresh: false,
+            });
         }
         out
     }
@@ -319,8 +388,17 @@ impl Engine {
             _ => &st.blob,
         };
         // The sole flag promises no data blocks (see `Engine::unshare`).
-        debug_assert!(st.primary.is_none() || (a.kind != Kind::Dir && a.nlink <= 1 && (a.kind != Kind::File || a.size <= INLINE_MAX)));
-        (schema::inode_key(a.ino), a.version, schema::encode_inode(a, b, &st.xattrs, st.primary))
+        debug_assert!(
+            st.primary.is_none()
+                || (a.kind != Kind::Dir
+                    && a.nlink <= 1
+                    && (a.kind != Kind::File || a.size <= INLINE_MAX))
+        );
+        (
+            schema::inode_key(a.ino),
+            a.version,
+            schema::encode_inode(a, b, &st.xattrs, st.primary),
+        )
     }
 
     /// Queue the inode record (attributes, inline data or symlink target or
@@ -339,7 +417,11 @@ impl Engine {
     /// The end of a change to one inode's record (nothing else changed):
     /// its version bumped, its record queued in the gate's epoch, the gate
     /// left, then the commit waited for if durability asks it.
-    pub(super) fn finish_inode_change(&self, mut g: Gate<'_>, mut st: crate::sync::MutexGuard<'_, InodeState>) -> Result<()> {
+    pub(super) fn finish_inode_change(
+        &self,
+        mut g: Gate<'_>,
+        mut st: crate::sync::MutexGuard<'_, InodeState>,
+    ) -> Result<()> {
         Self::bump(&mut st);
         self.emit_inode(&mut g, &mut st);
         drop(st);
@@ -376,7 +458,11 @@ impl Engine {
                 let start = self.ag_next[ag as usize].fetch_add(INO_CHUNK, Ordering::Relaxed);
                 *slot = (start, start + INO_CHUNK);
                 // Persist the AG's high-water mark with this operation; the value only grows.
-                g.put(schema::ag_key(ag), start + INO_CHUNK, schema::encode_u64(start + INO_CHUNK));
+                g.put(
+                    schema::ag_key(ag),
+                    start + INO_CHUNK,
+                    schema::encode_u64(start + INO_CHUNK),
+                );
             }
             let s = slot.0;
             slot.0 += 1;

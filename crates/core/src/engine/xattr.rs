@@ -3,7 +3,14 @@
 use super::*;
 
 impl Engine {
-    pub fn setxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+    pub fn setxattr(
+        &self,
+        ctx: &Ctx,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         let _t = self.stats.start(Op::Xattr);
         self.writable()?;
         check_xattr_name(ctx, name)?;
@@ -13,10 +20,18 @@ impl Engine {
         self.room(RECORD_ROOM + (name.len() + value.len()) as u64)?;
         let i = self.inode(ino)?;
         let is_default = name == acl::DEFAULT;
-        let acl = if name == acl::ACCESS || is_default { Some(acl::Acl::decode(value)?) } else { None };
+        let acl = if name == acl::ACCESS || is_default {
+            Some(acl::Acl::decode(value)?)
+        } else {
+            None
+        };
         if is_default && i.kind != Kind::Dir {
             // Only directories have default ACLs (ext4: EACCES, or nothing to do for an empty one).
-            return if acl.as_ref().is_some_and(|a| a.is_empty()) { Ok(()) } else { Err(Error::PermissionDenied) };
+            return if acl.as_ref().is_some_and(|a| a.is_empty()) {
+                Ok(())
+            } else {
+                Err(Error::PermissionDenied)
+            };
         }
         let g = self.committer.enter()?;
         let mut st = i.st.lock();
@@ -67,7 +82,11 @@ impl Engine {
         check_xattr_name(&Ctx::root(), name)?;
         let i = self.inode(ino)?;
         let st = i.st.lock();
-        st.xattrs.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).ok_or(Error::NoAttr)
+        st.xattrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .ok_or(Error::NoAttr)
     }
 
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
@@ -87,7 +106,11 @@ impl Engine {
         if st.destroyed {
             return Err(Error::NoAttr);
         }
-        let pos = st.xattrs.iter().position(|(n, _)| n == name).ok_or(Error::NoAttr)?;
+        let pos = st
+            .xattrs
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or(Error::NoAttr)?;
         st.xattrs.remove(pos);
         if let (true, Some(d)) = (name == acl::DEFAULT, &i.dir) {
             d.default_acl.store(false, Ordering::Relaxed);
