@@ -19,6 +19,8 @@ if ! command -v cargo >/dev/null; then
 fi
 if [ "${1:-}" = "--tests" ]; then
   export PATH="$HOME/.cargo/bin:$PATH"
+  # scripts/lint.sh: rustfmt and clippy.
+  if command -v rustup >/dev/null; then rustup component add rustfmt clippy 2>/dev/null || true; fi
   command -v pjdfstest >/dev/null || cargo install -q --locked pjdfstest
   command -v fsx >/dev/null || cargo install -q --locked fsx
   # pjdfstest switches to the users nobody and tests.

@@ -24,6 +24,7 @@ core_has_no_fuse_or_store() {
   ! cargo tree -p shoal-core -e normal --prefix none | grep -E '^(fuser|fjall|lsm-tree|rocksdb) '
 }
 suite "core dependency rule" core_has_no_fuse_or_store
+suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
 # The fault points are compiled in only here (a build of shoal-core apart
 # from the shipped binary's).

@@ -187,36 +187,42 @@ pub(crate) struct Switches {
 
 impl Switches {
     pub(crate) fn config(&self, cache_mb: u64) -> Result<Config, String> {
-        let mut c = Config::default();
-        c.lock_scope = match self.lock_scope.as_str() {
+        let lock_scope = match self.lock_scope.as_str() {
             "global" => LockScope::Global,
             "dir" => LockScope::Dir,
             "name" => LockScope::Name,
             x => return Err(format!("--lock-scope {x}: use global, dir, name")),
         };
-        c.dir_index = match self.dir_index.as_str() {
+        let dir_index = match self.dir_index.as_str() {
             "linear" => DirIndex::Linear,
             "indexed" => DirIndex::Indexed,
             x => return Err(format!("--dir-index {x}: use linear, indexed")),
         };
-        c.name_cache = match self.name_cache.as_str() {
+        let name_cache = match self.name_cache.as_str() {
             "off" => NameCache::Off,
             "on" => NameCache::On,
             "primed" => NameCache::Primed,
             x => return Err(format!("--name-cache {x}: use off, on, primed")),
         };
-        c.placement = match self.placement.as_str() {
+        let placement = match self.placement.as_str() {
             "spread" => Placement::Spread,
             "near" => Placement::Near,
             x => return Err(format!("--placement {x}: use spread, near")),
         };
-        c.durability = match self.commit.as_str() {
+        let durability = match self.commit.as_str() {
             "none" | "group" => Durability::Group,
             "sync" => Durability::SyncEach,
             x => return Err(format!("--commit {x}: use none, group, sync")),
         };
-        c.cache_bytes = cache_mb << 20;
-        Ok(c)
+        Ok(Config {
+            lock_scope,
+            dir_index,
+            name_cache,
+            placement,
+            durability,
+            cache_bytes: cache_mb << 20,
+            ..Config::default()
+        })
     }
     pub(crate) fn json(&self) -> Value {
         json!({"lock_scope": self.lock_scope, "dir_index": self.dir_index, "name_cache": self.name_cache,
@@ -229,6 +235,10 @@ impl Switches {
         )
     }
 }
+
+/// One worker's result: its op count per phase, and its latency samples per
+/// phase.
+type WorkerOut = (Vec<u64>, Vec<Vec<u64>>);
 
 struct PhaseResult {
     name: String,
@@ -327,7 +337,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
     let (commit, host) = (git_commit(), host());
     let mut rows: Vec<Value> = Vec::new();
     println!(
-        "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12} {:>9} {:>9} {:>8} {:>8}  {}",
+        "{:<12} {:<8} {:<6} {:>3} {:<34} {:>12} {:>9} {:>9} {:>8} {:>8}  lock waits (class: waits, ms)",
         "workload",
         "target",
         "mode",
@@ -337,8 +347,7 @@ pub fn run(a: BenchArgs) -> Result<i32, String> {
         "p50 us",
         "p99 us",
         "cs/op",
-        "cpu s",
-        "lock waits (class: waits, ms)"
+        "cpu s"
     );
     for (tname, tpath) in &targets {
         for sw in if a.mode == "engine" {
@@ -607,11 +616,11 @@ fn run_engine(p: &Params, sw: &Switches, a: &BenchArgs) -> Result<RunOut, String
             store_reads: 0,
         })
         .collect();
-    let out: Result<Vec<(Vec<u64>, Vec<Vec<u64>>)>, String> = std::thread::scope(|sc| {
+    let out: Result<Vec<WorkerOut>, String> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..p.workers)
             .map(|id| {
                 let (e, barrier, phases, own_cfg, glob) = (&e, &barrier, &phases, &own_cfg, &glob);
-                sc.spawn(move || -> Result<(Vec<u64>, Vec<Vec<u64>>), String> {
+                sc.spawn(move || -> Result<WorkerOut, String> {
                     let fs = EngineFs { e };
                     let mut st = WorkerState::new(p.seed, id);
                     // The worker's own engine and state for "... apart"

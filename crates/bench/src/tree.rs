@@ -113,7 +113,7 @@ pub(crate) fn run(
         }
     );
     println!(
-        "{:<8} {:<6} {:<34} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
+        "{:<8} {:<6} {:<34} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  store reads; disk MiB read (untar/tar/untar2/diff/rm)",
         "target",
         "mode",
         "switches",
@@ -122,8 +122,7 @@ pub(crate) fn run(
         "tar s",
         "diff s",
         "rm s",
-        "cs/ent",
-        "store reads; disk MiB read (untar/tar/untar2/diff/rm)"
+        "cs/ent"
     );
     let mut rows = vec![];
     for (tname, tpath) in targets {

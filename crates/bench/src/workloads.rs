@@ -707,9 +707,9 @@ pub fn run_phase<F: Fs>(
                 };
                 let i = st.rng.gen_range(0..files.max(1));
                 if st.rng.gen_bool(p.hits) {
-                    timed!(fs.stat(&d, &format!("f{id}.{i}"))?);
+                    timed!(fs.stat(d, &format!("f{id}.{i}"))?);
                 } else {
-                    timed!(match fs.stat(&d, &format!("missing{id}.{i}")) {
+                    timed!(match fs.stat(d, &format!("missing{id}.{i}")) {
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                         Ok(_) =>
                             return Err(io::Error::other(format!("missing{id}.{i} was found"))),

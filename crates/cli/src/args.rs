@@ -25,7 +25,7 @@ pub enum Cmd {
     /// Check a store's invariants (and repair with --repair). The store must not be mounted.
     Fsck(FsckArgs),
     /// Run the seeds' benchmarks (in-process on the engine, or on mounted paths).
-    Bench(shoal_bench::cli::BenchArgs),
+    Bench(Box<shoal_bench::cli::BenchArgs>),
     /// Live view of a running daemon: ops/s, latencies, commits, cache, locks.
     Stats(StatsArgs),
     /// Make everything acknowledged on a mount durable (sync(1) does not

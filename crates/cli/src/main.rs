@@ -42,7 +42,7 @@ fn main() {
         Cmd::Mount(a) => daemon::cmd_mount(&a),
         Cmd::Umount(a) => daemon::cmd_umount(&a),
         Cmd::Fsck(a) => cmd_fsck(&a),
-        Cmd::Bench(a) => shoal_bench::cli::run(a).map_err(|e| e.to_string()),
+        Cmd::Bench(a) => shoal_bench::cli::run(*a).map_err(|e| e.to_string()),
         Cmd::Stats(a) => stats::cmd_stats(&a),
         Cmd::Sync(a) => control::cmd_sync(&a),
     };

@@ -40,7 +40,7 @@ pub fn all() -> Vec<Mount> {
 /// The mount at `mnt` (the last, if mounts are stacked there).
 pub fn at(mnt: &Path) -> Option<Mount> {
     let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
-    all().into_iter().filter(|m| m.point == canon).last()
+    all().into_iter().rfind(|m| m.point == canon)
 }
 
 /// The shoal mount at `mnt`, or the one-line error a command gives.

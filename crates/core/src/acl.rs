@@ -42,7 +42,7 @@ impl Acl {
     /// (it removes a default ACL).
     pub fn decode(v: &[u8]) -> Result<Acl> {
         if v.len() < 4
-            || (v.len() - 4) % 8 != 0
+            || !(v.len() - 4).is_multiple_of(8)
             || u32::from_le_bytes(v[..4].try_into().unwrap()) != VERSION
         {
             return Err(Error::Invalid);

@@ -85,7 +85,7 @@ impl std::ops::Deref for Name {
         match self.heap() {
             // SAFETY: the pointer came from `Box::into_raw` in `new` and is
             // freed only by `drop`, which needs `&mut self`.
-            Some(p) => unsafe { &**p },
+            Some(p) => unsafe { &*p },
             None => &self.0[..self.0[NAME_INLINE] as usize],
         }
     }

@@ -395,34 +395,32 @@ impl Committer {
         }
         let nrec: usize = taken.iter().map(|v| v.len()).sum();
         if nrec > 0 {
-            // Per key: (highest version, its value, absent when the epoch opened).
-            let mut merged: HashMap<Vec<u8>, (u64, Option<Vec<u8>>, bool)> =
-                HashMap::with_capacity(nrec);
+            let mut merged: HashMap<Vec<u8>, Latest> = HashMap::with_capacity(nrec);
             for r in taken.into_iter().flatten() {
                 match merged.get_mut(&r.key) {
                     Some(slot) => {
-                        slot.2 |= r.fresh;
-                        if slot.0 <= r.ver {
-                            (slot.0, slot.1) = (r.ver, r.val);
+                        slot.fresh |= r.fresh;
+                        if slot.ver <= r.ver {
+                            (slot.ver, slot.val) = (r.ver, r.val);
                         }
                     }
                     None => {
-                        merged.insert(r.key, (r.ver, r.val, r.fresh));
+                        let (ver, val, fresh) = (r.ver, r.val, r.fresh);
+                        merged.insert(r.key, Latest { ver, val, fresh });
                     }
                 }
             }
             let born: std::collections::HashSet<u64> = born.into_iter().collect();
             let before = merged.len();
             // Absent before the epoch and deleted at its end: nothing to write.
-            merged.retain(|k, (_, v, fresh)| {
-                v.is_some()
+            merged.retain(|k, Latest { val, fresh, .. }| {
+                val.is_some()
                     || !(*fresh || crate::schema::owner_ino(k).is_some_and(|i| born.contains(&i)))
             });
             self.stats
                 .keys_elided
                 .fetch_add((before - merged.len()) as u64, Ordering::Relaxed);
-            let mut batch: Vec<BatchItem> =
-                merged.into_iter().map(|(k, (_, v, _))| (k, v)).collect();
+            let mut batch: Vec<BatchItem> = merged.into_iter().map(|(k, l)| (k, l.val)).collect();
             batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             let sync = self.durability != Durability::Buffered;
             // Everything elided: nothing to write, and earlier epochs are
@@ -461,4 +459,14 @@ impl Committer {
         }
         Ok(())
     }
+}
+
+/// One key's record within a closing epoch, merged over the shards.
+struct Latest {
+    /// The highest version queued for the key.
+    ver: u64,
+    /// Its value (None: deleted).
+    val: Option<Vec<u8>>,
+    /// The key was absent when the epoch opened.
+    fresh: bool,
 }

@@ -367,7 +367,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
         }
     }
     for o in &orphans {
-        if !inodes.get(o).is_some_and(|i| i.attr.nlink == 0) {
+        if inodes.get(o).is_none_or(|i| i.attr.nlink != 0) {
             r.problems
                 .push(format!("orphan {o}: inode missing or still linked"));
             if repair {

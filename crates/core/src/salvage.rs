@@ -114,7 +114,7 @@ fn pad(k: &[u8]) -> Vec<u8> {
 /// they are adjacent.
 fn midpoint(a: &[u8], b: &[u8]) -> Option<Vec<u8>> {
     let (a, b) = (pad(a), pad(b));
-    let mut sum = vec![0u16; WIDTH + 1];
+    let mut sum = [0u16; WIDTH + 1];
     let mut carry = 0u16;
     for i in (0..WIDTH).rev() {
         let s = a[i] as u16 + b[i] as u16 + carry;

@@ -153,7 +153,7 @@ impl OpStats {
         Timer {
             stats: self,
             op,
-            t0: if t % SAMPLE == 0 {
+            t0: if t.is_multiple_of(SAMPLE) {
                 Some(std::time::Instant::now())
             } else {
                 None

@@ -147,7 +147,6 @@ fn corrupt_records_are_reported_by_engine_and_fsck() {
     t.create("d/f").unwrap();
     t.write("d/f", 0, &[5u8; 10000]).unwrap();
     e.shutdown().unwrap();
-    drop(t);
     drop(e);
     for (k, v) in store.dump() {
         if k[0] == b'S' {

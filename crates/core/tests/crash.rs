@@ -61,7 +61,6 @@ fn one_cut(seed: u64, cfg: &Config) {
 
     // Cut the power: nothing more reaches the store, then drop the unsynced tail.
     store.fail_writes(true);
-    drop(t);
     drop(e);
     store.fail_writes(false);
     let pending = store.unsynced_batches();

@@ -81,7 +81,6 @@ fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "seed={seed}: fsck found {:?}", r.problems);
     // The same tree must come back from the store alone.
-    drop(t);
     e.shutdown().unwrap();
     drop(e);
     let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();

@@ -11,6 +11,7 @@
 //! - rmdir vs create inside: never both (a create in a removed directory, or
 //!   an rmdir of a directory with an entry, would be a lost or a leaked
 //!   inode).
+//!
 //! After all rounds fsck finds nothing, and a reopened engine lists the same
 //! tree.
 
@@ -202,11 +203,11 @@ fn rename_against_unlink_of_one_name() {
             "round {r}: {v:?}"
         );
         assert!(e.lookup(&c, ROOT_INO, format!("x{r}").as_bytes()).is_err());
-        for t in 0..2 {
+        for (t, won) in v.iter().take(2).enumerate() {
             let y = e.lookup(&c, ROOT_INO, format!("y{r}.{t}").as_bytes());
             assert_eq!(
                 y.is_ok(),
-                v[t].is_ok(),
+                won.is_ok(),
                 "round {r}: y.{t} exists exactly when its rename won"
             );
         }
@@ -235,7 +236,7 @@ fn link_against_unlink_of_one_file() {
             .lookup(&c, ROOT_INO, format!("f{r}").as_bytes())
             .map(|_| ()),
     });
-    for r in 0..ROUNDS {
+    for (r, &ino) in inos.iter().enumerate() {
         let v = round(&all, r);
         assert!(
             v[1].is_ok(),
@@ -245,7 +246,7 @@ fn link_against_unlink_of_one_file() {
         match &v[0] {
             Ok(()) => {
                 let l = e.lookup(&c, ROOT_INO, format!("l{r}").as_bytes()).unwrap();
-                assert_eq!((l.ino, l.nlink), (inos[r], 1), "round {r}");
+                assert_eq!((l.ino, l.nlink), (ino, 1), "round {r}");
             }
             // Linking a file whose last name is gone: ENOENT, as on Linux.
             Err(Error::NotFound) => {

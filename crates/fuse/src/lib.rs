@@ -120,12 +120,11 @@ pub struct ShoalFs {
 /// so replies on different threads take different locks: each stripe is
 /// oldest-first, and the pruner drains the stripes in turn.
 pub struct Handed {
-    stripes: Vec<
-        crossbeam_utils::CachePadded<
-            std::sync::Mutex<std::collections::VecDeque<(u64, Box<[u8]>)>>,
-        >,
-    >,
+    stripes: Vec<crossbeam_utils::CachePadded<std::sync::Mutex<Stripe>>>,
 }
+
+/// One stripe of `Handed`: (parent, name) of each entry, oldest first.
+type Stripe = std::collections::VecDeque<(u64, Box<[u8]>)>;
 
 impl Default for Handed {
     fn default() -> Handed {

@@ -59,6 +59,7 @@ impl Drop for Shadow {
 ///   - what a compaction may write before it deletes its inputs (the
 ///     tables' size, up to `COMPACTION_ROOM`),
 ///   - a headroom for deletes (1/32 of the device, 4 MiB to 1 GiB).
+///
 /// The engine refuses growth past that (ENOSPC, `Engine::room`) and lets
 /// deletes through, so a full store can always commit the operations that
 /// free space. A reserve file (`STORE/reserve`, half the headroom) holds

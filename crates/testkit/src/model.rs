@@ -284,7 +284,7 @@ impl Model {
     }
 
     /// Canonical state: (path, kind, nlink, data) of every entry passing `own`.
-    pub fn state(&self, own: &dyn Fn(&str) -> bool) -> BTreeSet<(String, K, u32, Vec<u8>)> {
+    pub fn state(&self, own: &dyn Fn(&str) -> bool) -> State {
         let mut out = BTreeSet::new();
         let mut stack = vec![(0usize, String::new())];
         while let Some((n, p)) = stack.pop() {
@@ -314,11 +314,11 @@ impl Model {
     }
 }
 
+/// A tree's canonical state: (path, kind, nlink, content) of every entry.
+pub type State = BTreeSet<(String, K, u32, Vec<u8>)>;
+
 /// Walk a target and return its canonical state, with the same filter.
-pub fn target_state(
-    t: &dyn Target,
-    own: &dyn Fn(&str) -> bool,
-) -> R<BTreeSet<(String, K, u32, Vec<u8>)>> {
+pub fn target_state(t: &dyn Target, own: &dyn Fn(&str) -> bool) -> R<State> {
     let mut out = BTreeSet::new();
     let mut stack = vec![String::new()];
     while let Some(p) = stack.pop() {
@@ -648,10 +648,7 @@ impl Target for PathTarget {
 
 /// A short description of how two states differ (paths only, data by length
 /// and first differing offset), for assertion messages.
-pub fn diff(
-    got: &BTreeSet<(String, K, u32, Vec<u8>)>,
-    want: &BTreeSet<(String, K, u32, Vec<u8>)>,
-) -> String {
+pub fn diff(got: &State, want: &State) -> String {
     let g: BTreeMap<&String, (&K, &u32, &Vec<u8>)> =
         got.iter().map(|(p, k, n, d)| (p, (k, n, d))).collect();
     let w: BTreeMap<&String, (&K, &u32, &Vec<u8>)> =

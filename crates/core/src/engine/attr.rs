@@ -154,7 +154,7 @@ impl Engine {
                 }
             }
             // Zero the tail of the new last block.
-            if new % BLOCK != 0 {
+            if !new.is_multiple_of(BLOCK) {
                 let lb = new / BLOCK;
                 self.load_block(st, lb)?;
                 if let Some(b) = st.blocks.get_mut(&lb) {
@@ -173,7 +173,7 @@ impl Engine {
             st.attr.size = new;
         } else if new > old {
             // Growing: the bytes past the old size must read as zero.
-            if old % BLOCK != 0 {
+            if !old.is_multiple_of(BLOCK) {
                 let lb = old / BLOCK;
                 self.load_block(st, lb)?;
                 if let Some(b) = st.blocks.get_mut(&lb) {
@@ -188,7 +188,7 @@ impl Engine {
                         schema::encode_data(b),
                     );
                 }
-            } else if new > INLINE_MAX && old % BLOCK != 0 {
+            } else if new > INLINE_MAX && !old.is_multiple_of(BLOCK) {
                 let lb = old / BLOCK;
                 if let Some(b) = st.blocks.get(&lb) {
                     g.put(

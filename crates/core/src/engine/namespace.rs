@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// What `make` creates: the inode's type, its permission bits before the
+/// umask or a default ACL apply, its device number and a symlink's target.
+pub(super) struct New {
+    kind: Kind,
+    perm: u16,
+    rdev: u32,
+    target: Vec<u8>,
+}
+
 impl Engine {
     /// Create a file, device node, fifo or socket (mode carries the type; 0 = regular).
     pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
@@ -14,10 +23,12 @@ impl Engine {
             ctx,
             parent,
             name,
-            kind,
-            (mode & 0o7777) as u16,
-            rdev,
-            Vec::new(),
+            New {
+                kind,
+                perm: (mode & 0o7777) as u16,
+                rdev,
+                target: Vec::new(),
+            },
         )
     }
 
@@ -27,10 +38,12 @@ impl Engine {
             ctx,
             parent,
             name,
-            Kind::File,
-            (perm & 0o7777) as u16,
-            0,
-            Vec::new(),
+            New {
+                kind: Kind::File,
+                perm: (perm & 0o7777) as u16,
+                rdev: 0,
+                target: Vec::new(),
+            },
         )
     }
 
@@ -40,10 +53,12 @@ impl Engine {
             ctx,
             parent,
             name,
-            Kind::Dir,
-            (perm & 0o7777) as u16,
-            0,
-            Vec::new(),
+            New {
+                kind: Kind::Dir,
+                perm: (perm & 0o7777) as u16,
+                rdev: 0,
+                target: Vec::new(),
+            },
         )
     }
 
@@ -55,19 +70,22 @@ impl Engine {
         if target.len() > 4095 {
             return Err(Error::NameTooLong);
         }
-        self.make(ctx, parent, name, Kind::Symlink, 0o777, 0, target.to_vec())
+        let new = New {
+            kind: Kind::Symlink,
+            perm: 0o777,
+            rdev: 0,
+            target: target.to_vec(),
+        };
+        self.make(ctx, parent, name, new)
     }
 
-    pub(super) fn make(
-        &self,
-        ctx: &Ctx,
-        parent: Ino,
-        name: &[u8],
-        kind: Kind,
-        perm: u16,
-        rdev: u32,
-        target: Vec<u8>,
-    ) -> Result<Attr> {
+    pub(super) fn make(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: New) -> Result<Attr> {
+        let New {
+            kind,
+            perm,
+            rdev,
+            target,
+        } = new;
         self.throttle();
         self.writable()?;
         if is_dot(name) {

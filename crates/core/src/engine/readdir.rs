@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A page of a directory in cookie order: (hash, name) to the entry, None
+/// where the cache holds the name's deletion.
+type Listing = BTreeMap<(u64, Vec<u8>), Option<(Ino, Kind)>>;
+
 impl Engine {
     /// Up to `max` entries after `cookie` (0 = from the start), in name-hash
     /// order; each entry's `cookie` resumes after it. An entry present for the
@@ -65,7 +69,7 @@ impl Engine {
             };
             let bound = store_bound.min(cached_bound);
             let truncated = bound != u64::MAX;
-            let mut merged: BTreeMap<(u64, Vec<u8>), Option<(Ino, Kind)>> = BTreeMap::new();
+            let mut merged = Listing::new();
             for (k, v) in &stored {
                 let (_, h, name) = schema::parse_entry_key(k)?;
                 if h > bound {

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A name's entry: (child, kind, sole flag, the child's inode when the
+/// cached entry pins it).
+pub(super) type Found = (Ino, Kind, bool, Option<Arc<Inode>>);
+
 impl Engine {
     /// The cached inode, or load it from the store.
     pub(crate) fn inode(&self, ino: Ino) -> Result<Arc<Inode>> {
@@ -149,7 +153,7 @@ impl Engine {
         dir: &Inode,
         name: &[u8],
         want_inode: bool,
-    ) -> Result<Option<(Ino, Kind, bool, Option<Arc<Inode>>)>> {
+    ) -> Result<Option<Found>> {
         let d = dir.dir.as_ref().ok_or(Error::NotDir)?;
         let h = name_hash(name);
         let (cached, node, complete) = match self.cfg.dir_index {
