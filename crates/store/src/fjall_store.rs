@@ -151,27 +151,50 @@ fn statvfs(p: &Path) -> (u64, u64) {
     }
 }
 
-/// Map a fjall error to the engine's: ENOSPC stays ENOSPC, decode and checksum
-/// failures are corruption, the rest is I/O.
+/// How a damaged journal's `Error::Corrupted` message begins: a salvage
+/// opens such a store with a shorter journal (`salvage_store`).
+pub(crate) const JOURNAL_DAMAGED: &str = "the journal is damaged";
+
+/// Map a fjall error to the engine's: a full device is ENOSPC, what fjall
+/// found undecodable (a checksum, a tag, a version, a cut file) is
+/// corruption, the rest is I/O.
 fn map_err(e: fjall::Error) -> Error {
-    let s = format!("{e:?}");
-    if let fjall::Error::Io(io) = &e {
-        if io.raw_os_error() == Some(libc::ENOSPC) {
+    use fjall::{Error as F, LsmError as L};
+    let io = match &e {
+        F::Io(io) | F::Storage(L::Io(io)) => Some(io),
+        _ => None,
+    };
+    if let Some(io) = io {
+        if io.raw_os_error() == Some(libc::ENOSPC) || io.kind() == std::io::ErrorKind::StorageFull {
             return Error::NoSpace;
         }
     }
-    if s.contains("No space left") || s.contains("StorageFull") {
-        return Error::NoSpace;
+    let damaged = match &e {
+        F::JournalRecovery(_) => return Error::Corrupted(format!("{JOURNAL_DAMAGED}: {e:?}")),
+        F::Storage(
+            L::ChecksumMismatch { .. }
+            | L::Decompress(_)
+            | L::InvalidVersion(_)
+            | L::InvalidTag(_)
+            | L::InvalidTrailer
+            | L::InvalidHeader(_)
+            | L::Utf8(_)
+            | L::Unrecoverable,
+        )
+        | F::InvalidVersion(_)
+        | F::Decompress(_)
+        | F::InvalidTrailer
+        | F::InvalidTag(_)
+        | F::Unrecoverable => true,
+        // A file shorter than what it says it holds: a cut table or journal.
+        F::Io(io) | F::Storage(L::Io(io)) => io.kind() == std::io::ErrorKind::UnexpectedEof,
+        _ => false,
+    };
+    if damaged {
+        Error::Corrupted(format!("{e:?}"))
+    } else {
+        Error::Io(format!("{e:?}"))
     }
-    if s.contains("Checksum")
-        || s.contains("Decode")
-        || s.contains("Unrecoverable")
-        || s.contains("InvalidVersion")
-        || s.contains("Corrupt")
-    {
-        return Error::Corrupted(s);
-    }
-    Error::Io(s)
 }
 
 /// A failure to open the database: which store, and what can be done.

@@ -15,7 +15,7 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
         std::fs::canonicalize(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
     let mut journal_note = None;
     let src = match FjallStore::open_read_only(&path) {
-        Err(Error::Corrupted(m)) if m.contains("Journal") => {
+        Err(Error::Corrupted(m)) if m.contains(crate::fjall_store::JOURNAL_DAMAGED) => {
             // Keep the longest part of the journal that opens (a prefix
             // that opens stays openable when shortened: bisection).
             let total = FjallStore::journal_len(&path);
