@@ -1,0 +1,104 @@
+//! A cached inode (`Inode`) and its state under its lock (`InodeState`).
+
+use super::*;
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, AtomicU64, LockClass, Mutex, Ordering};
+use crate::types::{Attr, Ino, Kind};
+use std::collections::BTreeMap;
+
+/// The mutable state of an inode. protects: everything inside.
+/// `repr(C)`: the fields every directory operation writes come first.
+#[repr(C)]
+pub struct InodeState {
+    pub attr: Attr,
+    /// Highest epoch that changed this inode; clean once durable >= it.
+    pub dirty_epoch: u64,
+    /// Directory was removed (rmdir or replaced by rename): no new entries.
+    pub dead: bool,
+    /// The inode's records were deleted from the store (nlink 0, last close done).
+    pub destroyed: bool,
+    /// Symlink target; for directories, the parent's inode number (8 bytes LE).
+    pub blob: Vec<u8>,
+    /// Cached data blocks (each at most BLOCK bytes; shorter = zero tail).
+    pub blocks: BTreeMap<u64, Vec<u8>>,
+    /// All data blocks are in `blocks` (new file, or inline file): a missing block is a hole.
+    pub blocks_complete: bool,
+    /// Blocks at or past this index that are not cached are holes, even if the
+    /// store still has them: their deletion is queued but may not be committed
+    /// yet (truncate). Reset when the inode is clean and its blocks are evicted.
+    pub holes_from: u64,
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `(parent, name hash)` of the entry naming this inode with the sole
+    /// flag; `None` once the inode may have a second name or data blocks.
+    /// Only create sets it and only rename moves it; `Engine::unshare`
+    /// clears it (and the entry's flag) before anything breaks the flag's promise.
+    pub primary: Option<(Ino, u64)>,
+}
+
+impl InodeState {
+    pub fn parent(&self) -> Ino {
+        if self.blob.len() == 8 {
+            u64::from_le_bytes(self.blob[..8].try_into().unwrap())
+        } else {
+            0
+        }
+    }
+    pub fn set_parent(&mut self, p: Ino) {
+        self.blob = p.to_le_bytes().to_vec();
+    }
+}
+
+/// A cached inode. Every cached file costs one, so its size is the cache's
+/// size at scale: 296 bytes, 312 with the `Arc`'s counts, which mimalloc
+/// serves from its 320-byte class. `st` used to be `CachePadded`, which made
+/// the object 128-aligned and 512 bytes with its counts: at 1M cached files
+/// the process's peak RSS went from 712 to 526 MB without it, with lookups,
+/// seed 000 and seed 002 at two workers unchanged (docs/BENCHMARKS.md, run 13).
+/// `repr(C)` with `st` first puts the lock word in the line of the `Arc`'s
+/// counts, so a lookup's pointer clone and its lock take one line.
+#[repr(C)]
+pub struct Inode {
+    pub st: Mutex<InodeState>,
+    pub ino: Ino,
+    pub kind: Kind,
+    /// Boxed: a file does not carry an (empty, padded) directory index.
+    pub dir: Option<Box<Dir>>,
+    /// References held by the kernel (FUSE lookup count). Pinned while > 0.
+    pub lookups: AtomicU64,
+    /// Open file handles. Pinned while > 0; an unlinked inode lives until 0.
+    pub opens: AtomicU32,
+    /// Used since reclaim last passed (CLOCK's reference bit, as on `Slot`).
+    pub referenced: AtomicBool,
+}
+
+impl Inode {
+    /// `acct`: the engine's bytes of evicted-name filters (see `EvictedFilter`).
+    /// Borrowed, and cloned only for a directory: a clone is an atomic add on
+    /// one engine-wide cache line, which two threads creating files bounced
+    /// between their cores on every create (8% of crunl's cycles at 2 workers).
+    pub fn new(st: InodeState, dir_complete: bool, acct: Option<&Arc<AtomicI64>>) -> Arc<Inode> {
+        let kind = st.attr.kind;
+        Arc::new(Inode {
+            ino: st.attr.ino,
+            kind,
+            dir: if kind == Kind::Dir {
+                let d = Dir::new(
+                    dir_complete,
+                    st.attr.gid,
+                    st.attr.perm & 0o2000 != 0,
+                    acct.cloned(),
+                );
+                d.default_acl.store(
+                    st.xattrs.iter().any(|(n, _)| n == crate::acl::DEFAULT),
+                    Ordering::Relaxed,
+                );
+                Some(Box::new(d))
+            } else {
+                None
+            },
+            st: Mutex::new(LockClass::Inode, st),
+            lookups: AtomicU64::new(0),
+            opens: AtomicU32::new(0),
+            referenced: AtomicBool::new(false),
+        })
+    }
+}
