@@ -26,6 +26,7 @@ core_has_no_fuse_or_store() {
 suite "core dependency rule" core_has_no_fuse_or_store
 suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
+suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart
 # from the shipped binary's).
 suite "fault points" cargo test --release -p shoal-core --features faults --test faults

@@ -19,6 +19,11 @@ const TASKS: &[(&str, &str, &[&str])] = &[
         &["cargo", "test", "--release", "--workspace"],
     ),
     (
+        "loom",
+        "the loom models of the name lock, the commit gate and reclaim against fills",
+        &["bash", "scripts/loom.sh"],
+    ),
+    (
         "lint",
         "rustfmt --check and clippy -D warnings over the workspace",
         &["bash", "scripts/lint.sh"],

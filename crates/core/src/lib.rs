@@ -15,6 +15,8 @@ pub mod engine;
 pub mod error;
 pub mod fault;
 pub mod fsck;
+#[cfg(all(test, loom))]
+mod loom_models;
 pub mod salvage;
 pub mod schema;
 pub mod stats;

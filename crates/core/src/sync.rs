@@ -1,19 +1,77 @@
 //! The one seam for synchronisation primitives.
 //!
 //! Every mutex, rwlock, condition variable and atomic the engine uses comes
-//! from here, so that a model checker (loom, shuttle) could be swapped in here
-//! without touching the operations. No such build exists yet: the engine's
-//! concurrency is tested by the randomized model tests
-//! (crates/core/tests/engine_model.rs), not exhaustively. It also owns the contention counters: every lock is created
+//! from here. Built with `--cfg loom`, the counted locks (`Mutex`, `RwLock`,
+//! `BitLocks`) and the atomics are loom's, so loom explores every
+//! interleaving of the code that uses them: the loom models
+//! (`crate::loom_models`, run by `scripts/loom.sh`) check the name lock, the
+//! commit gate and reclaim against fills that way, on the engine's own code.
+//! The uncounted `PlainMutex` and `Condvar` (the committer's bookkeeping)
+//! stay parking_lot's: the models never contend on them.
+//!
+//! It also owns the contention counters: every lock is created
 //! with a [`LockClass`], and `lock()` counts acquisitions, and on the slow path
 //! (the lock was taken) waits and nanoseconds waited, per class. The fast path
 //! costs a plain load and store on the calling thread's own counter block.
 
 use std::time::Instant;
 
-pub use parking_lot::{Condvar, MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+pub use parking_lot::Condvar;
+#[cfg(not(loom))]
+pub use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+#[cfg(not(loom))]
 pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub use std::sync::{Arc, OnceLock};
+
+#[cfg(loom)]
+pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub use loom::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+/// The lock types under the counted locks: parking_lot's, or loom's with
+/// parking_lot's shape (`lock` returns the guard, `try_lock` an option).
+#[cfg(not(loom))]
+mod raw {
+    pub type Mutex<T> = parking_lot::Mutex<T>;
+    pub type RwLock<T> = parking_lot::RwLock<T>;
+}
+#[cfg(loom)]
+mod raw {
+    use super::*;
+    pub struct Mutex<T>(loom::sync::Mutex<T>);
+    impl<T> Mutex<T> {
+        pub fn new(v: T) -> Self {
+            Mutex(loom::sync::Mutex::new(v))
+        }
+        pub fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap()
+        }
+        pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
+        pub fn get_mut(&mut self) -> &mut T {
+            self.0.get_mut().unwrap()
+        }
+    }
+    pub struct RwLock<T>(loom::sync::RwLock<T>);
+    impl<T> RwLock<T> {
+        pub fn new(v: T) -> Self {
+            RwLock(loom::sync::RwLock::new(v))
+        }
+        pub fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap()
+        }
+        pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap()
+        }
+        pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
+            self.0.try_read().ok()
+        }
+        pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
+            self.0.try_write().ok()
+        }
+    }
+}
 
 /// A mutex outside the lock classes: the committer's bookkeeping (its wakeup
 /// flag and condition variables, the one-commit-at-a-time lock, the hooks set
@@ -78,10 +136,15 @@ impl LockClass {
 /// One thread's counters for one class.
 #[derive(Default)]
 struct ClassCounts {
-    acquired: AtomicU64,
-    contended: AtomicU64,
-    wait_ns: AtomicU64,
+    acquired: StdU64,
+    contended: StdU64,
+    wait_ns: StdU64,
 }
+
+/// The counters' own atomics are std's in every build: they count, they do
+/// not order anything (and statics need a const constructor, which loom's
+/// atomics lack).
+use std::sync::atomic::AtomicU64 as StdU64;
 
 /// One thread's counters for every class. Only its thread writes it, so an
 /// add is a plain load and store, not a locked read-modify-write: with a
@@ -105,9 +168,9 @@ static THREADS: std::sync::Mutex<Vec<Arc<ThreadCounts>>> = std::sync::Mutex::new
 static RETIRED: ThreadCounts = ThreadCounts {
     classes: [const {
         ClassCounts {
-            acquired: AtomicU64::new(0),
-            contended: AtomicU64::new(0),
-            wait_ns: AtomicU64::new(0),
+            acquired: StdU64::new(0),
+            contended: StdU64::new(0),
+            wait_ns: StdU64::new(0),
         }
     }; LOCK_CLASSES.len()],
 };
@@ -149,8 +212,8 @@ thread_local! {
         Mine(c)
     };
     static SLOT: usize = {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        NEXT.fetch_add(1, Ordering::Relaxed) as usize
+        static NEXT: StdU64 = StdU64::new(0);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize
     };
 }
 
@@ -162,7 +225,7 @@ pub fn thread_slot() -> usize {
 
 /// Add to a counter only this thread writes (see `ThreadCounts`).
 #[inline]
-fn bump(c: &AtomicU64, v: u64) {
+fn bump(c: &StdU64, v: u64) {
     c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
 }
 
@@ -216,6 +279,11 @@ const SPIN_NS: u64 = 4_000;
 /// passed since `t`; `None` then, and the caller blocks.
 #[inline(never)]
 fn spin<G>(t: Instant, mut attempt: impl FnMut() -> Option<G>) -> Option<G> {
+    // Under loom, one attempt: loom explores the interleavings, and a spin
+    // would be a loop it cannot see the end of.
+    if cfg!(loom) {
+        return attempt();
+    }
     let mut pauses = 1u32;
     loop {
         for _ in 0..pauses {
@@ -238,14 +306,22 @@ fn spin<G>(t: Instant, mut attempt: impl FnMut() -> Option<G>) -> Option<G> {
 #[repr(C)]
 pub struct Mutex<T> {
     class: LockClass,
-    inner: parking_lot::Mutex<T>,
+    inner: raw::Mutex<T>,
 }
 
 impl<T> Mutex<T> {
+    #[cfg(not(loom))]
     pub const fn new(class: LockClass, v: T) -> Self {
         Mutex {
             class,
             inner: parking_lot::const_mutex(v),
+        }
+    }
+    #[cfg(loom)]
+    pub fn new(class: LockClass, v: T) -> Self {
+        Mutex {
+            class,
+            inner: raw::Mutex::new(v),
         }
     }
     #[inline]
@@ -291,7 +367,14 @@ impl<T> Mutex<T> {
 /// if its bit was held when it set the parked bit, and the release of that
 /// bit comes later in the word's order, so it sees the parked bit.
 #[derive(Default)]
-pub struct BitLocks(AtomicU32);
+pub struct BitLocks {
+    word: AtomicU32,
+    /// Under loom, the parking lot's place: parking_lot_core's park and
+    /// unpark go through a bucket lock the validation runs under, which
+    /// this mutex and condition variable stand in for (`park`, `unpark_all`).
+    #[cfg(loom)]
+    lot: (loom::sync::Mutex<()>, loom::sync::Condvar),
+}
 
 /// Locks in one `BitLocks` word.
 pub const BIT_LOCKS: u32 = 31;
@@ -302,8 +385,8 @@ impl BitLocks {
     fn try_bit(&self, bit: u32) -> bool {
         // Read first: a waiter spinning on a held bit does not take the line
         // from the holder.
-        self.0.load(Ordering::Relaxed) & bit == 0
-            && self.0.fetch_or(bit, Ordering::Acquire) & bit == 0
+        self.word.load(Ordering::Relaxed) & bit == 0
+            && self.word.fetch_or(bit, Ordering::Acquire) & bit == 0
     }
 
     /// Lock number `i` (< `BIT_LOCKS`).
@@ -311,7 +394,7 @@ impl BitLocks {
     pub fn lock(&self, i: u32, class: LockClass) -> BitGuard<'_> {
         debug_assert!(i < BIT_LOCKS);
         let bit = 1 << i;
-        if self.0.fetch_or(bit, Ordering::Acquire) & bit == 0 {
+        if self.word.fetch_or(bit, Ordering::Acquire) & bit == 0 {
             note(class, None);
         } else {
             let t = Instant::now();
@@ -325,15 +408,15 @@ impl BitLocks {
 
     #[cold]
     fn lock_slow(&self, bit: u32) {
-        let key = self as *const BitLocks as usize;
         while !self.try_bit(bit) {
-            let validate = || {
-                let mut s = self.0.load(Ordering::Relaxed);
+            // Park only if the bit is still held once the parked bit is set.
+            self.park(|| {
+                let mut s = self.word.load(Ordering::Relaxed);
                 loop {
                     if s & bit == 0 {
                         return false;
                     }
-                    match self.0.compare_exchange_weak(
+                    match self.word.compare_exchange_weak(
                         s,
                         s | BIT_PARKED,
                         Ordering::Relaxed,
@@ -343,39 +426,63 @@ impl BitLocks {
                         Err(x) => s = x,
                     }
                 }
-            };
-            // SAFETY: the key is this word's address, which outlives the
-            // call; the callbacks neither panic nor call into the parking lot.
-            unsafe {
-                parking_lot_core::park(
-                    key,
-                    validate,
-                    || {},
-                    |_, _| {},
-                    parking_lot_core::DEFAULT_PARK_TOKEN,
-                    None,
-                );
-            }
+            });
         }
     }
 
-    #[inline]
-    fn unlock(&self, bit: u32) {
-        if self.0.fetch_and(!bit, Ordering::Release) & BIT_PARKED != 0 {
-            self.wake();
+    /// Sleep on this word if `validate`, run where no unpark can pass it,
+    /// says so.
+    #[cfg(not(loom))]
+    fn park(&self, validate: impl FnOnce() -> bool) {
+        // SAFETY: the key is this word's address, which outlives the
+        // call; the callbacks neither panic nor call into the parking lot.
+        unsafe {
+            parking_lot_core::park(
+                self as *const BitLocks as usize,
+                validate,
+                || {},
+                |_, _| {},
+                parking_lot_core::DEFAULT_PARK_TOKEN,
+                None,
+            );
+        }
+    }
+    #[cfg(loom)]
+    fn park(&self, validate: impl FnOnce() -> bool) {
+        let g = self.lot.0.lock().unwrap();
+        if validate() {
+            drop(self.lot.1.wait(g).unwrap());
         }
     }
 
-    #[cold]
-    fn wake(&self) {
-        self.0.fetch_and(!BIT_PARKED, Ordering::Relaxed);
-        // SAFETY: as in `lock_slow`.
+    /// Wake every thread parked on this word.
+    #[cfg(not(loom))]
+    fn unpark_all(&self) {
+        // SAFETY: as in `park`.
         unsafe {
             parking_lot_core::unpark_all(
                 self as *const BitLocks as usize,
                 parking_lot_core::DEFAULT_UNPARK_TOKEN,
             );
         }
+    }
+    #[cfg(loom)]
+    fn unpark_all(&self) {
+        let _g = self.lot.0.lock().unwrap();
+        self.lot.1.notify_all();
+    }
+
+    #[inline]
+    fn unlock(&self, bit: u32) {
+        if self.word.fetch_and(!bit, Ordering::Release) & BIT_PARKED != 0 {
+            self.wake();
+        }
+    }
+
+    #[cold]
+    fn wake(&self) {
+        self.word.fetch_and(!BIT_PARKED, Ordering::Relaxed);
+        self.unpark_all();
     }
 }
 
@@ -400,25 +507,21 @@ impl Drop for BitGuard<'_> {
 pub struct RwLock<T, S = ()> {
     class: LockClass,
     pub side: S,
-    inner: parking_lot::RwLock<T>,
+    inner: raw::RwLock<T>,
 }
 
 impl<T> RwLock<T> {
-    pub const fn new(class: LockClass, v: T) -> Self {
-        RwLock {
-            class,
-            side: (),
-            inner: parking_lot::const_rwlock(v),
-        }
+    pub fn new(class: LockClass, v: T) -> Self {
+        Self::with_side(class, (), v)
     }
 }
 
 impl<T, S> RwLock<T, S> {
-    pub const fn with_side(class: LockClass, side: S, v: T) -> Self {
+    pub fn with_side(class: LockClass, side: S, v: T) -> Self {
         RwLock {
             class,
             side,
-            inner: parking_lot::const_rwlock(v),
+            inner: raw::RwLock::new(v),
         }
     }
     #[inline]
@@ -505,7 +608,7 @@ mod tests {
         let total: u64 = counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
         assert_eq!(total, 6 * 3_000);
         assert_eq!(
-            word.0.load(Ordering::Relaxed),
+            word.word.load(Ordering::Relaxed),
             0,
             "every bit released, no parked flag left"
         );

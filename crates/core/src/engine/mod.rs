@@ -83,7 +83,7 @@ pub const R_OK: u32 = 4;
 pub const W_OK: u32 = 2;
 pub const X_OK: u32 = 1;
 
-static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
+static ENGINE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 #[derive(Default)]
 struct DirCache {
