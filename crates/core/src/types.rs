@@ -150,6 +150,10 @@ pub struct Ctx {
     /// The caller's umask, applied to a new inode's mode unless its
     /// directory has a default ACL (which then replaces it, as in ext4).
     pub umask: u32,
+    /// The caller hands the inode an entry reply names to the kernel (FUSE):
+    /// the operation takes the kernel's lookup reference itself, on the
+    /// inode it holds, before the name can change again (`Engine::hand_out`).
+    pub kernel_ref: bool,
 }
 
 impl Ctx {
@@ -160,6 +164,7 @@ impl Ctx {
             groups: vec![],
             check_perms: false,
             umask: 0,
+            kernel_ref: false,
         }
     }
     pub fn user(uid: u32, gid: u32) -> Ctx {
@@ -169,6 +174,7 @@ impl Ctx {
             groups: vec![],
             check_perms: true,
             umask: 0,
+            kernel_ref: false,
         }
     }
     pub fn in_group(&self, gid: u32) -> bool {
@@ -250,7 +256,7 @@ pub struct Config {
     /// the 5 ms it was: through a mount under fsmark the commit thread's CPU
     /// fell from about 1.05 s to 0.6 s (fewer fsyncs, bigger batches), on a
     /// 2-vCPU machine where that CPU is taken from the FUSE threads
-    /// (docs/BENCHMARKS.md run 8).
+    /// (docs/perf-log/08-shared-lines-threads-commits.md).
     pub commit_interval_ms: u64,
     /// Cache budget in bytes (inodes, entries, cached data blocks).
     pub cache_bytes: u64,

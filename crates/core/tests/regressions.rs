@@ -102,8 +102,12 @@ fn truncate_into_the_first_block_then_grow() {
 #[test]
 fn setattr_and_write_after_the_last_unlink_leave_nothing() {
     let (store, e) = fresh();
-    let f = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
-    e.inc_lookup(f.ino); // the kernel holds it, as through a mount
+    // The kernel holds it, as through a mount.
+    let kernel = Ctx {
+        kernel_ref: true,
+        ..Ctx::root()
+    };
+    let f = e.create(&kernel, ROOT_INO, b"f", 0o644).unwrap();
     e.write(f.ino, 0, &vec![1u8; 3 * BLOCK as usize]).unwrap();
     e.unlink(&Ctx::root(), ROOT_INO, b"f").unwrap();
     let sa = SetAttr {
@@ -179,4 +183,34 @@ fn punch_hole_and_zero_range_free_blocks() {
         Err(shoal_core::Error::NoSpace)
     );
     check_before_and_after_reopen(&store, e, check);
+}
+
+/// open(2) with O_CREAT through a mount was two engine calls, create and
+/// then open: another process's unlink of the new name between them
+/// destroyed the file, and the open failed with ENOENT for a file the same
+/// call had just made (Linux returns a descriptor to the unlinked file).
+/// `create_open` counts the open under the name's lock.
+#[test]
+fn create_open_holds_the_file_against_an_unlink_at_once() {
+    let (store, e) = fresh();
+    // The two calls, with the unlink between them: the open is lost.
+    let f = e.create(&Ctx::root(), ROOT_INO, b"a", 0o644).unwrap();
+    e.unlink(&Ctx::root(), ROOT_INO, b"a").unwrap();
+    assert!(e.open_file(&Ctx::root(), f.ino, 0).is_err());
+    // One call: the file stays open, unlinked, until its release.
+    let kernel = Ctx {
+        kernel_ref: true,
+        ..Ctx::root()
+    };
+    let f = e.create_open(&kernel, ROOT_INO, b"b", 0o100644).unwrap();
+    e.unlink(&Ctx::root(), ROOT_INO, b"b").unwrap();
+    assert_eq!(e.write(f.ino, 0, b"still open").unwrap(), 10);
+    assert_eq!(e.getattr(f.ino).unwrap().nlink, 0);
+    e.release(f.ino).unwrap();
+    e.forget(f.ino, 1);
+    assert!(e.getattr(f.ino).is_err());
+    e.sync().unwrap();
+    assert_fsck_clean(&store);
+    // Types a create cannot make.
+    assert!(e.create_open(&kernel, ROOT_INO, b"d", 0o040755).is_err());
 }

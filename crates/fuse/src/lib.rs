@@ -78,7 +78,7 @@ impl Default for FuseOptions {
             negative_ttl: Duration::from_secs(1),
             // Four, on this 2-vCPU machine: crunl through the mount, one
             // worker, alternated three times: 4.9-7.9K pairs/s with two
-            // threads, 7.4-9.8K with four (docs/BENCHMARKS.md run 8). The
+            // threads, 7.4-9.8K with four (docs/perf-log/08-shared-lines-threads-commits.md). The
             // floor did not change with four. A guess, not verified: RELEASE
             // runs in the background beside UNLINK, so with two threads the
             // next LOOKUP sometimes finds neither free.
@@ -444,6 +444,9 @@ impl ShoalFs {
             groups,
             check_perms: check,
             umask: 0,
+            // Entry replies (lookup, create, mkdir, link...) hand inodes to
+            // the kernel: the engine takes its reference inside the operation.
+            kernel_ref: true,
         }
     }
 
@@ -494,7 +497,6 @@ impl ShoalFs {
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
         match r {
             Ok(a) => {
-                self.engine.inc_lookup(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
                 reply.entry_with_ttls(
                     &self.opts.entry_ttl,
@@ -981,6 +983,12 @@ impl Filesystem for ShoalFs {
     ) {
         self.requests.count(req::READDIRPLUS);
         let zero = Duration::ZERO;
+        // No permission check (the directory's open made it): the context
+        // only says the entries go to the kernel.
+        let kernel = Ctx {
+            kernel_ref: true,
+            ..Ctx::root()
+        };
         if offset == 0 {
             match self.engine.getattr(ino.0) {
                 Ok(a) => {
@@ -1020,7 +1028,8 @@ impl Filesystem for ShoalFs {
                 return reply.ok();
             }
             for e in ents {
-                let a = match self.engine.getattr(e.ino) {
+                // Takes the kernel's reference; given back if the entry does not fit.
+                let a = match self.engine.getattr_entry(&kernel, e.ino) {
                     Ok(a) => a,
                     Err(Error::NotFound) => {
                         cookie = e.cookie;
@@ -1028,8 +1037,6 @@ impl Filesystem for ShoalFs {
                     }
                     Err(err) => return reply.error(errno(&err)),
                 };
-                // Take the reference first; give it back if the entry did not fit.
-                self.engine.inc_lookup(a.ino);
                 if reply.add(
                     INodeNo(e.ino),
                     e.cookie,
@@ -1171,13 +1178,8 @@ impl Filesystem for ShoalFs {
     ) {
         self.requests.count(req::CREATE);
         let c = self.ctx_umask(req, umask);
-        let r = match Kind::from_mode(mode) {
-            Some(Kind::File) | None => self.engine.create(&c, parent.0, name.as_bytes(), mode),
-            Some(_) => self.engine.mknod(&c, parent.0, name.as_bytes(), mode, 0),
-        };
-        match r.and_then(|a| self.engine.open_file(&c, a.ino, 0).map(|_| a)) {
+        match self.engine.create_open(&c, parent.0, name.as_bytes(), mode) {
             Ok(a) => {
-                self.engine.inc_lookup(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
                 reply.created(
                     &self.opts.entry_ttl,

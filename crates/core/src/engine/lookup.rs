@@ -9,6 +9,28 @@ impl Engine {
         Ok(self.attr_of(&i))
     }
 
+    /// `getattr` for an entry handed to the kernel (readdirplus): takes the
+    /// kernel's lookup reference when `ctx.kernel_ref`, on the inode in hand.
+    pub fn getattr_entry(&self, ctx: &Ctx, ino: Ino) -> Result<Attr> {
+        let _t = self.stats.start(Op::Getattr);
+        let i = self.inode(ino)?;
+        let a = self.attr_of(&i);
+        self.hand_out(ctx, &i);
+        Ok(a)
+    }
+
+    /// The kernel keeps a reference to each inode an entry reply names
+    /// (FUSE's lookup count, given back by FORGET). Taken inside the
+    /// operation on the inode it holds, when the caller says it hands the
+    /// entry to the kernel (`Ctx::kernel_ref`): a count taken after the
+    /// operation returned would look the inode up again, and miss it if
+    /// reclaim or an unlink and FORGET had let it go in between.
+    pub(super) fn hand_out(&self, ctx: &Ctx, i: &Inode) {
+        if ctx.kernel_ref {
+            i.lookups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Lookup);
         let _bkl = self.names.bkl();
@@ -19,12 +41,14 @@ impl Engine {
             if i.st.lock().destroyed {
                 return Err(Error::NotFound);
             }
-            return Ok(self.attr_of(&i));
+            let a = self.attr_of(&i);
+            self.hand_out(ctx, &i);
+            return Ok(a);
         }
         let p = self.dir_ref(parent)?;
         if name == b".." {
             let pp = p.st.lock().parent();
-            return self.getattr(pp);
+            return self.getattr_entry(ctx, pp);
         }
         check_name(name)?;
         if ctx.check_perms {
@@ -46,7 +70,9 @@ impl Engine {
                 i
             }
         };
-        Ok(self.attr_of(&i))
+        let a = self.attr_of(&i);
+        self.hand_out(ctx, &i);
+        Ok(a)
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
@@ -71,13 +97,6 @@ impl Engine {
             &a,
             mask,
         )
-    }
-
-    /// Take a reference on behalf of the kernel (one per entry reply).
-    pub fn inc_lookup(&self, ino: Ino) {
-        if let Some(i) = self.inodes.get(ino) {
-            i.lookups.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Drop `n` kernel references; an unreferenced, unlinked, closed inode leaves the cache.

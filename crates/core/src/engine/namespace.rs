@@ -9,6 +9,8 @@ pub(super) struct New {
     perm: u16,
     rdev: u32,
     target: Vec<u8>,
+    /// Open the new file too (`create_open`).
+    open: bool,
 }
 
 impl Engine {
@@ -28,6 +30,7 @@ impl Engine {
                 perm: (mode & 0o7777) as u16,
                 rdev,
                 target: Vec::new(),
+                open: false,
             },
         )
     }
@@ -43,6 +46,32 @@ impl Engine {
                 perm: (perm & 0o7777) as u16,
                 rdev: 0,
                 target: Vec::new(),
+                open: false,
+            },
+        )
+    }
+
+    /// Create a file and open it, as open(2) with O_CREAT does: the open is
+    /// counted before the name's lock is released, so the caller holds an
+    /// open file even if another process unlinks the name at once. `mode`
+    /// carries the type as in `mknod` (0 = regular).
+    pub fn create_open(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32) -> Result<Attr> {
+        let kind = match Kind::from_mode(mode) {
+            None => Kind::File,
+            Some(Kind::Dir | Kind::Symlink) => return Err(Error::Invalid),
+            Some(k) => k,
+        };
+        let _t = self.stats.start(Op::Create);
+        self.make(
+            ctx,
+            parent,
+            name,
+            New {
+                kind,
+                perm: (mode & 0o7777) as u16,
+                rdev: 0,
+                target: Vec::new(),
+                open: true,
             },
         )
     }
@@ -58,6 +87,7 @@ impl Engine {
                 perm: (perm & 0o7777) as u16,
                 rdev: 0,
                 target: Vec::new(),
+                open: false,
             },
         )
     }
@@ -75,6 +105,7 @@ impl Engine {
             perm: 0o777,
             rdev: 0,
             target: target.to_vec(),
+            open: false,
         };
         self.make(ctx, parent, name, new)
     }
@@ -85,6 +116,7 @@ impl Engine {
             perm,
             rdev,
             target,
+            open,
         } = new;
         self.throttle();
         self.writable()?;
@@ -182,6 +214,12 @@ impl Engine {
         self.inodes.insert(node.clone());
         self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
         self.leave(g)?;
+        // Still under the name's lock: no unlink can come between the
+        // entry and the caller's references.
+        if open {
+            node.opens.fetch_add(1, Ordering::AcqRel);
+        }
+        self.hand_out(ctx, &node);
         Ok(attr)
     }
 
@@ -527,6 +565,7 @@ impl Engine {
         }
         self.put_entry(&mut g, &np, newname, ino, Some(&c), c.kind, false, true);
         self.leave(g)?;
+        self.hand_out(ctx, &c);
         Ok(attr)
     }
 
