@@ -27,19 +27,17 @@ use crate::sync::{
 use crate::types::*;
 use std::collections::{BTreeMap, HashMap};
 
+mod alloc;
 mod attr;
 mod data;
 mod lookup;
 mod namespace;
 mod readdir;
 mod reclaim;
-/// Inode numbers are handed to threads in chunks, like XFS's inode chunks, so
-/// creating files does not touch a shared counter per file. The inode cache
-/// is sharded by chunk (`cache::ino_shard`).
 mod records;
 mod xattr;
 
-const INO_CHUNK: u64 = 1 << crate::cache::INO_CHUNK_SHIFT;
+use alloc::INO_CHUNK;
 /// The most of a process memory bound the cache may have (70%; see
 /// `Engine::adapt_budget` for why): the budget's ceiling under the bound, and
 /// the base of the demotion threshold.
@@ -116,10 +114,6 @@ impl Drop for DirRef {
     fn drop(&mut self) {
         DIRS.with(|c| c.borrow_mut().depth -= 1);
     }
-}
-
-thread_local! {
-    static INO_CACHE: std::cell::RefCell<HashMap<(u64, u32), (u64, u64)>> = std::cell::RefCell::new(HashMap::new());
 }
 
 /// What one inode or entry record costs the store at most, beside its name

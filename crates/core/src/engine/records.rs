@@ -444,37 +444,4 @@ impl Engine {
     pub(super) fn bump(st: &mut InodeState) {
         st.attr.version += 1;
     }
-
-    /// Pick an AG and hand out an inode number from this thread's chunk.
-    pub(super) fn alloc_ino(&self, g: &mut Gate<'_>, parent: Ino, kind: Kind) -> Result<Ino> {
-        let nags = self.ag_next.len() as u32;
-        let pag = ((parent >> AG_SHIFT) as u32).min(nags - 1);
-        let ag = if kind == Kind::Dir && self.cfg.placement == Placement::Spread {
-            (self.spread_rr.fetch_add(1, Ordering::Relaxed) % nags as u64) as u32
-        } else {
-            pag
-        };
-        let id = self.id;
-        let seq = INO_CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            let slot = c.entry((id, ag)).or_insert((0, 0));
-            if slot.0 >= slot.1 {
-                let start = self.ag_next[ag as usize].fetch_add(INO_CHUNK, Ordering::Relaxed);
-                *slot = (start, start + INO_CHUNK);
-                // Persist the AG's high-water mark with this operation; the value only grows.
-                g.put(
-                    schema::ag_key(ag),
-                    start + INO_CHUNK,
-                    schema::encode_u64(start + INO_CHUNK),
-                );
-            }
-            let s = slot.0;
-            slot.0 += 1;
-            s
-        });
-        if seq >= 1 << AG_SHIFT {
-            return Err(Error::NoSpace);
-        }
-        Ok(((ag as u64) << AG_SHIFT) | seq)
-    }
 }
