@@ -2,7 +2,7 @@
 //! opening, fsck and reading must report the damage (an error naming the
 //! problem) and never panic or serve different data silently.
 
-use shoal_core::{Config, Engine, MemStore, Store};
+use shoal_core::{Config, Engine, Store};
 use shoal_store::FjallStore;
 use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use std::path::{Path, PathBuf};
@@ -139,8 +139,7 @@ fn flipped_and_truncated_store_files_are_reported() {
 
 #[test]
 fn corrupt_records_are_reported_by_engine_and_fsck() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let t = EngineTarget { e: &e };
     t.mkdir("d").unwrap();

@@ -5,30 +5,19 @@
 //! or after the last fsync (a prefix of the acknowledged history), and that
 //! fsck is clean. Seeds are printed; rerun one with SHOAL_SEED=... .
 
-use shoal_core::{Config, Ctx, Engine, Error, MemStore, Store, ROOT_INO};
+use shoal_core::{Config, Ctx, Engine, Error, Store, ROOT_INO};
 use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target, E};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-fn base_seed() -> u64 {
-    std::env::var("SHOAL_SEED")
-        .ok()
-        .map(|s| s.parse().unwrap())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
+use shoal_testkit::setup::base_seed;
 
 type State = BTreeSet<(String, model::K, u32, Vec<u8>)>;
 
 fn one_cut(seed: u64, cfg: &Config) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
     let t = EngineTarget { e: &e };
     let mut m = Model::default();
@@ -147,8 +136,7 @@ fn power_cut_with_tiny_cache() {
 
 #[test]
 fn unlinked_open_file_is_reclaimed_after_crash() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let ctx = Ctx::root();
     let a = e.create(&ctx, ROOT_INO, b"f", 0o644).unwrap();
@@ -179,8 +167,7 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
 
 #[test]
 fn failed_commit_turns_read_only_and_fsync_reports_it() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let ctx = Ctx::root();
     let a = e.create(&ctx, ROOT_INO, b"f", 0o644).unwrap();

@@ -10,21 +10,11 @@ use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target};
 use std::sync::Arc;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("SHOAL_SEED") {
-        Ok(s) => vec![s.parse().expect("SHOAL_SEED is a number")],
-        Err(_) => {
-            let base = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64;
-            (0..4).map(|i| base.wrapping_add(i * 7919)).collect()
-        }
-    }
+    shoal_testkit::setup::seeds(4)
 }
 
 fn run_seed(seed: u64, threads: usize, ops: usize, cfg: Config) {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
     for s in ["s0", "s1", "s2"] {
         e.mkdir(&Ctx::root(), ROOT_INO, s.as_bytes(), 0o755)
@@ -169,8 +159,7 @@ fn memory_only_engine_matches_model() {
 /// interval (reclaim after every commit), and a directory `d` holding
 /// `files` files `f0`, `f1`, ...
 fn tiny_cache_dir(files: usize) -> (Arc<Engine>, shoal_core::Ino) {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let cfg = Config {
         cache_bytes: 1,
         commit_interval_ms: 1,
@@ -283,8 +272,7 @@ fn demoted_directory_keeps_every_answer() {
 /// An engine on a memory store whose committer waits ten minutes between
 /// commits: an epoch closes only when a test syncs or the open epoch fills.
 fn slow_commit_engine() -> (Arc<MemStore>, Config, Arc<Engine>) {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let cfg = Config {
         commit_interval_ms: 600_000,
         ..Config::default()
@@ -390,8 +378,7 @@ fn short_lived_keys_are_not_written() {
 #[test]
 fn sole_entries_are_deleted_unread_and_only_they() {
     use std::sync::atomic::Ordering::Relaxed;
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let cfg = Config::default();
     let ctx = Ctx::root();
     let reopen = |e: Arc<Engine>| {
@@ -484,8 +471,7 @@ fn sole_entries_are_deleted_unread_and_only_they() {
 fn reads_mix_stored_cached_and_hole_blocks() {
     use shoal_core::engine::SetAttr;
     const B: usize = 4096;
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let cfg = Config {
         commit_interval_ms: 600_000,
         ..Config::default()
@@ -576,8 +562,7 @@ fn reads_mix_stored_cached_and_hole_blocks() {
 /// cache is back under budget, and the data reads back from the store.
 #[test]
 fn reclaim_drops_data_before_metadata() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let budget = 16u64 << 20;
     let cfg = Config {
         cache_bytes: budget,
@@ -638,8 +623,7 @@ fn reclaim_drops_data_before_metadata() {
 /// it up and never hands out the numbers it skips.
 #[test]
 fn inode_chunks_start_aligned_across_reopen() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let mut seen = std::collections::HashSet::new();
     for round in 0..3 {
         let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();

@@ -6,7 +6,7 @@
 //! triggers itself.
 #![cfg(feature = "faults")]
 
-use shoal_core::{fault, Config, Ctx, Engine, Error, MemStore, Store, ROOT_INO};
+use shoal_core::{fault, Config, Ctx, Engine, Error, Store, ROOT_INO};
 use std::sync::Arc;
 
 /// A commit that fails at `commit.before_write` with a full disk: fsync of
@@ -15,8 +15,7 @@ use std::sync::Arc;
 /// failure is there and nothing of the failed epoch is.
 #[test]
 fn commit_failing_with_enospc_turns_read_only() {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
+    let store = shoal_testkit::setup::fresh_store();
     let ctx = Ctx::root();
     let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
     let f = e.create(&ctx, ROOT_INO, b"kept", 0o644).unwrap();

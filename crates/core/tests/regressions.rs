@@ -2,18 +2,12 @@
 //! pinned by a test that failed before its fix. Engine-level: a `MemStore`,
 //! reopened where the bug was in what reached the store, and fsck'ed.
 
-use shoal_core::{Config, Ctx, Engine, MemStore, SetAttr, Store, BLOCK, ROOT_INO};
+use shoal_core::{Config, Ctx, Engine, MemStore, SetAttr, BLOCK, ROOT_INO};
+use shoal_testkit::setup::{self, assert_fsck_clean, fresh};
 use std::sync::Arc;
 
 fn engine(store: &Arc<MemStore>) -> Arc<Engine> {
-    Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap()
-}
-
-fn fresh() -> (Arc<MemStore>, Arc<Engine>) {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let e = engine(&store);
-    (store, e)
+    setup::open(store, Config::default())
 }
 
 fn truncate(e: &Engine, ino: u64, size: u64) {
@@ -26,11 +20,6 @@ fn truncate(e: &Engine, ino: u64, size: u64) {
         },
     )
     .unwrap();
-}
-
-fn assert_fsck_clean(store: &Arc<MemStore>) {
-    let r = shoal_core::fsck::fsck(&**store as &dyn Store, false).unwrap();
-    assert!(r.is_clean(), "fsck: {:?}", r.problems);
 }
 
 /// Run `check` on the engine, then on a fresh engine over the same store

@@ -21,12 +21,7 @@ use std::sync::{Arc, Barrier};
 const THREADS: usize = 4;
 const ROUNDS: usize = 300;
 
-fn engine() -> (Arc<MemStore>, Arc<Engine>) {
-    let store = MemStore::new();
-    Engine::mkfs(&*store, 4).unwrap();
-    let e = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
-    (store, e)
-}
+use shoal_testkit::setup::{assert_fsck_clean, fresh as engine};
 
 /// Run `f(thread, round)` on every thread, all released together each round.
 fn race<T: Send>(f: impl Fn(usize, usize) -> T + Sync) -> Vec<Vec<T>> {
@@ -60,8 +55,7 @@ fn ok_count<T>(v: &[Result<T, Error>]) -> usize {
 
 fn check_store(store: &Arc<MemStore>, e: Arc<Engine>) {
     e.sync().unwrap();
-    let r = shoal_core::fsck::fsck(&**store, false).unwrap();
-    assert!(r.is_clean(), "fsck: {:?}", r.problems);
+    assert_fsck_clean(store);
     let before = listing(&e, ROOT_INO);
     e.shutdown().unwrap();
     drop(e);

@@ -4,5 +4,8 @@
 //! - [`model`]: a plain in-memory filesystem, the reference the engine
 //!   (`EngineTarget`) and a mounted path (`PathTarget`) are compared with,
 //!   and the generator of random operation sequences.
+//! - [`setup`]: a fresh store and engine, the seeds of randomized tests,
+//!   fsck of the result.
 
 pub mod model;
+pub mod setup;
