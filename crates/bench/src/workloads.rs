@@ -263,7 +263,7 @@ pub fn phases(w: &str) -> Result<Vec<&'static str>, String> {
         // alone ("... 1w") and with every worker, alternated in
         // SEED000_ROUNDS, so that both counts see the same machine. Two
         // runs compared them across this VM's speed flips: the 1-worker
-        // rate moved by half within minutes (docs/BENCHMARKS.md, run 8).
+        // rate moved by half within minutes (docs/perf-log/08-shared-lines-threads-commits.md).
         // `rndrename apart`, in the same rounds, runs each worker in a
         // directory of its own, and in engine mode in an engine of its own:
         // the same work with nothing of the engine shared, so its speedup

@@ -197,7 +197,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     // clear_page under fsmark through the mount. Measured with the same
     // fsmark alternated three times: the commit thread's CPU 1.04-1.24 s ->
     // 0.95-0.99 s, each FUSE thread's 1.92-2.34 s -> 1.93-2.07 s
-    // (docs/BENCHMARKS.md run 8). Engine-mode benchmarks keep THP: there a
+    // (docs/perf-log/08-shared-lines-threads-commits.md). Engine-mode benchmarks keep THP: there a
     // lookup in a 1M-entry directory gains from the fewer TLB misses.
     // SAFETY: prctl with integer arguments only; it sets a flag of this process.
     unsafe {

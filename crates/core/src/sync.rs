@@ -151,7 +151,7 @@ use std::sync::atomic::AtomicU64 as StdU64;
 /// `fetch_add` per acquisition (stripes shared by thread number, as before),
 /// counting cost about 11-12% of crunl's and rndrename's single-worker rate
 /// (medians of three runs; 24 lock acquisitions per rndrename iteration;
-/// docs/BENCHMARKS.md run 8), which the
+/// docs/perf-log/08-shared-lines-threads-commits.md), which the
 /// bench issue forbids ("cost nothing measurable"). Other threads only read.
 #[derive(Default)]
 #[repr(align(64))]

@@ -437,7 +437,7 @@ impl FjallStore {
                 // into L1 (fjall: 16 MiB here before, and 4): fewer, larger
                 // flushes and less rewriting. Measured on 8 x 1M creates and
                 // rm -rf under a 2 GiB bound: create 58.0 -> 44.5 s, remove
-                // 119.5 -> 100.2 s, peak RSS 1.48 -> 1.55 GB (docs/BENCHMARKS.md, run 5).
+                // 119.5 -> 100.2 s, peak RSS 1.48 -> 1.55 GB (docs/perf-log/05-elided-keys-reclaim-clock.md).
                 fjall::KeyspaceCreateOptions::default()
                     .max_memtable_size(64 << 20)
                     .compaction_strategy(std::sync::Arc::new(

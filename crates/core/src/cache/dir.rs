@@ -124,7 +124,7 @@ impl Dir {
     /// hash modulo their number. A create, unlink or rename of a random
     /// name then moves one line between cores (the shard's), not two: with
     /// the name locks in a table of their own, rndrename at 2 workers lost
-    /// about as much to the table's lines as to the shards' (docs/BENCHMARKS.md, runs 11 and 12).
+    /// about as much to the table's lines as to the shards' (docs/perf-log/11-seed000-in-one-run.md and 12-rndrename-big-lock.md).
     pub fn name_lock(&self, hash: u64) -> (&BitLocks, u32) {
         (
             &self.shards[dir_shard(hash)].side,

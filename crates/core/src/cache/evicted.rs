@@ -123,7 +123,7 @@ impl EvictedFilter {
             // from FILTER_X2_FROM on: a stage is allocated whole, and at 50M
             // names in one directory a x4 stage left up to 3/4 of the
             // filter's bytes unused, enough to pass the demotion threshold
-            // (docs/BENCHMARKS.md, run 7). Probes for a miss: 6 stages at
+            // (docs/perf-log/07-unlink-without-read-demotion.md). Probes for a miss: 6 stages at
             // 1.5M names a shard either way.
             let cap = self.stages.last().map_or(FILTER_FIRST, |s| {
                 if s.cap < FILTER_X2_FROM {

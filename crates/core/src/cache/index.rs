@@ -96,7 +96,7 @@ impl Slot {
 /// (a slot is read about once in 20), and a present name costs one slot
 /// line. Before, a bucket array of sorted vectors cost a bucket-header miss
 /// and a binary search, two or three dependent misses for any lookup
-/// (docs/BENCHMARKS.md, run 8).
+/// (docs/perf-log/08-shared-lines-threads-commits.md).
 ///
 /// The table doubles past 3/4 full. Inserting shifts the rest of a run one
 /// position right; removing shifts the displaced entries after it one left
@@ -134,7 +134,7 @@ pub(super) const TINY: usize = 2;
 /// one that thread already owns, where a flat array's first position is a
 /// line every thread writes. Two threads making and removing random names in
 /// one directory (rndrename) then move the shard's first line between cores
-/// and not also its slots' (docs/BENCHMARKS.md, run 12). A lookup reads one
+/// and not also its slots' (docs/perf-log/12-rndrename-big-lock.md). A lookup reads one
 /// slot line either way: the pointers sit in the shard's first line, in the
 /// place of the flat array's.
 ///

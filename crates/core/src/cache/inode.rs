@@ -52,7 +52,7 @@ impl InodeState {
 /// serves from its 320-byte class. `st` used to be `CachePadded`, which made
 /// the object 128-aligned and 512 bytes with its counts: at 1M cached files
 /// the process's peak RSS went from 712 to 526 MB without it, with lookups,
-/// seed 000 and seed 002 at two workers unchanged (docs/BENCHMARKS.md, run 13).
+/// seed 000 and seed 002 at two workers unchanged (docs/perf-log/13-seed001-hit-path.md).
 /// `repr(C)` with `st` first puts the lock word in the line of the `Arc`'s
 /// counts, so a lookup's pointer clone and its lock take one line.
 #[repr(C)]

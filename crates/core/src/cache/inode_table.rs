@@ -30,7 +30,7 @@ struct InoBlock {
 /// chunk, which stays in cache. A map keyed by the inode number sent each
 /// create to a random place in a table of about 16K inodes a shard at 1M
 /// cached, a miss or two per create, and took about 35 bytes an inode where
-/// a full block takes 8 (docs/BENCHMARKS.md, run 14). A chunk with few
+/// a full block takes 8 (docs/perf-log/14-seed001-control-inode-table.md). A chunk with few
 /// survivors costs its whole block, which the memory bound sees as overhead
 /// (`Engine::cache_usage`).
 ///
@@ -138,13 +138,13 @@ impl std::hash::Hasher for InoHasher {
 /// stays in its core's cache. Sharding by the number itself made two
 /// threads' creates meet on every shard's line about every other operation
 /// (crunl at 2 workers, together with the `Inode::new` change: 1.54-1.64M ->
-/// 1.74-1.79M pairs/s, docs/BENCHMARKS.md run 8).
+/// 1.74-1.79M pairs/s, docs/perf-log/08-shared-lines-threads-commits.md).
 ///
 /// Consecutive chunks take consecutive shards rather than hashed ones:
 /// threads creating in one allocation group take its chunks in turn, so
 /// their current chunks are neighbours and sit in different shards. Hashed,
 /// two threads' chunks shared a shard one time in 64 (seed000: 70-110K
-/// waits a run, docs/BENCHMARKS.md run 11). The group number, times an odd
+/// waits a run, docs/perf-log/11-seed000-in-one-run.md). The group number, times an odd
 /// constant, offsets each group's sequence, so the first chunks of
 /// different groups do not all start at shard 0.
 #[inline]
@@ -162,7 +162,7 @@ impl Default for InodeTable {
         // that thread's heap, across cache lines. Threads working in their
         // own chunks' shards then shared those lines: rndrename 2w/1w 1.69
         // -> 1.77, crunl 1.85 -> 2.04 (six alternated runs,
-        // docs/BENCHMARKS.md run 12).
+        // docs/perf-log/12-rndrename-big-lock.md).
         InodeTable {
             shards: (0..INODE_SHARDS)
                 .map(|_| {

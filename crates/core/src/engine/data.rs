@@ -79,7 +79,7 @@ impl Engine {
         let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
         // Two or more: one range scan from the first to the last, instead of
         // a point read each (a 128 KiB READ was 32 point reads, each with its
-        // own filter probes and index seek; docs/BENCHMARKS.md, run 10).
+        // own filter probes and index seek; docs/perf-log/10-seed001-both-sizes.md).
         // Found blocks come back in block order; the cursor walks them.
         let wanted = (
             (first..=last).find(|&b| stored(b)),

@@ -228,7 +228,7 @@ impl Engine {
         // pass took entries, data and inodes together, shard by shard: after
         // untarring a kernel tree (1.3 GB of data into a 256 MiB budget),
         // the tar walk that followed read 42K records back from the store
-        // (docs/BENCHMARKS.md, run 10). Only worth a walk when data is a
+        // (docs/perf-log/10-seed001-both-sizes.md). Only worth a walk when data is a
         // good part of the cache.
         if !off && self.cached_data.get().max(0) as u64 > budget / 8 {
             for _ in 0..n {
@@ -267,8 +267,7 @@ impl Engine {
                     // shrinks fast while the RSS is near the memory bound
                     // (`adapt_budget`), and demotion cannot be undone, so a
                     // moment's squeeze made every later create read the
-                    // store (37.7M of 50M in one run, docs/BENCHMARKS.md
-                    // run 7). The filters stay in `cache_usage`, so under a
+                    // store (37.7M of 50M in one run, docs/perf-log/07-unlink-without-read-demotion.md). The filters stay in `cache_usage`, so under a
                     // squeeze reclaim evicts entries and inodes instead.
                     let filter_bytes =
                         self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
