@@ -13,6 +13,19 @@ pub(super) struct New {
     open: bool,
 }
 
+impl New {
+    /// Anything but a symlink: the mode's permission bits, no target.
+    fn node(kind: Kind, mode: u32, rdev: u32, open: bool) -> New {
+        New {
+            kind,
+            perm: (mode & 0o7777) as u16,
+            rdev,
+            target: Vec::new(),
+            open,
+        }
+    }
+}
+
 impl Engine {
     /// Create a file, device node, fifo or socket (mode carries the type; 0 = regular).
     pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
@@ -21,34 +34,12 @@ impl Engine {
             return Err(Error::Invalid);
         }
         let _t = self.stats.start(Op::Create);
-        self.make(
-            ctx,
-            parent,
-            name,
-            New {
-                kind,
-                perm: (mode & 0o7777) as u16,
-                rdev,
-                target: Vec::new(),
-                open: false,
-            },
-        )
+        self.make(ctx, parent, name, New::node(kind, mode, rdev, false))
     }
 
     pub fn create(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Create);
-        self.make(
-            ctx,
-            parent,
-            name,
-            New {
-                kind: Kind::File,
-                perm: (perm & 0o7777) as u16,
-                rdev: 0,
-                target: Vec::new(),
-                open: false,
-            },
-        )
+        self.make(ctx, parent, name, New::node(Kind::File, perm, 0, false))
     }
 
     /// Create a file and open it, as open(2) with O_CREAT does: the open is
@@ -62,34 +53,12 @@ impl Engine {
             Some(k) => k,
         };
         let _t = self.stats.start(Op::Create);
-        self.make(
-            ctx,
-            parent,
-            name,
-            New {
-                kind,
-                perm: (mode & 0o7777) as u16,
-                rdev: 0,
-                target: Vec::new(),
-                open: true,
-            },
-        )
+        self.make(ctx, parent, name, New::node(kind, mode, 0, true))
     }
 
     pub fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Mkdir);
-        self.make(
-            ctx,
-            parent,
-            name,
-            New {
-                kind: Kind::Dir,
-                perm: (perm & 0o7777) as u16,
-                rdev: 0,
-                target: Vec::new(),
-                open: false,
-            },
-        )
+        self.make(ctx, parent, name, New::node(Kind::Dir, perm, 0, false))
     }
 
     pub fn symlink(&self, ctx: &Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
