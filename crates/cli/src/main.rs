@@ -105,11 +105,19 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         println!("problem: {p}");
     }
     println!(
-        "{}: {} inodes, {} entries, {} data blocks, {} problems{}",
+        "{}: {} inodes, {} entries, {} data objects{}, {} problems{}",
         a.store.display(),
         r.inodes,
         r.entries,
-        r.data_blocks,
+        r.data_objects + r.data_blocks,
+        if r.leftover_objects > 0 {
+            format!(
+                " ({} left by a crash: the next mount removes them)",
+                r.leftover_objects
+            )
+        } else {
+            String::new()
+        },
         r.problems.len(),
         if a.repair {
             format!(", {} records repaired", r.repaired)
@@ -139,7 +147,7 @@ fn salvage(store: &Path) -> Result<i32, String> {
         println!("repaired: {p}");
     }
     println!(
-        "{}: salvaged {} records ({} damaged ranges skipped), {} lost items listed; {} inodes, {} entries, {} data blocks now. \
+        "{}: salvaged {} records ({} damaged ranges skipped), {} lost items listed; {} inodes, {} entries, {} data objects now. \
          The damaged store is kept at {} (remove it when the new one serves you).",
         store.display(),
         s.records,
@@ -147,7 +155,7 @@ fn salvage(store: &Path) -> Result<i32, String> {
         s.lost.len(),
         s.repair.inodes,
         s.repair.entries,
-        s.repair.data_blocks,
+        s.repair.data_objects + s.repair.data_blocks,
         kept.display()
     );
     Ok(0)

@@ -215,10 +215,28 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         let synced = *synced.lock().unwrap();
         // The op in flight at the kill may or may not have happened: allow one past the last completed.
         // at = (index of the last whole op kept, the state recovered).
-        let mut at = models
+        // File data past the inline size is in data objects, written in
+        // place: its bytes follow the rule of `shoal_testkit::crash`.
+        let states: Vec<_> = models.iter().map(|mm| mm.state(&own)).collect();
+        let nodes: Vec<_> = models
             .iter()
-            .rposition(|mm| mm.state(&own) == got)
-            .map(|j| (j, models[j].clone()));
+            .zip(&states)
+            .map(|(mm, s)| shoal_testkit::crash::nodes_of(mm, s))
+            .collect();
+        let mut at = (0..states.len())
+            .rev()
+            .find(|&j| shoal_testkit::crash::may_be(&got, &states, &nodes, j, &[]))
+            .map(|j| {
+                // Go on from what is there: the model takes the recovered bytes.
+                let mut mm = models[j].clone();
+                for (p, k, _, c) in &got {
+                    let same = states[j].iter().any(|e| &e.0 == p && &e.3 == c);
+                    if *k == model::K::File && !same {
+                        mm.apply(&Op::Write(p.clone(), 0, c.clone())).unwrap();
+                    }
+                }
+                (j, mm)
+            });
         if at.is_none() {
             if let Some((i, mm)) = partials
                 .lock()

@@ -11,6 +11,7 @@
 pub mod acl;
 pub mod cache;
 pub mod commit;
+pub mod data;
 pub mod engine;
 pub mod error;
 pub mod fault;

@@ -204,12 +204,46 @@ fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Strin
         let (ilo, ihi) = (ino_of(lo), if thi == tlo { ino_of(hi) } else { u64::MAX });
         match tlo {
             schema::K_INODE => {
+                if (ilo..=ihi).contains(&crate::ROOT_INO)
+                    && dst.get(&schema::inode_key(crate::ROOT_INO))?.is_none()
+                {
+                    lost.insert(
+                        "/: the root directory's record was damaged (made anew; names it held that survive are in it, the rest in /lost+found.<inode>)".into(),
+                        (),
+                    );
+                }
+                let mut gone_dirs = Vec::new();
                 for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
                     if dst.get(&schema::inode_key(*child))?.is_none() {
                         lost.insert(
                             format!("{}: lost (its inode record was damaged)", path(*child)),
                             (),
                         );
+                        gone_dirs.push(*child);
+                    }
+                }
+                // What was below a lost directory keeps its data but not its
+                // path: fsck links it back as /lost+found.<inode>.
+                for (child, _) in names.iter() {
+                    let mut at = *child;
+                    let mut steps = 0;
+                    while let Some((p, _)) = names.get(&at) {
+                        if gone_dirs.contains(p) {
+                            lost.insert(
+                                format!(
+                                    "{}: its directory {} was lost (the file, if intact, is now /lost+found.<inode>)",
+                                    path(*child),
+                                    path(*p)
+                                ),
+                                (),
+                            );
+                            break;
+                        }
+                        at = *p;
+                        steps += 1;
+                        if steps > 4096 {
+                            break;
+                        }
                     }
                 }
             }
@@ -291,6 +325,9 @@ mod tests {
     impl Store for Damaged {
         fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
             self.inner.get(k)
+        }
+        fn data(&self) -> std::sync::Arc<dyn crate::data::DataStore> {
+            self.inner.data()
         }
         fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
             let got = self.inner.scan(lo, hi, usize::MAX)?;

@@ -27,7 +27,12 @@ pub const MAGIC: &[u8; 8] = b"SHOALFS1";
 /// Format 2 added the sole-link flag of entries and the primary-entry
 /// pointer of inodes (both optional: a format-1 store reads as one with no
 /// sole entries, and is marked format 2 when first opened for writing).
-pub const FORMAT: u32 = 2;
+/// Format 3 keeps the bytes of files past INLINE_MAX in data objects
+/// (`crate::data`) instead of `K_DATA` records; an older store's records are
+/// moved there when it is first opened for writing (`Engine::open`).
+pub const FORMAT: u32 = 3;
+/// The first format whose file data past INLINE_MAX is in data objects.
+pub const FORMAT_DATA_OBJECTS: u32 = 3;
 pub const FORMAT_MIN: u32 = 1;
 pub const AG_SHIFT: u32 = 40;
 
@@ -84,6 +89,10 @@ pub fn data_key(ino: Ino, block: u64) -> Vec<u8> {
 }
 pub fn data_range(ino: Ino, from_block: u64) -> (Vec<u8>, Vec<u8>) {
     (data_key(ino, from_block), data_key(ino + 1, 0))
+}
+/// Every data block record of a store of format 1 or 2.
+pub fn data_records() -> (Vec<u8>, Vec<u8>) {
+    (vec![K_DATA], vec![K_DATA + 1])
 }
 pub fn orphan_key(ino: Ino) -> Vec<u8> {
     let mut k = vec![K_ORPHAN];
@@ -460,9 +469,13 @@ pub fn decode_u64(what: &str, v: &[u8]) -> Result<u64> {
 }
 
 pub fn encode_super(ags: u32) -> Vec<u8> {
+    encode_super_format(ags, FORMAT)
+}
+/// A superblock of an older format (the upgrade tests make such stores).
+pub fn encode_super_format(ags: u32, format: u32) -> Vec<u8> {
     let mut v = vec![0; 4];
     v.extend_from_slice(MAGIC);
-    v.extend_from_slice(&FORMAT.to_le_bytes());
+    v.extend_from_slice(&format.to_le_bytes());
     v.extend_from_slice(&ags.to_le_bytes());
     seal(v)
 }

@@ -5,6 +5,7 @@
 //! and the cache living in one address space beyond the engine's own cache,
 //! whose dirty objects are exactly the uncommitted batches.
 
+use crate::data::{DataStore, MemData};
 use crate::error::{Error, Result};
 use crate::sync::Arc;
 use crate::sync::PlainMutex as Mutex;
@@ -22,6 +23,9 @@ pub trait Store: Send + Sync + 'static {
     fn write(&self, batch: &[BatchItem], sync: bool) -> Result<()>;
     /// Make every earlier write durable.
     fn sync(&self) -> Result<()>;
+    /// Where the bytes of files past `INLINE_MAX` live, beside these
+    /// records (`crate::data`).
+    fn data(&self) -> Arc<dyn DataStore>;
     /// A store that keeps nothing: the engine then never evicts and never reads.
     fn is_null(&self) -> bool {
         false
@@ -64,6 +68,9 @@ impl Store for NullStore {
     fn is_null(&self) -> bool {
         true
     }
+    fn data(&self) -> Arc<dyn DataStore> {
+        Arc::new(MemData::default())
+    }
 }
 
 /// An in-memory ordered store that keeps what was synced apart from what was
@@ -75,6 +82,8 @@ impl Store for NullStore {
 #[derive(Default)]
 pub struct MemStore {
     inner: Mutex<MemInner>,
+    /// File data, cut with the records by `power_cut`.
+    data: Arc<MemData>,
 }
 
 #[derive(Default)]
@@ -93,6 +102,7 @@ impl MemStore {
     /// Simulate a power cut: everything written since the last sync is dropped,
     /// except the first `keep` unsynced batches.
     pub fn power_cut(&self, keep: usize) {
+        self.data.power_cut();
         let mut g = self.inner.lock();
         let mut state = g.durable.clone();
         let batches: Vec<_> = g.unsynced.drain(..).collect();
@@ -190,5 +200,8 @@ impl Store for MemStore {
     }
     fn counters(&self) -> StoreCounters {
         self.inner.lock().counters
+    }
+    fn data(&self) -> Arc<dyn DataStore> {
+        self.data.clone()
     }
 }

@@ -1,6 +1,11 @@
 //! Corruption tests: flip bytes in, and truncate, the store's files on disk;
 //! opening, fsck and reading must report the damage (an error naming the
 //! problem) and never panic or serve different data silently.
+//!
+//! The metadata store's files, that is: file data past the inline size is
+//! in `STORE/data/`, written in place and not checksummed, as on ext4 and
+//! XFS (docs/design.md, "File data"), so a flipped byte there is a flipped
+//! byte of the file.
 
 use shoal_core::{Config, Engine, Store};
 use shoal_store::FjallStore;
@@ -37,7 +42,9 @@ fn files(dir: &Path) -> Vec<PathBuf> {
         for e in std::fs::read_dir(d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                stack.push(p);
+                if !p.ends_with("data") {
+                    stack.push(p);
+                }
             } else if std::fs::metadata(&p).unwrap().len() > 0 && !p.ends_with("LOCK") {
                 out.push(p);
             }

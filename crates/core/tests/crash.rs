@@ -10,6 +10,7 @@ use shoal_testkit::model::{self, EngineTarget, Gen, Model, Op, Target, E};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use shoal_testkit::crash;
 use shoal_testkit::setup::base_seed;
 
 type State = BTreeSet<(String, model::K, u32, Vec<u8>)>;
@@ -30,7 +31,9 @@ fn one_cut(seed: u64, cfg: &Config) {
     let own = g.own();
     let own: &dyn Fn(&str) -> bool = &own;
     let mut states: Vec<State> = vec![m.state(own)];
+    let mut inos: Vec<crash::Nodes> = vec![crash::nodes_of(&m, &states[0])];
     let mut synced = 0usize;
+    let mut fsynced: Vec<(usize, String)> = Vec::new();
     let n = rng.gen_range(20..400);
     let mut gen = Gen::new(seed, 0);
     for i in 0..n {
@@ -39,17 +42,26 @@ fn one_cut(seed: u64, cfg: &Config) {
         let got = model::run(&t, &op);
         assert_eq!(got, want, "seed={seed} op#{i} {op:?}");
         states.push(m.state(own));
-        if matches!(op, Op::Fsync(_)) && got.is_ok() {
+        inos.push(crash::nodes_of(&m, states.last().unwrap()));
+        if let (Op::Fsync(p), Ok(_)) = (&op, &got) {
             synced = states.len() - 1;
+            fsynced.push((synced, p.clone()));
         }
         if rng.gen_bool(0.01) {
+            // Everything, file data included.
             e.sync().unwrap();
             synced = states.len() - 1;
+            for (path, k, _, _) in states[synced].iter() {
+                if *k == model::K::File {
+                    fsynced.push((synced, path.clone()));
+                }
+            }
         }
     }
 
     // Cut the power: nothing more reaches the store, then drop the unsynced tail.
     store.fail_writes(true);
+    e.halt();
     drop(e);
     store.fail_writes(false);
     let pending = store.unsynced_batches();
@@ -63,14 +75,28 @@ fn one_cut(seed: u64, cfg: &Config) {
         .unwrap_or_else(|err| panic!("seed={seed}: recovery failed: {err}"));
     let t2 = EngineTarget { e: &e2 };
     let got = model::target_state(&t2, own).unwrap();
-    let at = states.iter().rposition(|s| *s == got);
+    let at = (0..states.len())
+        .rev()
+        .find(|&j| crash::may_be(&got, &states, &inos, j, &fsynced));
     match at {
         Some(j) if j >= synced => {}
         Some(j) => panic!("seed={seed}: recovered state {j} is older than the last fsync {synced}"),
-        None => panic!(
-            "seed={seed}: recovered tree is no prefix state (synced {synced}, ops {n}); vs the last state:\n{}",
-            model::diff(&got, states.last().unwrap())
-        ),
+        None => {
+            // The latest state whose names and sizes match, to say which bytes do not.
+            let shape = |s: &State| {
+                s.iter()
+                    .map(|e| (e.0.clone(), e.1, e.2, e.3.len()))
+                    .collect::<Vec<_>>()
+            };
+            let near = (0..states.len())
+                .rev()
+                .find(|&j| shape(&states[j]) == shape(&got));
+            panic!(
+                "seed={seed}: recovered tree is no prefix state (synced {synced}, ops {n}, same names and sizes as state {near:?}, fsynced {fsynced:?}); vs {}:\n{}",
+                if near.is_some() { "that state" } else { "the last state" },
+                model::diff(&got, &states[near.unwrap_or(states.len() - 1)])
+            )
+        }
     }
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(
@@ -151,6 +177,7 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
     assert!(r.is_clean(), "orphan is legal while open: {:?}", r.problems);
     // Crash with the file still open.
     store.fail_writes(true);
+    e.halt();
     drop(e);
     store.fail_writes(false);
     store.power_cut(0);

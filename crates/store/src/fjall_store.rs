@@ -27,6 +27,8 @@ pub struct FjallStore {
     db: fjall::Database,
     ks: fjall::Keyspace,
     path: PathBuf,
+    /// File data past INLINE_MAX, in `STORE/data/` (`DataFiles`).
+    data: Arc<crate::DataFiles>,
     _lock: Option<File>,
     gets: AtomicU64,
     scans: AtomicU64,
@@ -412,6 +414,7 @@ impl FjallStore {
 
     /// Open fjall at `db` for the store at `path`.
     fn open_db(path: &Path, db: &Path, lock: Option<File>) -> Result<FjallStore> {
+        let db_path = db;
         // fjall's own memory (block cache, memtables) is outside the engine's
         // cache budget; keep it small and bounded: the engine caches what is hot.
         // A flush frees the journal only once it is sealed, which fjall does
@@ -447,10 +450,14 @@ impl FjallStore {
                     .index_block_pinning_policy(fjall::config::PinningPolicy::all(true))
             })
             .map_err(|e| open_err(path, e))?;
+        // A read-only open reads a copy of the database (`open_read_only`)
+        // and the data files in place, without writing them.
+        let read_only = db_path != path.join("db");
         Ok(FjallStore {
             db,
             ks,
             path: path.to_path_buf(),
+            data: Arc::new(crate::DataFiles::new(path, read_only)),
             _lock: lock,
             _shadow: None,
             gets: AtomicU64::new(0),
@@ -568,6 +575,9 @@ impl FjallStore {
 }
 
 impl Store for FjallStore {
+    fn data(&self) -> Arc<dyn shoal_core::data::DataStore> {
+        self.data.clone()
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         Ok(self.ks.get(key).map_err(map_err)?.map(|v| v.to_vec()))

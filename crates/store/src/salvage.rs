@@ -43,6 +43,10 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
     let _ = std::fs::remove_dir_all(&new);
     let mut report = None;
     let dst = FjallStore::create(&new, |dst| {
+        // The data objects come along as hard links: the salvage's fsck
+        // drops those of files it could not save, and the damaged store
+        // keeps its own until the user removes it.
+        link_tree(&path.join("data"), &new.join("data"))?;
         let mut r = salvage(&src, dst)?;
         if dst.get(&schema::super_key())?.is_none() {
             // The superblock was in the damage: count the groups that survived.
@@ -91,4 +95,30 @@ pub fn salvage_store(path: &std::path::Path) -> Result<(Salvage, std::path::Path
             .map_err(|e| io("sync", e))?;
     }
     Ok((report.unwrap_or_default(), kept))
+}
+
+/// Hard-link every file under `from` into the same place under `to`.
+fn link_tree(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        Error::Io(format!("{what} {}: {e}", p.display()))
+    };
+    let dirs = match std::fs::read_dir(from) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("list", from, e)),
+    };
+    for d in dirs {
+        let d = d.map_err(|e| io("list", from, e))?.path();
+        let Some(name) = d.file_name() else { continue };
+        let sub = to.join(name);
+        std::fs::create_dir_all(&sub).map_err(|e| io("create", &sub, e))?;
+        for f in std::fs::read_dir(&d).map_err(|e| io("list", &d, e))? {
+            let f = f.map_err(|e| io("list", &d, e))?.path();
+            if let Some(n) = f.file_name() {
+                let t = sub.join(n);
+                std::fs::hard_link(&f, &t).map_err(|e| io("link", &t, e))?;
+            }
+        }
+    }
+    Ok(())
 }

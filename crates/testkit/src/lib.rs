@@ -4,8 +4,11 @@
 //! - [`model`]: a plain in-memory filesystem, the reference the engine
 //!   (`EngineTarget`) and a mounted path (`PathTarget`) are compared with,
 //!   and the generator of random operation sequences.
+//! - [`crash`]: whether a tree recovered after a crash can be a state of
+//!   the history (metadata exactly, file data as the data seam promises).
 //! - [`setup`]: a fresh store and engine, the seeds of randomized tests,
 //!   fsck of the result.
 
+pub mod crash;
 pub mod model;
 pub mod setup;

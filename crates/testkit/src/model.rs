@@ -88,6 +88,11 @@ fn split(p: &str) -> (&str, &str) {
 }
 
 impl Model {
+    /// The node at path `p`: the model's inode identity (links share it,
+    /// renames keep it).
+    pub fn node_of(&self, p: &str) -> Option<usize> {
+        self.resolve(p)
+    }
     fn resolve(&self, p: &str) -> Option<usize> {
         let mut n = 0;
         for c in p.split('/').filter(|c| !c.is_empty()) {
@@ -450,7 +455,8 @@ impl EngineTarget<'_> {
     fn ctx() -> shoal_core::Ctx {
         shoal_core::Ctx::root()
     }
-    fn resolve(&self, p: &str) -> R<u64> {
+    /// The inode number at path `p`.
+    pub fn resolve(&self, p: &str) -> R<u64> {
         let mut ino = shoal_core::ROOT_INO;
         for c in p.split('/').filter(|c| !c.is_empty()) {
             ino = self

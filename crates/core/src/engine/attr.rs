@@ -1,6 +1,7 @@
 //! Attributes: setattr (mode, owners, size, times) and access checks.
 
 use super::*;
+use crate::data;
 
 impl Engine {
     pub fn setattr(&self, ctx: &Ctx, ino: Ino, sa: &SetAttr) -> Result<Attr> {
@@ -117,110 +118,53 @@ impl Engine {
         Ok(a)
     }
 
-    /// Change a file's size: drop blocks past the end, zero the tail of the
-    /// last block, and move data between inline and block records across INLINE_MAX.
+    /// Change a file's size. Inline (at most INLINE_MAX) the bytes are
+    /// block 0 of the cache and go to the inode record; past it the data
+    /// object's length is kept equal to the size (FUSE passthrough reads
+    /// the object directly, so a shorter object would end the file early).
+    /// Crossing INLINE_MAX moves the bytes between the two; a shrink keeps
+    /// the object, emptied, until the inode is destroyed.
     pub(super) fn resize(&self, g: &mut Gate<'_>, st: &mut InodeState, new: u64) -> Result<()> {
+        let _ = g;
         let old = st.attr.size;
+        let ino = st.attr.ino;
         Self::bump(st);
-        if new < old {
-            let keep_blocks = new.div_ceil(BLOCK);
-            if old > INLINE_MAX {
-                if new <= INLINE_MAX {
-                    // Going inline: keep block 0's bytes cached (they become the
-                    // inline data) only if the new size keeps any of them, then
-                    // delete every block record.
-                    let b0 = if keep_blocks > 0 {
-                        self.load_block(st, 0)?;
-                        st.blocks.remove(&0)
-                    } else {
-                        None
-                    };
-                    self.delete_blocks_from(g, st, 0)?;
-                    // Block 0 may have been taken out of the cache above, so delete its record here.
-                    g.del(schema::data_key(st.attr.ino, 0), st.attr.version);
-                    if let Some(b) = b0 {
-                        st.blocks.insert(0, b);
-                    }
-                } else {
-                    self.delete_blocks_from(g, st, keep_blocks)?;
-                }
-            }
-            // No cached block past the new end may survive: a later growth
-            // would write its old bytes back (truncate to 0, then extend).
-            let gone: Vec<u64> = st.blocks.range(keep_blocks..).map(|(b, _)| *b).collect();
-            for b in gone {
-                if let Some(v) = st.blocks.remove(&b) {
-                    self.cached_data.add(-(v.len() as i64));
-                }
-            }
-            // Zero the tail of the new last block.
-            if !new.is_multiple_of(BLOCK) {
-                let lb = new / BLOCK;
-                self.load_block(st, lb)?;
-                if let Some(b) = st.blocks.get_mut(&lb) {
-                    b.truncate((new % BLOCK) as usize);
-                }
-                if new > INLINE_MAX {
-                    if let Some(b) = st.blocks.get(&lb) {
-                        g.put(
-                            schema::data_key(st.attr.ino, lb),
-                            st.attr.version,
-                            schema::encode_data(b),
-                        );
-                    }
-                }
-            }
+        if st.attr.kind != Kind::File {
             st.attr.size = new;
-        } else if new > old {
-            // Growing: the bytes past the old size must read as zero.
-            if !old.is_multiple_of(BLOCK) {
-                let lb = old / BLOCK;
-                self.load_block(st, lb)?;
-                if let Some(b) = st.blocks.get_mut(&lb) {
-                    b.truncate((old % BLOCK) as usize);
-                }
-            }
-            if old <= INLINE_MAX && new > INLINE_MAX {
-                if let Some(b) = st.blocks.get(&0) {
-                    g.put(
-                        schema::data_key(st.attr.ino, 0),
-                        st.attr.version,
-                        schema::encode_data(b),
-                    );
-                }
-            } else if new > INLINE_MAX && !old.is_multiple_of(BLOCK) {
-                let lb = old / BLOCK;
-                if let Some(b) = st.blocks.get(&lb) {
-                    g.put(
-                        schema::data_key(st.attr.ino, lb),
-                        st.attr.version,
-                        schema::encode_data(b),
-                    );
-                }
-            }
-            st.attr.size = new;
-        }
-        Ok(())
-    }
-
-    /// Make block `b` cached if it exists in the store.
-    pub(super) fn load_block(&self, st: &mut InodeState, b: u64) -> Result<()> {
-        if st.blocks.contains_key(&b)
-            || st.blocks_complete
-            || b >= st.holes_from
-            || self.store.is_null()
-        {
             return Ok(());
         }
-        if let Some(v) = self
-            .store
-            .get(&schema::data_key(st.attr.ino, b))
-            .map_err(|e| e.about(format_args!("inode {} data block {b}", st.attr.ino)))?
-        {
-            let d = schema::decode_data(&v)?.to_vec();
-            self.cached_data.add(d.len() as i64);
-            st.blocks.insert(b, d);
+        let err = |e| data::about(e, ino);
+        if old > INLINE_MAX || new > INLINE_MAX {
+            self.data_written(ino);
         }
+        match (old > INLINE_MAX, new > INLINE_MAX) {
+            (true, true) => self.data.set_len(ino, new).map_err(err)?,
+            (false, true) => {
+                self.externalize(st)?;
+                self.data.set_len(ino, new).map_err(err)?;
+            }
+            (true, false) => {
+                let mut b = vec![0u8; new as usize];
+                self.data.read(ino, 0, &mut b).map_err(err)?;
+                self.data.set_len(ino, 0).map_err(err)?;
+                if !b.is_empty() {
+                    self.cached_data.add(b.len() as i64);
+                    st.blocks.insert(0, b);
+                }
+            }
+            (false, false) => {
+                // Shrinking cuts block 0; growing, the bytes past the old
+                // size must read as zero, so nothing past it may stay.
+                if let Some(b) = st.blocks.get_mut(&0) {
+                    let keep = new.min(old) as usize;
+                    if b.len() > keep {
+                        self.cached_data.add(-((b.len() - keep) as i64));
+                        b.truncate(keep);
+                    }
+                }
+            }
+        }
+        st.attr.size = new;
         Ok(())
     }
 }

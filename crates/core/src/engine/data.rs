@@ -1,6 +1,15 @@
 //! The data path: open, release, read, write, fallocate, fsync and sync.
+//! A file of at most INLINE_MAX bytes keeps them in its inode record (and
+//! in the cache as block 0); past that they are in its data object
+//! (`crate::data`), written in place.
 
 use super::*;
+use crate::data;
+
+/// The file's bytes are in its data object, not inline.
+pub(super) fn is_ext(st: &InodeState) -> bool {
+    st.attr.kind == Kind::File && st.attr.size > INLINE_MAX
+}
 
 impl Engine {
     /// Open a file for I/O: the inode stays alive (even unlinked) until `release`.
@@ -68,74 +77,39 @@ impl Engine {
         }
         let end = fsize.min(off + size as u64);
         let mut out = vec![0u8; (end - off) as usize];
-        // A block not cached may be in the store (else it is a hole). Read
-        // through without caching: the page cache above keeps it.
-        let stored = |b: u64| {
-            !st.blocks.contains_key(&b)
-                && !st.blocks_complete
-                && b < st.holes_from
-                && !self.store.is_null()
-        };
-        let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
-        // Two or more: one range scan from the first to the last, instead of
-        // a point read each (a 128 KiB READ was 32 point reads, each with its
-        // own filter probes and index seek; docs/perf-log/10-seed001-both-sizes.md).
-        // Found blocks come back in block order; the cursor walks them.
-        let wanted = (
-            (first..=last).find(|&b| stored(b)),
-            (first..=last).rev().find(|&b| stored(b)),
-        );
-        let scanned = match wanted {
-            (Some(a), Some(z)) if a != z => Some(
-                self.store
-                    .scan(
-                        &schema::data_key(ino, a),
-                        &schema::data_key(ino, z + 1),
-                        (z - a + 1) as usize,
-                    )
-                    .map_err(|e| e.about(format_args!("inode {ino} data blocks {a}-{z}")))?,
-            ),
-            _ => None,
-        };
-        let mut cursor = 0;
-        let mut pos = off;
-        while pos < end {
-            let b = pos / BLOCK;
-            let boff = (pos % BLOCK) as usize;
-            let n = ((BLOCK as usize - boff) as u64).min(end - pos) as usize;
-            let dst = &mut out[(pos - off) as usize..(pos - off) as usize + n];
-            if let Some(blk) = st.blocks.get(&b) {
-                copy_from_block(blk, boff, dst);
-            } else if stored(b) {
-                let v = match &scanned {
-                    Some(found) => {
-                        while cursor < found.len()
-                            && schema::parse_data_key(&found[cursor].0)?.1 < b
-                        {
-                            cursor += 1;
-                        }
-                        match found.get(cursor) {
-                            Some((k, v)) if schema::parse_data_key(k)?.1 == b => {
-                                Some(std::borrow::Cow::Borrowed(v.as_slice()))
-                            }
-                            _ => None,
-                        }
-                    }
-                    None => self
-                        .store
-                        .get(&schema::data_key(ino, b))
-                        .map_err(|e| e.about(format_args!("inode {ino} data block {b}")))?
-                        .map(std::borrow::Cow::Owned),
-                };
-                if let Some(v) = v {
-                    copy_from_block(schema::decode_data(&v)?, boff, dst);
-                }
-            }
-            pos += n as u64;
+        if is_ext(&st) {
+            // The object's bytes past its end (or of no object) read as
+            // zeros: `out` is zeroed. Read under the inode's lock, so a
+            // concurrent truncate cannot cut the object between the size
+            // read above and the bytes read here.
+            self.data
+                .read(ino, off, &mut out)
+                .map_err(|e| data::about(e, ino))?;
+        } else if let Some(blk) = st.blocks.get(&0) {
+            copy_from_block(blk, off as usize, &mut out);
         }
         drop(st);
         self.touch_atime(&i)?;
         Ok(out)
+    }
+
+    /// Move an inline file's bytes into its data object: the file grows
+    /// past INLINE_MAX. The object is cut first: it may hold bytes from an
+    /// earlier time the file was this large (a shrink keeps the object,
+    /// emptied) or from writes a crash lost the size of.
+    pub(super) fn externalize(&self, st: &mut InodeState) -> Result<()> {
+        let ino = st.attr.ino;
+        let mut bytes = st.blocks.remove(&0).unwrap_or_default();
+        self.cached_data.add(-(bytes.len() as i64));
+        st.blocks.clear();
+        bytes.truncate(st.attr.size as usize);
+        self.data.set_len(ino, 0).map_err(|e| data::about(e, ino))?;
+        if !bytes.is_empty() {
+            self.data
+                .write(ino, 0, &bytes)
+                .map_err(|e| data::about(e, ino))?;
+        }
+        Ok(())
     }
 
     /// The access time after a read or a listing, per `Config::atime`.
@@ -202,33 +176,28 @@ impl Engine {
             self.resize(&mut g, &mut st, end)?;
         }
         Self::bump(&mut st);
-        let mut pos = off;
-        let mut touched = Vec::new();
-        while pos < end {
-            let b = pos / BLOCK;
-            let boff = (pos % BLOCK) as usize;
-            let n = ((BLOCK as usize - boff) as u64).min(end - pos) as usize;
-            self.load_block(&mut st, b)?;
-            let src = &data[(pos - off) as usize..(pos - off) as usize + n];
-            let blk = st.blocks.entry(b).or_default();
-            let before = blk.len();
-            if blk.len() < boff + n {
-                blk.resize(boff + n, 0);
+        if is_ext(&st) {
+            self.data
+                .write(ino, off, data)
+                .map_err(|e| data::about(e, ino))?;
+            if self.cfg.durability == Durability::SyncEach {
+                self.data.sync(ino).map_err(|e| data::about(e, ino))?;
+            } else {
+                self.data_written(ino);
             }
-            blk[boff..boff + n].copy_from_slice(src);
+        } else {
+            // Inline: block 0 holds the file (end <= INLINE_MAX).
+            let blk = st.blocks.entry(0).or_default();
+            let before = blk.len();
+            if blk.len() < end as usize {
+                blk.resize(end as usize, 0);
+            }
+            blk[off as usize..end as usize].copy_from_slice(data);
             let grew = blk.len() - before;
             self.cached_data.add(grew as i64);
-            touched.push(b);
-            pos += n as u64;
         }
         st.attr.mtime = t;
         st.attr.ctime = t;
-        if st.attr.size > INLINE_MAX {
-            for b in touched {
-                let v = schema::encode_data(&st.blocks[&b]);
-                g.put(schema::data_key(ino, b), st.attr.version, v);
-            }
-        }
         self.emit_inode(&mut g, &mut st);
         drop(st);
         self.leave(g)?;
@@ -311,9 +280,9 @@ impl Engine {
         let keep = mode & FALLOC_KEEP_SIZE != 0;
         match mode & !FALLOC_KEEP_SIZE {
             0 => {
-                // Blocks are not reserved ahead (they are written when data
-                // is), but a request the disk cannot hold fails now, as on
-                // ext4: a program that preallocates relies on ENOSPC here.
+                // A request the disk cannot hold fails now, as on ext4: a
+                // program that preallocates relies on ENOSPC here. A file
+                // in its data object gets the space reserved there too.
                 let (_, free) = self.store.space();
                 if end.saturating_sub(if keep { 0 } else { size }) > free {
                     return Err(Error::NoSpace);
@@ -327,6 +296,12 @@ impl Engine {
                             ..Default::default()
                         },
                     )?;
+                }
+                let st = i.st.lock();
+                if is_ext(&st) && !st.destroyed {
+                    self.data
+                        .allocate(ino, off, len)
+                        .map_err(|e| data::about(e, ino))?;
                 }
                 Ok(())
             }
@@ -349,46 +324,38 @@ impl Engine {
         }
     }
 
-    /// Make `off..end` (within the size) read as zeros: whole blocks are
-    /// deleted (they become holes and free their space), partial ones
-    /// are written with zeros.
+    /// Make `off..end` (within the size) read as zeros: punched in the data
+    /// object (its space freed where the filesystem can), zeros written
+    /// into an inline file.
     pub(super) fn zero_range(&self, i: &Inode, off: u64, end: u64) -> Result<()> {
         if off >= end {
             return Ok(());
         }
-        let (first_whole, end_whole) = (off.div_ceil(BLOCK), end / BLOCK);
-        let inline = i.st.lock().attr.size <= INLINE_MAX;
-        if inline || first_whole >= end_whole {
+        if i.st.lock().attr.size <= INLINE_MAX {
             return self
                 .write(i.ino, off, &vec![0u8; (end - off) as usize])
                 .map(|_| ());
         }
-        if off < first_whole * BLOCK {
-            self.write(i.ino, off, &vec![0u8; (first_whole * BLOCK - off) as usize])?;
-        }
-        if end > end_whole * BLOCK {
-            self.write(
-                i.ino,
-                end_whole * BLOCK,
-                &vec![0u8; (end - end_whole * BLOCK) as usize],
-            )?;
-        }
         let _bkl = self.names.bkl();
         let mut g = self.committer.enter()?;
         let mut st = i.st.lock();
-        if st.destroyed || st.attr.size <= INLINE_MAX {
+        if st.destroyed {
             return Ok(());
         }
-        Self::bump(&mut st);
-        let ver = st.attr.version;
-        for b in first_whole..end_whole {
-            g.del(schema::data_key(i.ino, b), ver);
-            // An empty cached block is a hole the store must not be asked
-            // about until this delete is committed (reclaim drops it then).
-            if let Some(v) = st.blocks.insert(b, Vec::new()) {
-                self.cached_data.add(-(v.len() as i64));
-            }
+        if !is_ext(&st) {
+            // Shrunk to inline meanwhile.
+            drop(st);
+            drop(g);
+            return self.zero_range(i, off, end.min(INLINE_MAX));
         }
+        let end = end.min(st.attr.size);
+        if off < end {
+            self.data
+                .punch(i.ino, off, end - off)
+                .map_err(|e| data::about(e, i.ino))?;
+            self.data_written(i.ino);
+        }
+        Self::bump(&mut st);
         let t = now();
         st.attr.mtime = t;
         st.attr.ctime = t;
@@ -403,12 +370,136 @@ impl Engine {
     /// it is the same commit).
     pub fn fsync(&self, ino: Ino) -> Result<()> {
         let _t = self.stats.start(Op::Fsync);
-        let _ = ino;
-        self.committer.sync_all()
+        // The file's bytes first: once the commit says its size, they are there.
+        if self.dirty_data[ino as usize % 16].lock().remove(&ino) {
+            self.sync_object(ino)?;
+        }
+        self.sync_commits()
     }
 
-    /// syncfs / sync: everything so far.
+    /// Make every commit durable; under Buffered durability that is when
+    /// the data objects of inodes deleted so far can go.
+    fn sync_commits(&self) -> Result<()> {
+        let e = self.committer.epoch();
+        self.committer.sync_all()?;
+        if self.cfg.durability == Durability::Buffered {
+            self.remove_doomed(e);
+        }
+        Ok(())
+    }
+
+    /// Note that `ino`'s data object has bytes not yet synced.
+    pub(super) fn data_written(&self, ino: Ino) {
+        let mut d = self.dirty_data[ino as usize % 16].lock();
+        if !d.contains(&ino) {
+            d.insert(ino);
+        }
+    }
+
+    fn sync_object(&self, ino: Ino) -> Result<()> {
+        self.data.sync(ino).map_err(|e| data::about(e, ino))
+    }
+
+    /// Remove the data objects of inodes whose deletion is durable
+    /// (called after each commit).
+    pub(super) fn remove_doomed(&self, durable: u64) {
+        let due: Vec<Ino> = {
+            let mut d = self.doomed.lock();
+            if d.is_empty() {
+                return;
+            }
+            let mut due = Vec::new();
+            d.retain(|&(ino, e)| {
+                let now = e <= durable;
+                if now {
+                    due.push(ino);
+                }
+                !now
+            });
+            due
+        };
+        for ino in due {
+            if let Err(e) = self.data.remove(ino) {
+                // Left as an orphan: the next mount's sweep removes it.
+                tracing::warn!("{}", data::about(e, ino));
+            }
+        }
+    }
+
+    /// Format 1 and 2 kept file data in `K_DATA` records, one per 4 KiB
+    /// block: move them into data objects, a chunk of records at a time.
+    /// Each chunk's objects are synced before its records are deleted, so a
+    /// crash part way loses nothing and the next open goes on where this
+    /// stopped (writing a block again is harmless). Then every moved
+    /// object's length is set to its file's size.
+    pub(super) fn move_data_records(store: &dyn Store) -> Result<()> {
+        let data = store.data();
+        let (mut lo, hi) = schema::data_records();
+        let mut moved = std::collections::BTreeSet::new();
+        loop {
+            let got = store.scan(&lo, &hi, 4096)?;
+            let Some((last, _)) = got.last() else { break };
+            lo = last.clone();
+            lo.push(0);
+            let mut inos = std::collections::BTreeSet::new();
+            for (k, v) in &got {
+                let (ino, blk) = schema::parse_data_key(k)?;
+                data.write(ino, blk * BLOCK, schema::decode_data(v)?)
+                    .map_err(|e| data::about(e, ino))?;
+                inos.insert(ino);
+            }
+            for &ino in &inos {
+                data.sync(ino).map_err(|e| data::about(e, ino))?;
+            }
+            let dels: Vec<_> = got.into_iter().map(|(k, _)| (k, None)).collect();
+            store.write(&dels, true)?;
+            moved.extend(inos);
+        }
+        for ino in moved {
+            if let Some(v) = store.get(&schema::inode_key(ino))? {
+                let (a, _) = schema::decode_inode(ino, &v)?;
+                data.set_len(ino, a.size).map_err(|e| data::about(e, ino))?;
+                data.sync(ino).map_err(|e| data::about(e, ino))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// At mount: remove data objects no inode uses (a crash between an
+    /// inode's deletion and its object's removal), and cut objects longer
+    /// than their file (bytes written before a crash lost the size that
+    /// covered them), so bytes past a file's end never come back.
+    pub(super) fn sweep_data(&self) -> Result<()> {
+        for ino in self.data.list()? {
+            let keep = match self.store.get(&schema::inode_key(ino))? {
+                Some(v) => {
+                    let (a, _) = schema::decode_inode(ino, &v)?;
+                    (a.kind == Kind::File).then_some(a.size)
+                }
+                None => None,
+            };
+            let err = |e| data::about(e, ino);
+            match keep {
+                None => self.data.remove(ino).map_err(err)?,
+                Some(size) => {
+                    let want = if size > INLINE_MAX { size } else { 0 };
+                    if self.data.len(ino).map_err(err)? != want {
+                        self.data.set_len(ino, want).map_err(err)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// syncfs / sync: everything so far, file data included.
     pub fn sync(&self) -> Result<()> {
-        self.committer.sync_all()
+        for shard in &self.dirty_data {
+            let inos: Vec<Ino> = shard.lock().drain().collect();
+            for ino in inos {
+                self.sync_object(ino)?;
+            }
+        }
+        self.sync_commits()
     }
 }

@@ -16,6 +16,7 @@
 use crate::acl;
 use crate::cache::{Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
 use crate::commit::{Committer, Gate, Record};
+use crate::data::DataStore;
 use crate::error::{Error, Result};
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
@@ -124,6 +125,15 @@ pub struct Engine {
     pub cfg: Config,
     id: u64,
     store: Arc<dyn Store>,
+    /// The bytes of files past `INLINE_MAX` (`crate::data`).
+    data: Arc<dyn DataStore>,
+    /// Data objects of destroyed inodes, with the epoch of the destruction:
+    /// removed once it is durable (`remove_doomed`). Inode numbers are never
+    /// used again, so nothing can write to such an object meanwhile.
+    doomed: PlainMutex<Vec<(Ino, u64)>>,
+    /// Inodes whose data objects were written since their last sync, sharded
+    /// by number: what `sync` and `shutdown` must sync besides the commit.
+    dirty_data: Vec<PlainMutex<std::collections::HashSet<Ino>>>,
     inodes: InodeTable,
     names: NameLocks,
     /// protects: the shape of the directory tree against concurrent
@@ -319,6 +329,21 @@ impl Engine {
                 )));
             }
             cfg.ags = ags;
+            if format < schema::FORMAT_DATA_OBJECTS {
+                if cfg.read_only {
+                    let (lo, hi) = schema::data_records();
+                    if !store.scan(&lo, &hi, 1)?.is_empty() {
+                        return Err(Error::Io(format!(
+                            "this store (format {format}) keeps file data in its records; \
+                             mount it read-write once with this shoal to move the data \
+                             to data objects (format {}), or read it with the shoal that made it",
+                            schema::FORMAT
+                        )));
+                    }
+                } else {
+                    Self::move_data_records(&*store)?;
+                }
+            }
             if format < schema::FORMAT && !cfg.read_only {
                 // Records of the newer format may follow: mark the store so an
                 // older shoal refuses it instead of calling them corrupt.
@@ -360,6 +385,11 @@ impl Engine {
             cfg,
             id: ENGINE_IDS.fetch_add(1, Ordering::Relaxed),
             store: store.clone(),
+            data: store.data(),
+            doomed: PlainMutex::new(Vec::new()),
+            dirty_data: (0..16)
+                .map(|_| PlainMutex::new(Default::default()))
+                .collect(),
             inodes: InodeTable::default(),
             rename_lock: Mutex::new(LockClass::Rename, ()),
             reclaim: RwLock::new(LockClass::Reclaim, ()),
@@ -416,6 +446,7 @@ impl Engine {
             }
             if !e.cfg.read_only {
                 e.recover_orphans()?;
+                e.sweep_data()?;
             }
         }
         // Directory records are formatted when their epoch closes.
@@ -430,6 +461,12 @@ impl Engine {
         e.committer.set_after_commit(Box::new(move || {
             if let Some(e) = weak.upgrade() {
                 e.forget_gone(e.committer.durable_epoch());
+                // Buffered commits are not durable until a sync: their
+                // objects go at the next `sync` (a crash before it could
+                // bring the inode back).
+                if e.cfg.durability != Durability::Buffered {
+                    e.remove_doomed(e.committer.durable_epoch());
+                }
                 e.maybe_reclaim();
             }
         }));
@@ -441,12 +478,31 @@ impl Engine {
 
     /// Commit everything and stop the committer. The engine stays readable.
     pub fn shutdown(&self) -> Result<()> {
-        let r = self.committer.sync_all();
+        let r = self.sync();
         self.committer.shutdown();
-        if let Some(h) = self.commit_thread.lock().take() {
-            let _ = h.join();
-        }
+        self.join_committer();
         r
+    }
+
+    /// Stop the commit thread (its last commit attempt included) without
+    /// syncing anything: what a power cut leaves. For tests, which then cut
+    /// the store's power; dropping the engine may not end the thread at
+    /// once, since the thread's own after-commit work can hold the last
+    /// reference for a moment.
+    pub fn halt(&self) {
+        self.committer.shutdown();
+        self.join_committer();
+    }
+
+    /// Wait for the commit thread to end, unless this is it (the last
+    /// reference to the engine can be dropped by the commit thread's own
+    /// after-commit work).
+    fn join_committer(&self) {
+        if let Some(h) = self.commit_thread.lock().take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -546,8 +602,6 @@ fn copy_from_block(blk: &[u8], boff: usize, dst: &mut [u8]) {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.committer.shutdown();
-        if let Some(h) = self.commit_thread.lock().take() {
-            let _ = h.join();
-        }
+        self.join_committer();
     }
 }

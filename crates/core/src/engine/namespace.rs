@@ -406,48 +406,14 @@ impl Engine {
         if orphan {
             g.del(schema::orphan_key(ino), ver);
         }
-        if st.attr.kind == Kind::File && st.attr.size > INLINE_MAX {
-            self.delete_blocks_from(g, st, 0)?;
+        if st.attr.kind == Kind::File {
+            // The data object goes once this deletion is durable (a file
+            // that was ever past INLINE_MAX has one, maybe emptied).
+            self.doomed.lock().push((ino, g.epoch));
         }
         let freed: usize = st.blocks.values().map(|b| b.len()).sum();
         self.cached_data.add(-(freed as i64));
         st.blocks.clear();
-        Ok(())
-    }
-
-    /// Queue deletes for every data block >= `from` (cached or stored) and drop them from the cache.
-    pub(super) fn delete_blocks_from(
-        &self,
-        g: &mut Gate<'_>,
-        st: &mut InodeState,
-        from: u64,
-    ) -> Result<()> {
-        st.holes_from = st.holes_from.min(from);
-        let ino = st.attr.ino;
-        let ver = st.attr.version;
-        let cached: Vec<u64> = st.blocks.range(from..).map(|(b, _)| *b).collect();
-        for b in &cached {
-            g.del(schema::data_key(ino, *b), ver);
-            if let Some(v) = st.blocks.remove(b) {
-                self.cached_data.add(-(v.len() as i64));
-            }
-        }
-        if !st.blocks_complete && !self.store.is_null() {
-            let (mut lo, hi) = schema::data_range(ino, from);
-            loop {
-                let got = self.store.scan(&lo, &hi, 1024)?;
-                for (k, _) in &got {
-                    g.del(k.clone(), ver);
-                }
-                match got.last() {
-                    Some((k, _)) if got.len() == 1024 => {
-                        lo = k.clone();
-                        lo.push(0);
-                    }
-                    _ => break,
-                }
-            }
-        }
         Ok(())
     }
 

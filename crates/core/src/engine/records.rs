@@ -33,13 +33,10 @@ impl Engine {
         st.primary = extra.primary;
         match attr.kind {
             Kind::File => {
-                if attr.size <= INLINE_MAX {
-                    if !extra.blob.is_empty() {
-                        self.cached_data.add(extra.blob.len() as i64);
-                        st.blocks.insert(0, extra.blob);
-                    }
-                } else {
-                    st.blocks_complete = false;
+                // Past INLINE_MAX the bytes are in the data object.
+                if attr.size <= INLINE_MAX && !extra.blob.is_empty() {
+                    self.cached_data.add(extra.blob.len() as i64);
+                    st.blocks.insert(0, extra.blob);
                 }
             }
             _ => st.blob = extra.blob,

@@ -1,0 +1,347 @@
+//! File data on the local disk (`shoal_core::data::DataStore`): one file per
+//! inode under `STORE/data/XX/`, named by the inode number in hex (`XX`, its
+//! low byte, spreads the objects over 256 directories). Written in place
+//! with pread/pwrite, so data moves at the local filesystem's speed, holes
+//! stay holes, and a removed object's space comes back at once; the kernel
+//! can read and write an object directly (FUSE passthrough) through
+//! `backing_file`.
+//!
+//! Written here rather than taken from a crate because it is the product's
+//! data layout: a directory of files is all it needs, and what it promises
+//! (`shoal_core::data`) is what the crash argument in docs/design.md
+//! rests on.
+
+use shoal_core::data::DataStore;
+use shoal_core::{Error, Ino, Result};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Open objects kept per shard; past it, half the shard's are closed.
+const OPEN_PER_SHARD: usize = 256;
+const SHARDS: usize = 16;
+
+pub struct DataFiles {
+    dir: PathBuf,
+    read_only: bool,
+    open: Vec<Mutex<HashMap<Ino, Arc<Object>>>>,
+}
+
+struct Object {
+    file: Arc<File>,
+    /// Made since its directory was last synced: `sync` syncs the directory
+    /// too, so the object's name is as durable as its bytes.
+    fresh: AtomicBool,
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        Error::NoSpace
+    } else {
+        Error::Io(format!("{what} {}: {e}", path.display()))
+    }
+}
+
+impl DataFiles {
+    /// The objects of the store at `store` (its `data/` directory, made on
+    /// the first write).
+    pub fn new(store: &Path, read_only: bool) -> DataFiles {
+        DataFiles {
+            dir: store.join("data"),
+            read_only,
+            open: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn path(&self, ino: Ino) -> PathBuf {
+        self.dir
+            .join(format!("{:02x}", ino & 0xff))
+            .join(format!("{ino:x}"))
+    }
+
+    fn shard(&self, ino: Ino) -> &Mutex<HashMap<Ino, Arc<Object>>> {
+        &self.open[(ino as usize >> 8) % SHARDS]
+    }
+
+    /// The open object, or None when it does not exist and `create` is false.
+    fn get(&self, ino: Ino, create: bool) -> Result<Option<Arc<Object>>> {
+        if let Some(o) = self.shard(ino).lock().unwrap().get(&ino) {
+            return Ok(Some(o.clone()));
+        }
+        let path = self.path(ino);
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(!self.read_only)
+            .open(&path);
+        let (file, fresh) = match opened {
+            Ok(f) => (f, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    return Ok(None);
+                }
+                if self.read_only {
+                    return Err(Error::ReadOnly);
+                }
+                let parent = path.parent().expect("object path has a directory");
+                std::fs::create_dir_all(parent).map_err(|e| io_err("create", parent, e))?;
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(|e| io_err("create", &path, e))?;
+                (f, true)
+            }
+            Err(e) => return Err(io_err("open", &path, e)),
+        };
+        let o = Arc::new(Object {
+            file: Arc::new(file),
+            fresh: AtomicBool::new(fresh),
+        });
+        let mut m = self.shard(ino).lock().unwrap();
+        if m.len() >= OPEN_PER_SHARD {
+            // Close about half; an object in use keeps its file open
+            // through its Arc until its call returns.
+            let drop_n = m.len() / 2;
+            let victims: Vec<Ino> = m.keys().take(drop_n).copied().collect();
+            for v in victims {
+                m.remove(&v);
+            }
+        }
+        Ok(Some(m.entry(ino).or_insert(o).clone()))
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl DataStore for DataFiles {
+    fn read(&self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let Some(o) = self.get(ino, false)? else {
+            return Ok(0);
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            match o.file.read_at(&mut buf[done..], off + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err("read", &self.path(ino), e)),
+            }
+        }
+        Ok(done)
+    }
+    fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<()> {
+        self.writable()?;
+        let o = self.get(ino, true)?.expect("created");
+        o.file
+            .write_all_at(data, off)
+            .map_err(|e| io_err("write", &self.path(ino), e))
+    }
+    fn set_len(&self, ino: Ino, len: u64) -> Result<()> {
+        self.writable()?;
+        let o = self.get(ino, true)?.expect("created");
+        o.file
+            .set_len(len)
+            .map_err(|e| io_err("truncate", &self.path(ino), e))
+    }
+    fn len(&self, ino: Ino) -> Result<u64> {
+        match self.get(ino, false)? {
+            None => Ok(0),
+            Some(o) => Ok(o
+                .file
+                .metadata()
+                .map_err(|e| io_err("stat", &self.path(ino), e))?
+                .len()),
+        }
+    }
+    fn punch(&self, ino: Ino, off: u64, len: u64) -> Result<()> {
+        self.writable()?;
+        let Some(o) = self.get(ino, false)? else {
+            return Ok(());
+        };
+        // SAFETY: fallocate on a descriptor this object owns.
+        let rc = unsafe {
+            libc::fallocate(
+                o.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(io_err("punch", &self.path(ino), e));
+        }
+        // A filesystem without hole punching: write the zeros.
+        let end = (off + len).min(self.len(ino)?);
+        let zeros = vec![0u8; 1 << 20];
+        let mut pos = off;
+        while pos < end {
+            let n = (end - pos).min(zeros.len() as u64) as usize;
+            o.file
+                .write_all_at(&zeros[..n], pos)
+                .map_err(|e| io_err("write", &self.path(ino), e))?;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+    fn allocate(&self, ino: Ino, off: u64, len: u64) -> Result<()> {
+        self.writable()?;
+        let o = self.get(ino, true)?.expect("created");
+        // SAFETY: fallocate on a descriptor this object owns.
+        let rc = unsafe {
+            libc::fallocate(
+                o.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            // Nothing to reserve with: the write finds out later, as on
+            // a filesystem without fallocate.
+            Some(libc::EOPNOTSUPP) => Ok(()),
+            _ => Err(io_err("allocate", &self.path(ino), e)),
+        }
+    }
+    fn allocated(&self, ino: Ino) -> Result<u64> {
+        match self.get(ino, false)? {
+            None => Ok(0),
+            Some(o) => Ok(o
+                .file
+                .metadata()
+                .map_err(|e| io_err("stat", &self.path(ino), e))?
+                .blocks()
+                * 512),
+        }
+    }
+    fn seek(&self, ino: Ino, off: u64, data: bool) -> Result<Option<u64>> {
+        let Some(o) = self.get(ino, false)? else {
+            return Ok(None);
+        };
+        let whence = if data {
+            libc::SEEK_DATA
+        } else {
+            libc::SEEK_HOLE
+        };
+        // SAFETY: lseek on a descriptor this object owns; the offset is
+        // per open file description, and only this call uses it.
+        let r = unsafe { libc::lseek(o.file.as_raw_fd(), off as libc::off_t, whence) };
+        if r >= 0 {
+            return Ok(Some(r as u64));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            Ok(None)
+        } else {
+            Err(io_err("seek", &self.path(ino), e))
+        }
+    }
+    fn sync(&self, ino: Ino) -> Result<()> {
+        let Some(o) = self.get(ino, false)? else {
+            return Ok(());
+        };
+        o.file
+            .sync_data()
+            .map_err(|e| io_err("sync", &self.path(ino), e))?;
+        if o.fresh.swap(false, Ordering::AcqRel) {
+            let path = self.path(ino);
+            let parent = path.parent().expect("object path has a directory");
+            File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io_err("sync", parent, e))?;
+        }
+        Ok(())
+    }
+    fn remove(&self, ino: Ino) -> Result<()> {
+        self.writable()?;
+        self.shard(ino).lock().unwrap().remove(&ino);
+        let path = self.path(ino);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("remove", &path, e)),
+        }
+    }
+    fn list(&self) -> Result<Vec<Ino>> {
+        let mut out = Vec::new();
+        let subs = match std::fs::read_dir(&self.dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(io_err("list", &self.dir, e)),
+        };
+        for sub in subs {
+            let sub = sub.map_err(|e| io_err("list", &self.dir, e))?.path();
+            let files = std::fs::read_dir(&sub).map_err(|e| io_err("list", &sub, e))?;
+            for f in files {
+                let f = f.map_err(|e| io_err("list", &sub, e))?;
+                // Anything else here (an editor's leftover) is not ours to touch.
+                if let Some(ino) = f
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| u64::from_str_radix(n, 16).ok())
+                {
+                    out.push(ino);
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+    fn backing_file(&self, ino: Ino) -> Option<Arc<File>> {
+        self.get(ino, false).ok().flatten().map(|o| o.file.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a real filesystem: holes stay holes, a punch frees its blocks, a
+    /// removal frees the rest, SEEK_DATA and SEEK_HOLE see the holes, and an
+    /// object that does not exist reads as nothing.
+    #[test]
+    fn objects_free_space_and_keep_holes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataFiles::new(tmp.path(), false);
+        let mb = 1 << 20;
+        d.write(7, 0, &vec![1u8; 4 * mb]).unwrap();
+        d.set_len(7, 16 * mb as u64).unwrap();
+        d.sync(7).unwrap();
+        assert_eq!(d.len(7).unwrap(), 16 * mb as u64);
+        let full = d.allocated(7).unwrap();
+        assert!(full >= 4 * mb as u64 && full < 5 * mb as u64, "{full}");
+        d.punch(7, mb as u64, 2 * mb as u64).unwrap();
+        let punched = d.allocated(7).unwrap();
+        assert!(punched <= full - 2 * mb as u64, "{punched} of {full}");
+        assert_eq!(d.seek(7, mb as u64, true).unwrap(), Some(3 * mb as u64));
+        assert_eq!(d.seek(7, 0, false).unwrap(), Some(mb as u64));
+        let mut buf = vec![9u8; 8];
+        assert_eq!(d.read(7, mb as u64, &mut buf).unwrap(), 8);
+        assert_eq!(buf, [0; 8]);
+        assert_eq!(d.list().unwrap(), vec![7]);
+        d.remove(7).unwrap();
+        assert_eq!(d.list().unwrap(), Vec::<Ino>::new());
+        assert_eq!(d.read(7, 0, &mut buf).unwrap(), 0);
+        let ro = DataFiles::new(tmp.path(), true);
+        assert_eq!(ro.write(8, 0, b"x"), Err(Error::ReadOnly));
+    }
+}
