@@ -18,14 +18,9 @@ pub struct InodeState {
     pub destroyed: bool,
     /// Symlink target; for directories, the parent's inode number (8 bytes LE).
     pub blob: Vec<u8>,
-    /// Cached data blocks (each at most BLOCK bytes; shorter = zero tail).
+    /// An inline file's bytes, as block 0 (at most INLINE_MAX bytes; shorter
+    /// = zero tail). Past INLINE_MAX the bytes are in the data object.
     pub blocks: BTreeMap<u64, Vec<u8>>,
-    /// All data blocks are in `blocks` (new file, or inline file): a missing block is a hole.
-    pub blocks_complete: bool,
-    /// Blocks at or past this index that are not cached are holes, even if the
-    /// store still has them: their deletion is queued but may not be committed
-    /// yet (truncate). Reset when the inode is clean and its blocks are evicted.
-    pub holes_from: u64,
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// `(parent, name hash)` of the entry naming this inode with the sole
     /// flag; `None` once the inode may have a second name or data blocks.

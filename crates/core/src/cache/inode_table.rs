@@ -297,8 +297,6 @@ mod tests {
             attr,
             blob: vec![],
             blocks: BTreeMap::new(),
-            blocks_complete: true,
-            holes_from: u64::MAX,
             xattrs: vec![],
             dirty_epoch: 0,
             dead: false,

@@ -514,8 +514,6 @@ impl Engine {
             attr,
             blob,
             blocks: BTreeMap::new(),
-            blocks_complete: true,
-            holes_from: u64::MAX,
             xattrs: Vec::new(),
             dirty_epoch: 0,
             dead: false,

@@ -173,32 +173,6 @@ impl Engine {
         }
     }
 
-    /// Drop the cached data blocks of the clean files (not inline ones)
-    /// among `inodes` whose lock is free, holding `reclaim` exclusively for
-    /// one `RECLAIM_CHUNK` at a time.
-    pub(super) fn drop_clean_data(&self, inodes: &[Arc<Inode>], durable: u64) {
-        for chunk in inodes.chunks(RECLAIM_CHUNK) {
-            let _r = self.reclaim.write();
-            for i in chunk {
-                let Some(mut st) = i.st.try_lock() else {
-                    continue;
-                };
-                if st.dirty_epoch <= durable
-                    && st.attr.kind == Kind::File
-                    && st.attr.size > INLINE_MAX
-                    && !st.blocks.is_empty()
-                {
-                    let freed: usize = st.blocks.values().map(|b| b.len()).sum();
-                    st.blocks.clear();
-                    st.blocks_complete = false;
-                    // Clean: every queued delete is in the store now.
-                    st.holes_from = u64::MAX;
-                    self.cached_data.add(-(freed as i64));
-                }
-            }
-        }
-    }
-
     /// Batched reclaim (seed 003): when over budget, walk inode-table shards
     /// from a cursor and evict clean, unreferenced objects a shard at a time,
     /// until under 90% of the budget. Dirty objects are never evicted.
@@ -221,28 +195,8 @@ impl Engine {
         let demote_at = configured / 4;
         let _big = (self.cfg.memory_bytes > 0).then_some(BigReclaim { e: self, before });
         let n = self.inodes.shard_count();
-        // Clean file data first. A data block is 4 KiB that the kernel's page
-        // cache holds too, and a read takes it back from the store in one
-        // range scan; a name or an inode is a hundred bytes that a lookup,
-        // a stat or a listing must read back one at a time. Before this, a
-        // pass took entries, data and inodes together, shard by shard: after
-        // untarring a kernel tree (1.3 GB of data into a 256 MiB budget),
-        // the tar walk that followed read 42K records back from the store
-        // (docs/perf-log/10-seed001-both-sizes.md). Only worth a walk when data is a
-        // good part of the cache.
-        if !off && self.cached_data.get().max(0) as u64 > budget / 8 {
-            for _ in 0..n {
-                if self.cache_usage() <= target {
-                    return;
-                }
-                let si = self.reclaim_cursor.fetch_add(1, Ordering::Relaxed) % n;
-                self.drop_clean_data(
-                    &self.inodes.shard_snapshot(si),
-                    self.committer.durable_epoch(),
-                );
-                self.reclaim_batches.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        // File data past 4 KiB is in data objects (the page cache of the
+        // local filesystem holds it), so a pass takes entries and inodes.
         // Up to two rounds of the shards: a cached entry pins its inode
         // (`cache::Slot::inode`), so an inode whose entry this pass evicted
         // after visiting the inode's shard is evictable only on the next round.
@@ -267,8 +221,9 @@ impl Engine {
                     // shrinks fast while the RSS is near the memory bound
                     // (`adapt_budget`), and demotion cannot be undone, so a
                     // moment's squeeze made every later create read the
-                    // store (37.7M of 50M in one run, docs/perf-log/07-unlink-without-read-demotion.md). The filters stay in `cache_usage`, so under a
-                    // squeeze reclaim evicts entries and inodes instead.
+                    // store (37.7M of 50M in one run,
+                    // docs/perf-log/07-unlink-without-read-demotion.md). The
+                    // filters stay in `cache_usage`, so under a squeeze reclaim evicts entries and inodes instead.
                     let filter_bytes =
                         self.evicted_filter_bytes.load(Ordering::Relaxed).max(0) as u64;
                     if filter_bytes > demote_at && d.evicted.load(Ordering::Relaxed) >= 4096 {
@@ -277,7 +232,6 @@ impl Engine {
                     }
                 }
             }
-            self.drop_clean_data(&snapshot, durable);
             // The snapshot's references would keep every inode from eviction.
             let inos: Vec<Ino> = snapshot.iter().map(|i| i.ino).collect();
             drop(snapshot);
