@@ -33,6 +33,7 @@ suite "fault points" cargo test --release -p shoal-core --features faults --test
 suite "cli" bash tests/scripts/cli.sh
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "enospc" bash tests/scripts/enospc.sh
+suite "file data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memory" bash tests/scripts/data.sh
 suite "a damaged store: fsck --repair salvages and lists what was lost" bash tests/scripts/salvage.sh
 suite "read-only: -o ro and fsck change nothing, also on read-only media" bash tests/scripts/readonly.sh
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh

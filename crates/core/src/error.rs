@@ -22,6 +22,8 @@ pub enum Error {
     FileTooBig,
     ReadOnly,
     NotSupported,
+    /// SEEK_DATA or SEEK_HOLE from at or past the end (ENXIO).
+    PastEnd,
     /// The store holds something that does not decode or fails its checksum.
     Corrupted(String),
     /// The store failed (a write or sync error). The engine turns read-only.

@@ -182,7 +182,7 @@ pub struct Requests {
 
 /// The request types counted, in `Requests` order. `forget` counts inodes
 /// forgotten (the kernel batches them), not requests.
-pub const REQUEST_NAMES: [&str; 31] = [
+pub const REQUEST_NAMES: [&str; 32] = [
     "lookup",
     "forget",
     "getattr",
@@ -214,6 +214,7 @@ pub const REQUEST_NAMES: [&str; 31] = [
     "removexattr",
     "create",
     "fallocate",
+    "lseek",
 ];
 
 /// Indexes into `REQUEST_NAMES`.
@@ -249,6 +250,7 @@ mod req {
     pub const REMOVEXATTR: usize = 28;
     pub const CREATE: usize = 29;
     pub const FALLOCATE: usize = 30;
+    pub const LSEEK: usize = 31;
 }
 
 impl Default for Requests {
@@ -293,6 +295,7 @@ pub fn errno(e: &Error) -> Errno {
         Error::Range => libc::ERANGE,
         Error::FileTooBig => libc::EFBIG,
         Error::ReadOnly => libc::EROFS,
+        Error::PastEnd => libc::ENXIO,
         Error::NotSupported => libc::EOPNOTSUPP,
         Error::Corrupted(m) => {
             tracing::error!("corrupted store: {m}; the file being read gets EIO; unmount and run `shoal fsck` (what is damaged) then `shoal fsck --repair` (save what can be read)");
@@ -320,11 +323,13 @@ fn kind(k: Kind) -> FileType {
     }
 }
 
-pub fn file_attr(a: &Attr) -> FileAttr {
+/// Attributes for the kernel; `allocated` is the bytes the file takes on
+/// disk (`Engine::allocated`).
+pub fn file_attr_on_disk(a: &Attr, allocated: u64) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
         size: a.size,
-        blocks: a.blocks(),
+        blocks: allocated.div_ceil(512),
         atime: a.atime.to_system(),
         mtime: a.mtime.to_system(),
         ctime: a.ctime.to_system(),
@@ -338,6 +343,12 @@ pub fn file_attr(a: &Attr) -> FileAttr {
         blksize: 4096,
         flags: 0,
     }
+}
+
+/// Attributes for the kernel, with blocks from the size (the root's at
+/// init, and what needs no engine).
+pub fn file_attr(a: &Attr) -> FileAttr {
+    file_attr_on_disk(a, a.blocks() * 512)
 }
 
 /// The caller's supplementary groups, from /proc (FUSE requests carry only
@@ -407,6 +418,12 @@ fn time(t: TimeOrNow) -> TimeSet {
 }
 
 impl ShoalFs {
+    /// Attributes for the kernel, st_blocks from what the file takes on
+    /// disk (holes do not count).
+    fn fattr(&self, a: &Attr) -> FileAttr {
+        file_attr_on_disk(a, self.engine.allocated(a))
+    }
+
     pub fn new(engine: Arc<Engine>, opts: FuseOptions) -> ShoalFs {
         ShoalFs {
             engine,
@@ -501,7 +518,7 @@ impl ShoalFs {
                 reply.entry_with_ttls(
                     &self.opts.entry_ttl,
                     &self.opts.attr_ttl,
-                    &file_attr(&a),
+                    &self.fattr(&a),
                     Generation(0),
                 );
             }
@@ -674,7 +691,7 @@ impl Filesystem for ShoalFs {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.requests.count(req::GETATTR);
         match self.engine.getattr(ino.0) {
-            Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -709,7 +726,7 @@ impl Filesystem for ShoalFs {
             by_handle: fh.is_some(),
         };
         match self.engine.setattr(&self.ctx(req), ino.0, &sa) {
-            Ok(a) => reply.attr(&self.opts.attr_ttl, &file_attr(&a)),
+            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -992,7 +1009,7 @@ impl Filesystem for ShoalFs {
         if offset == 0 {
             match self.engine.getattr(ino.0) {
                 Ok(a) => {
-                    if reply.add(ino, 1, ".", &zero, &file_attr(&a), Generation(0)) {
+                    if reply.add(ino, 1, ".", &zero, &self.fattr(&a), Generation(0)) {
                         return reply.ok();
                     }
                 }
@@ -1009,7 +1026,7 @@ impl Filesystem for ShoalFs {
                         2,
                         "..",
                         &zero,
-                        &file_attr(&a),
+                        &self.fattr(&a),
                         Generation(0),
                     ) {
                         return reply.ok();
@@ -1042,7 +1059,7 @@ impl Filesystem for ShoalFs {
                     e.cookie,
                     OsStr::from_bytes(&e.name),
                     &self.opts.entry_ttl,
-                    &file_attr(&a),
+                    &self.fattr(&a),
                     Generation(0),
                 ) {
                     self.engine.forget(a.ino, 1);
@@ -1183,12 +1200,38 @@ impl Filesystem for ShoalFs {
                 self.handed.push(parent.0, name.as_bytes());
                 reply.created(
                     &self.opts.entry_ttl,
-                    &file_attr(&a),
+                    &self.fattr(&a),
                     Generation(0),
                     FileHandle(a.ino),
                     self.fopen(),
                 );
             }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// SEEK_DATA and SEEK_HOLE (the kernel does SEEK_SET, SEEK_CUR and
+    /// SEEK_END itself).
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        self.requests.count(req::LSEEK);
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        if offset < 0 {
+            return reply.error(Errno::from_i32(libc::ENXIO));
+        }
+        match self.engine.seek(ino.0, offset as u64, data) {
+            Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -1252,6 +1295,7 @@ mod tests {
             (Error::Range, libc::ERANGE),
             (Error::FileTooBig, libc::EFBIG),
             (Error::ReadOnly, libc::EROFS),
+            (Error::PastEnd, libc::ENXIO),
             (Error::NotSupported, libc::EOPNOTSUPP),
             (Error::Corrupted("x".into()), libc::EIO),
             (Error::Io("x".into()), libc::EIO),

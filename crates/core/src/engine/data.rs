@@ -400,6 +400,43 @@ impl Engine {
         self.data.sync(ino).map_err(|e| data::about(e, ino))
     }
 
+    /// SEEK_DATA (`data`) or SEEK_HOLE from `off`: holes are the data
+    /// object's (an inline file is all data).
+    pub fn seek(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        let i = self.inode(ino)?;
+        if i.kind == Kind::Dir {
+            return Err(Error::IsDir);
+        }
+        let st = i.st.lock();
+        let size = st.attr.size;
+        if off >= size {
+            return Err(Error::PastEnd);
+        }
+        if !is_ext(&st) {
+            return Ok(if data { off } else { size });
+        }
+        match self
+            .data
+            .seek(ino, off, data)
+            .map_err(|e| data::about(e, ino))?
+        {
+            Some(x) if x < size => Ok(x),
+            _ if data => Err(Error::PastEnd),
+            _ => Ok(size),
+        }
+    }
+
+    /// Bytes the file takes on disk (st_blocks * 512): its data object's
+    /// allocation, or its size rounded up for an inline file.
+    pub fn allocated(&self, a: &Attr) -> u64 {
+        if a.kind == Kind::File && a.size > INLINE_MAX {
+            if let Ok(n) = self.data.allocated(a.ino) {
+                return n;
+            }
+        }
+        a.blocks() * 512
+    }
+
     /// Remove the data objects of inodes whose deletion is durable
     /// (called after each commit).
     pub(super) fn remove_doomed(&self, durable: u64) {

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# File data through a mount (issue 23): holes stay holes (st_blocks,
+# SEEK_DATA, SEEK_HOLE), a deleted file's space comes back within a minute
+# with no action by the user, and the daemon's memory stays flat while a
+# file much larger than its cache budget is written and read.
+source "$(dirname "$0")/lib.sh"
+fail() { echo "data: $*"; exit 1; }
+MNT=$(mount_fresh data "allow_other,cache_mb=32")
+S=$WORK/data.store
+# The store's bytes on disk: its records and data objects, not the room it
+# keeps for a full disk (`reserve`, docs/design.md "A full disk").
+store_bytes() { du -sB1 --exclude=reserve "$S" | cut -f1; }
+
+# Holes: 1 MiB written at 100 MiB.
+dd if=/dev/urandom of="$MNT/sparse" bs=1M count=1 seek=100 conv=notrunc status=none
+read -r size blocks < <(stat -c '%s %b' "$MNT/sparse")
+[ "$size" = $((101 << 20)) ] || fail "sparse file size $size"
+[ "$blocks" -le $(((2 << 20) / 512)) ] || fail "a 101 MiB file with 1 MiB of data takes $blocks blocks"
+python3 - "$MNT/sparse" <<'EOF' || fail "SEEK_DATA/SEEK_HOLE"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+assert os.lseek(fd, 0, os.SEEK_DATA) == 100 << 20, "SEEK_DATA from 0"
+assert os.lseek(fd, 0, os.SEEK_HOLE) == 0, "SEEK_HOLE from 0"
+assert os.lseek(fd, 100 << 20, os.SEEK_HOLE) == 101 << 20, "SEEK_HOLE in the data"
+try:
+    os.lseek(fd, 101 << 20, os.SEEK_DATA); sys.exit("SEEK_DATA at the end did not fail")
+except OSError as e:
+    assert e.errno == 6, e  # ENXIO
+EOF
+rm "$MNT/sparse"
+
+# Space: 256 MiB kept, 512 MiB written and deleted.
+dd if=/dev/urandom of="$MNT/keep" bs=1M count=256 status=none
+dd if=/dev/zero of="$MNT/gone" bs=1M count=512 conv=fsync status=none
+"$SHOAL" sync "$MNT"
+full=$(store_bytes)
+rm "$MNT/gone"
+t0=$SECONDS
+live=$((256 << 20))
+while [ "$(store_bytes)" -gt $((live * 13 / 10)) ]; do
+  [ $((SECONDS - t0)) -lt 60 ] || fail "60 s after the delete the store holds $(store_bytes) bytes for $live live"
+  sleep 1
+done
+back=$(store_bytes)
+echo "data: space: $((full >> 20)) MiB with 768 MiB of files, $((back >> 20)) MiB $((SECONDS - t0)) s after deleting 512 MiB (bound: 1.3 x $((live >> 20)) MiB)"
+
+# Memory: a 2 GiB file written and read back under a 32 MiB cache.
+pid=$(pgrep -f "shoal mount $S $MNT --background-child" | head -1)
+[ -n "$pid" ] || fail "no daemon"
+rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+before=$(rss)
+peak=$before
+sample() { while sleep 0.2; do r=$(rss) || break; [ "$r" -gt "$peak" ] && peak=$r && echo "$peak" > "$WORK/data.peak"; done; }
+echo "$peak" > "$WORK/data.peak"
+sample & sampler=$!
+dd if=/dev/zero of="$MNT/big" bs=1M count=2048 status=none
+sync; echo 1 > /proc/sys/vm/drop_caches
+cmp -n $((2048 << 20)) "$MNT/big" /dev/zero || fail "the 2 GiB file does not read back as written"
+kill $sampler; wait $sampler 2>/dev/null || true
+peak=$(cat "$WORK/data.peak")
+[ "$peak" -lt $((before + 64 * 1024)) ] || fail "the daemon grew from $before to $peak KiB streaming 2 GiB"
+echo "data: memory: daemon RSS $before KiB before, peak $peak KiB while writing and reading 2 GiB (cache_mb=32)"
+rm "$MNT/big" "$MNT/keep"
+unmount_check data >/dev/null
+echo "data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memory: ok"
