@@ -40,6 +40,7 @@ suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
+suite "fsx through a passthrough handle (truncates to inline sizes and back)" env FSX_PASSTHROUGH=1 FSX_OPS=30000 bash tests/scripts/fsx.sh
 suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx, SIGKILL" bash tests/scripts/uring.sh
 suite "tree" bash tests/scripts/tree.sh
 suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh

@@ -64,6 +64,12 @@ pub trait DataStore: Send + Sync + 'static {
         let _ = ino;
         None
     }
+    /// The object's (length, modification time), when it exists: what the
+    /// kernel changed writing through `backing_file`.
+    fn modified(&self, ino: Ino) -> Result<Option<(u64, crate::types::Ts)>> {
+        let _ = ino;
+        Ok(None)
+    }
 }
 
 /// Objects in memory. `power_cut` drops what was not synced, as a crash

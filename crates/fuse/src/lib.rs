@@ -68,6 +68,13 @@ pub struct FuseOptions {
     /// until it has run the conformance suites as long as the default
     /// transport has. Without kernel support the mount uses /dev/fuse.
     pub uring: bool,
+    /// FUSE passthrough (`nopassthrough` turns it off): an open of a file
+    /// whose bytes are in a data object hands the kernel that object's
+    /// file, and reads and writes go to it without a round trip through
+    /// the daemon (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH; the daemon needs
+    /// CAP_SYS_ADMIN). Not with `uring` or `writeback_cache`. Where the
+    /// kernel refuses, opens are served by the daemon as before.
+    pub passthrough: bool,
 }
 
 impl Default for FuseOptions {
@@ -92,6 +99,7 @@ impl Default for FuseOptions {
             daemon_permissions: false,
             keep_cache: false,
             uring: false,
+            passthrough: true,
         }
     }
 }
@@ -99,11 +107,40 @@ impl Default for FuseOptions {
 pub struct ShoalFs {
     engine: Arc<Engine>,
     opts: FuseOptions,
+    /// The kernel took FUSE_PASSTHROUGH at init.
+    passthrough: bool,
+    /// The kernel took FUSE_HANDLE_KILLPRIV_V2 at init: the daemon clears
+    /// setuid and setgid on chown and truncate (it always did on write),
+    /// and in return the kernel marks checked inodes S_NOSEC, so a write no
+    /// longer costs a GETXATTR of security.capability first (it did on
+    /// every write: two round trips per write).
+    killpriv: bool,
+    /// Open handles per inode, sharded by number (`Opened`).
+    opened: Vec<std::sync::Mutex<std::collections::HashMap<u64, Opened>>>,
     requests: Arc<Requests>,
     handed: Arc<Handed>,
     /// Set once the session exists: attribute invalidations the daemon
     /// starts (see `drop_privileges`).
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+}
+
+/// A file handle's bit saying the kernel reads and writes it through the
+/// backing file (passthrough).
+const PASSTHROUGH_FH: u64 = 1 << 63;
+
+/// An inode's open handles. The kernel keeps an inode either in cached mode
+/// (handles served by the daemon) or in passthrough mode, not both at once
+/// (fs/fuse/iomode.c): so while a plain handle is open every open is plain,
+/// and while a passthrough handle is open every open is passthrough, on the
+/// one backing id the kernel wants per inode.
+#[derive(Default)]
+struct Opened {
+    plain: u32,
+    passthrough: u32,
+    backing: Option<Arc<fuser::BackingId>>,
+    /// The data object's modification time when last looked at (writes
+    /// through the backing file change it; see `Engine::refresh_from_data`).
+    seen: Option<shoal_core::Ts>,
 }
 
 /// Entries handed to the kernel (lookup, create, mkdir, readdirplus...),
@@ -418,6 +455,91 @@ fn time(t: TimeOrNow) -> TimeSet {
 }
 
 impl ShoalFs {
+    /// A new handle of a file `open_file` accepted: the backing id to open
+    /// it in passthrough mode with, or None for a handle the daemon serves.
+    /// Passthrough when the kernel took it, the file's bytes are in a data
+    /// object and no plain handle is open; not for a setuid or setgid file
+    /// (its bits must drop on another user's write, which the daemon does:
+    /// `drop_privileges`) unless passthrough handles are open already.
+    fn open_handle(&self, a: &Attr, reply: &ReplyOpen) -> Option<Arc<fuser::BackingId>> {
+        let mut shard = self.opened[a.ino as usize % 16].lock().unwrap();
+        let o = shard.entry(a.ino).or_default();
+        let eligible = self.passthrough
+            && a.kind == Kind::File
+            && o.plain == 0
+            && (o.passthrough > 0 || (a.size > shoal_core::INLINE_MAX && a.perm & 0o6000 == 0));
+        if !eligible {
+            o.plain += 1;
+            return None;
+        }
+        // Each passthrough handle pins the bytes in the data object.
+        let file = match self.engine.pin_data(a.ino) {
+            Ok(Some(f)) => f,
+            _ => {
+                o.plain += 1;
+                return None;
+            }
+        };
+        if o.backing.is_none() {
+            match reply.open_backing(&*file) {
+                Ok(id) => {
+                    o.backing = Some(Arc::new(id));
+                    // The object's time now: writes through it change it.
+                    let mut seen = None;
+                    let _ = self.engine.refresh_from_data(a.ino, &mut seen);
+                    o.seen = seen;
+                }
+                Err(e) => {
+                    tracing::warn!("passthrough refused for inode {}: {e}", a.ino);
+                    let _ = self.engine.unpin_data(a.ino);
+                    o.plain += 1;
+                    return None;
+                }
+            }
+        }
+        o.passthrough += 1;
+        o.backing.clone()
+    }
+
+    /// A handle closed: take what the kernel wrote through the backing
+    /// file into the inode when it was the last passthrough one.
+    fn close_handle(&self, ino: u64, passthrough: bool) {
+        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        let Some(o) = shard.get_mut(&ino) else {
+            return;
+        };
+        if passthrough {
+            o.passthrough = o.passthrough.saturating_sub(1);
+            if let Err(e) = self
+                .engine
+                .refresh_from_data(ino, &mut o.seen)
+                .and_then(|()| self.engine.unpin_data(ino))
+            {
+                tracing::warn!("inode {ino}: {e}");
+            }
+            if o.passthrough == 0 {
+                o.backing = None;
+            }
+        } else {
+            o.plain = o.plain.saturating_sub(1);
+        }
+        if o.plain == 0 && o.passthrough == 0 {
+            shard.remove(&ino);
+        }
+    }
+
+    /// Before attributes are answered: what passthrough handles wrote.
+    fn refresh(&self, ino: u64) {
+        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        if let Some(o) = shard.get_mut(&ino) {
+            if o.passthrough > 0 {
+                if let Err(e) = self.engine.refresh_from_data(ino, &mut o.seen) {
+                    tracing::warn!("inode {ino}: {e}");
+                }
+            }
+        }
+    }
+
     /// Attributes for the kernel, st_blocks from what the file takes on
     /// disk (holes do not count).
     fn fattr(&self, a: &Attr) -> FileAttr {
@@ -428,6 +550,9 @@ impl ShoalFs {
         ShoalFs {
             engine,
             opts,
+            passthrough: false,
+            killpriv: false,
+            opened: (0..16).map(|_| Default::default()).collect(),
             requests: Arc::default(),
             handed: Arc::default(),
             notifier: Arc::default(),
@@ -549,6 +674,25 @@ impl ShoalFs {
         Ok(())
     }
 
+    /// The mode a chown leaves (Linux's chown_common and
+    /// setattr_should_drop_sgid): setuid cleared on a non-directory, setgid
+    /// too when the file is group-executable or the caller is neither in its
+    /// group nor root. None when nothing changes.
+    fn chown_kill(&self, req: &Request, ino: u64) -> Option<u32> {
+        let a = self.engine.getattr(ino).ok()?;
+        if a.kind == Kind::Dir || a.perm & 0o6000 == 0 {
+            return None;
+        }
+        let mut perm = a.perm & !0o4000;
+        if a.perm & 0o2000 != 0
+            && (a.perm & 0o010 != 0
+                || (req.uid() != 0 && a.gid != req.gid() && !groups_of(req.pid()).contains(&a.gid)))
+        {
+            perm &= !0o2000;
+        }
+        (perm != a.perm).then_some(perm as u32)
+    }
+
     fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
         match r {
             Ok(()) => reply.ok(),
@@ -643,7 +787,16 @@ impl Filesystem for ShoalFs {
         }
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
+        self.killpriv = config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok();
         let _ = config.set_max_write(1 << 20);
+        if self.opts.passthrough && !self.opts.uring && !self.opts.writeback_cache {
+            // One level: the backing files are on an ordinary filesystem.
+            self.passthrough = have.contains(InitFlags::FUSE_PASSTHROUGH)
+                && config.set_max_stack_depth(1).is_ok()
+                && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok();
+        }
         Ok(())
     }
 
@@ -690,6 +843,7 @@ impl Filesystem for ShoalFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.requests.count(req::GETATTR);
+        self.refresh(ino.0);
         match self.engine.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -715,6 +869,18 @@ impl Filesystem for ShoalFs {
         reply: ReplyAttr,
     ) {
         self.requests.count(req::SETATTR);
+        let mut mode = mode;
+        if self.killpriv && mode.is_none() {
+            // What the kernel leaves to the daemon under KILLPRIV_V2.
+            if size.is_some() {
+                if let Err(e) = self.drop_privileges(req, ino.0) {
+                    return reply.error(errno(&e));
+                }
+            }
+            if uid.is_some() || gid.is_some() {
+                mode = self.chown_kill(req, ino.0);
+            }
+        }
         let sa = SetAttr {
             mode,
             uid,
@@ -854,7 +1020,12 @@ impl Filesystem for ShoalFs {
             .engine
             .open_file(&self.ctx(req), ino.0, open_mask(flags.0))
         {
-            Ok(_) => reply.opened(FileHandle(ino.0), self.fopen()),
+            Ok(a) => match self.open_handle(&a, &reply) {
+                Some(id) => {
+                    reply.opened_passthrough(FileHandle(ino.0 | PASSTHROUGH_FH), self.fopen(), &id)
+                }
+                None => reply.opened(FileHandle(ino.0), self.fopen()),
+            },
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -910,6 +1081,7 @@ impl Filesystem for ShoalFs {
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::RELEASE);
+        self.close_handle(ino.0, _fh.0 & PASSTHROUGH_FH != 0);
         Self::empty(reply, self.engine.release(ino.0));
     }
 
@@ -922,6 +1094,7 @@ impl Filesystem for ShoalFs {
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::FSYNC);
+        self.refresh(ino.0);
         Self::empty(reply, self.engine.fsync(ino.0));
     }
 

@@ -306,6 +306,22 @@ impl DataStore for DataFiles {
         out.sort_unstable();
         Ok(out)
     }
+    fn modified(&self, ino: Ino) -> Result<Option<(u64, shoal_core::Ts)>> {
+        match self.get(ino, false)? {
+            None => Ok(None),
+            Some(o) => {
+                let m = o
+                    .file
+                    .metadata()
+                    .map_err(|e| io_err("stat", &self.path(ino), e))?;
+                let t = shoal_core::Ts {
+                    sec: m.mtime(),
+                    nsec: m.mtime_nsec() as u32,
+                };
+                Ok(Some((m.len(), t)))
+            }
+        }
+    }
     fn backing_file(&self, ino: Ino) -> Option<Arc<File>> {
         self.get(ino, false).ok().flatten().map(|o| o.file.clone())
     }

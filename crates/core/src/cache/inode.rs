@@ -27,6 +27,10 @@ pub struct InodeState {
     /// Only create sets it and only rename moves it; `Engine::unshare`
     /// clears it (and the entry's flag) before anything breaks the flag's promise.
     pub primary: Option<(Ino, u64)>,
+    /// Handles through which the kernel reads and writes the data object
+    /// directly (FUSE passthrough, `Engine::pin_data`): while any is open the
+    /// bytes stay in the object whatever the size.
+    pub pinned: u32,
 }
 
 impl InodeState {

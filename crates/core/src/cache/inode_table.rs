@@ -302,6 +302,7 @@ mod tests {
             dead: false,
             destroyed: false,
             primary: None,
+            pinned: 0,
         };
         Inode::new(st, true, None)
     }

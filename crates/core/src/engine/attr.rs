@@ -134,10 +134,13 @@ impl Engine {
             return Ok(());
         }
         let err = |e| data::about(e, ino);
-        if old > INLINE_MAX || new > INLINE_MAX {
+        // Pinned (passthrough handles open), the bytes stay in the object.
+        let pinned = st.pinned > 0;
+        let (was, will) = (old > INLINE_MAX || pinned, new > INLINE_MAX || pinned);
+        if was || will {
             self.data_written(ino);
         }
-        match (old > INLINE_MAX, new > INLINE_MAX) {
+        match (was, will) {
             (true, true) => self.data.set_len(ino, new).map_err(err)?,
             (false, true) => {
                 self.externalize(st)?;
@@ -165,6 +168,10 @@ impl Engine {
             }
         }
         st.attr.size = new;
+        if pinned && new <= INLINE_MAX {
+            // The record carries a small file's bytes, pinned or not.
+            self.copy_inline(st)?;
+        }
         Ok(())
     }
 }

@@ -6,9 +6,10 @@
 use super::*;
 use crate::data;
 
-/// The file's bytes are in its data object, not inline.
+/// The file's bytes are in its data object, not inline: past INLINE_MAX,
+/// or at any size while passthrough handles are open.
 pub(super) fn is_ext(st: &InodeState) -> bool {
-    st.attr.kind == Kind::File && st.attr.size > INLINE_MAX
+    st.attr.kind == Kind::File && (st.attr.size > INLINE_MAX || st.pinned > 0)
 }
 
 impl Engine {
@@ -184,6 +185,10 @@ impl Engine {
                 self.data.sync(ino).map_err(|e| data::about(e, ino))?;
             } else {
                 self.data_written(ino);
+            }
+            if st.attr.size <= INLINE_MAX {
+                // Pinned and small: the record carries the bytes too.
+                self.copy_inline(&mut st)?;
             }
         } else {
             // Inline: block 0 holds the file (end <= INLINE_MAX).
@@ -398,6 +403,115 @@ impl Engine {
 
     fn sync_object(&self, ino: Ino) -> Result<()> {
         self.data.sync(ino).map_err(|e| data::about(e, ino))
+    }
+
+    /// The file the kernel can read and write `ino`'s bytes through (FUSE
+    /// passthrough), when they are in a data object the store can hand out
+    /// as a file; the caller holds it until `unpin_data`. Meanwhile the bytes
+    /// stay in the object even if a truncate makes the file small. The
+    /// object is made its file's length first (a file moved from format 2,
+    /// or grown by a truncate, may have none or a shorter one, and a
+    /// passthrough read must not end before the file does).
+    pub fn pin_data(&self, ino: Ino) -> Result<Option<std::sync::Arc<std::fs::File>>> {
+        let i = self.inode(ino)?;
+        let mut st = i.st.lock();
+        if !is_ext(&st) || st.destroyed {
+            return Ok(None);
+        }
+        let err = |e| data::about(e, ino);
+        if self.data.len(ino).map_err(err)? < st.attr.size && !self.cfg.read_only {
+            self.data.set_len(ino, st.attr.size).map_err(err)?;
+        }
+        let f = self.data.backing_file(ino);
+        if f.is_some() {
+            st.pinned += 1;
+        }
+        Ok(f)
+    }
+
+    /// A passthrough handle closed. When it was the last and the file is at
+    /// most INLINE_MAX now, its bytes go back into the inode record.
+    pub fn unpin_data(&self, ino: Ino) -> Result<()> {
+        let i = self.inode(ino)?;
+        let _bkl = self.names.bkl();
+        let mut g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        st.pinned = st.pinned.saturating_sub(1);
+        if st.pinned > 0 || st.destroyed || st.attr.kind != Kind::File {
+            return Ok(());
+        }
+        if st.attr.size <= INLINE_MAX {
+            self.take_inline(&mut st)?;
+            Self::bump(&mut st);
+            self.emit_inode(&mut g, &mut st);
+        }
+        drop(st);
+        self.leave(g)
+    }
+
+    /// Read a small file's bytes (at most INLINE_MAX) out of its data object
+    /// into block 0, which the inode record carries.
+    pub(super) fn copy_inline(&self, st: &mut InodeState) -> Result<()> {
+        let ino = st.attr.ino;
+        let mut b = vec![0u8; st.attr.size as usize];
+        self.data
+            .read(ino, 0, &mut b)
+            .map_err(|e| data::about(e, ino))?;
+        if let Some(old) = st.blocks.insert(0, b) {
+            self.cached_data.add(-(old.len() as i64));
+        }
+        self.cached_data.add(st.attr.size as i64);
+        Ok(())
+    }
+
+    /// `copy_inline`, then empty the object: the file is inline again.
+    pub(super) fn take_inline(&self, st: &mut InodeState) -> Result<()> {
+        self.copy_inline(st)?;
+        let ino = st.attr.ino;
+        self.data.set_len(ino, 0).map_err(|e| data::about(e, ino))
+    }
+
+    /// Take into the inode what the kernel changed writing through the
+    /// backing file: the size, and the modification time when the object's
+    /// differs from `seen` (the object's time at the last call, which this
+    /// updates). Called for files with passthrough handles before their
+    /// attributes are answered, and when a handle closes or syncs.
+    pub fn refresh_from_data(&self, ino: Ino, seen: &mut Option<Ts>) -> Result<()> {
+        let i = self.inode(ino)?;
+        let Some((len, mtime)) = self.data.modified(ino).map_err(|e| data::about(e, ino))? else {
+            return Ok(());
+        };
+        let written = seen.is_some_and(|s| s != mtime);
+        *seen = Some(mtime);
+        {
+            let st = i.st.lock();
+            if !is_ext(&st) || st.destroyed || (len == st.attr.size && !written) {
+                return Ok(());
+            }
+        }
+        let _bkl = self.names.bkl();
+        let mut g = self.committer.enter()?;
+        let mut st = i.st.lock();
+        if !is_ext(&st) || st.destroyed {
+            return Ok(());
+        }
+        if len > st.attr.size {
+            st.attr.size = len;
+        }
+        if written {
+            st.attr.mtime = mtime;
+            st.attr.ctime = mtime;
+        }
+        if st.attr.size <= INLINE_MAX {
+            // Small while pinned: the record carries the bytes (a commit
+            // after this, an fsync's, must hold what the kernel wrote).
+            self.copy_inline(&mut st)?;
+        }
+        Self::bump(&mut st);
+        self.data_written(ino);
+        self.emit_inode(&mut g, &mut st);
+        drop(st);
+        self.leave(g)
     }
 
     /// SEEK_DATA (`data`) or SEEK_HOLE from `off`: holes are the data

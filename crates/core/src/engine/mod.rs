@@ -519,6 +519,7 @@ impl Engine {
             dead: false,
             destroyed: false,
             primary: None,
+            pinned: 0,
         }
     }
 

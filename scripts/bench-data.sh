@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The data-path figures of docs/BENCHMARKS.md (issue 23): fio through a shoal
+# mount (default settings) beside ext4 on a loop device backed by a file on
+# the same disk, in one run, and SQLite autocommit on both.
+#   scripts/bench-data.sh [SIZE]      SIZE: fio's file (default 4g)
+# Needs root, fio and sqlite3 (installed if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+S=${SHOAL:-$PWD/target/release/shoal}
+SIZE=${1:-4g}
+B=${BENCH_ROOT:-/var/tmp/shoal-bench-data}
+OUT=${OUT:-bench-results/data}
+mkdir -p "$OUT"
+command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
+command -v sqlite3 >/dev/null || apt-get install -y -qq sqlite3 >/dev/null
+down() {
+  mountpoint -q "$B/shoal" && "$S" umount "$B/shoal" || true
+  mountpoint -q "$B/ext4" && umount "$B/ext4" || true
+  for l in $(losetup -j "$B/ext4.img" -O NAME --noheadings 2>/dev/null); do losetup -d "$l"; done
+  rm -rf "$B"
+}
+down; mkdir -p "$B/ext4" "$B/shoal"
+truncate -s 12G "$B/ext4.img"; mkfs.ext4 -q -F "$B/ext4.img"
+mount -o loop "$B/ext4.img" "$B/ext4"
+"$S" mkfs "$B/store" >/dev/null
+"$S" mount -d "$B/store" "$B/shoal" ${SHOAL_OPTS:+-o "$SHOAL_OPTS"} >/dev/null
+trap down EXIT
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# job NAME FIO-ARGS...: run on both, print one line each (MiB/s and IOPS).
+job() {
+  local name=$1; shift
+  for t in ext4 shoal; do
+    [ "$name" = seqwrite ] && rm -f "$B/$t/fio.dat"
+    drop
+    fio --name="$name" --filename="$B/$t/fio.dat" --size="$SIZE" "$@" \
+      --output-format=json --output="$OUT/$name-$t.json" >/dev/null
+    python3 - "$OUT/$name-$t.json" "$name" "$t" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+rw = j["write"] if j["write"]["io_bytes"] else j["read"]
+print(f'{sys.argv[2]:<22} {sys.argv[3]:<6} {rw["bw"]/1024:10.1f} MiB/s {rw["iops"]:12.0f} IOPS')
+EOF
+  done
+}
+echo "fio, $SIZE file, psync unless said ($(date -u +%F), git $(git rev-parse --short HEAD))"
+job seqwrite --rw=write --bs=1M --ioengine=psync --end_fsync=1
+job seqread --rw=read --bs=1M --ioengine=psync
+job randwrite --rw=randwrite --bs=4k --ioengine=psync --end_fsync=1 --runtime=30 --time_based
+job randread --rw=randread --bs=4k --ioengine=psync --runtime=30 --time_based
+job randwrite-aio16 --rw=randwrite --bs=4k --ioengine=libaio --iodepth=16 --end_fsync=1 --runtime=30 --time_based
+job randread-aio16 --rw=randread --bs=4k --ioengine=libaio --iodepth=16 --runtime=30 --time_based
+job randwrite-fsync1 --rw=randwrite --bs=4k --ioengine=psync --fsync=1 --runtime=30 --time_based
+for t in ext4 shoal; do
+  echo "$t store: $(du -sB1M --exclude=reserve "$B/$t" 2>/dev/null | cut -f1) MiB for the $SIZE file" 
+done
+# SQLite: 1000 autocommit inserts, rollback journal and WAL.
+for mode in delete wal; do
+  for t in ext4 shoal; do
+    rm -f "$B/$t/t.db"*
+    t0=$(date +%s.%N)
+    { echo "PRAGMA journal_mode=$mode; CREATE TABLE t(x);"; for i in $(seq 1000); do echo "INSERT INTO t VALUES($i);"; done; } | sqlite3 "$B/$t/t.db" >/dev/null
+    t1=$(date +%s.%N)
+    echo "sqlite $mode $t: $(echo "1000 / ($t1 - $t0)" | bc -l | xargs printf '%.0f') tx/s"
+  done
+done
