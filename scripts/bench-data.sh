@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 S=${SHOAL:-$PWD/target/release/shoal}
 SIZE=${1:-4g}
 B=${BENCH_ROOT:-/var/tmp/shoal-bench-data}
-OUT=${OUT:-bench-results/data}
+OUT=${OUT:-bench-results/data-$(date -u +%F)}
 mkdir -p "$OUT"
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 command -v sqlite3 >/dev/null || apt-get install -y -qq sqlite3 >/dev/null
