@@ -153,21 +153,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
         // counted below, and what it held before is linked back into it
         // as lost+found.<ino>.
         let t = crate::types::Ts::now();
-        let attr = crate::types::Attr {
-            ino: ROOT_INO,
-            kind: Kind::Dir,
-            perm: 0o755,
-            nlink: 2,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            size: 0,
-            atime: t,
-            mtime: t,
-            ctime: t,
-            crtime: t,
-            version: 1,
-        };
+        let attr = crate::types::Attr::root(t);
         // Written now: the repairs below read the root's record back.
         store.write(
             &[(

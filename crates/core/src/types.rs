@@ -132,6 +132,24 @@ impl Attr {
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | self.perm as u32
     }
+    /// A new root directory's attributes: mode 0755, owned by root, made at `t`.
+    pub fn root(t: Ts) -> Attr {
+        Attr {
+            ino: ROOT_INO,
+            kind: Kind::Dir,
+            perm: 0o755,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            version: 1,
+        }
+    }
     /// 512-byte blocks, counting only whole blocks of data (sparse-unaware but bounded).
     pub fn blocks(&self) -> u64 {
         self.size.div_ceil(512)

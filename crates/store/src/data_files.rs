@@ -116,12 +116,35 @@ impl DataFiles {
         Ok(Some(m.entry(ino).or_insert(o).clone()))
     }
 
+    /// The object's metadata, None when it does not exist.
+    fn stat(&self, ino: Ino) -> Result<Option<std::fs::Metadata>> {
+        match self.get(ino, false)? {
+            None => Ok(None),
+            Some(o) => o
+                .file
+                .metadata()
+                .map(Some)
+                .map_err(|e| io_err("stat", &self.path(ino), e)),
+        }
+    }
+
     fn writable(&self) -> Result<()> {
         if self.read_only {
             Err(Error::ReadOnly)
         } else {
             Ok(())
         }
+    }
+}
+
+fn fallocate(f: &File, mode: libc::c_int, off: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: fallocate on a descriptor `f` owns, for as long as the call.
+    let rc =
+        unsafe { libc::fallocate(f.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -156,33 +179,21 @@ impl DataStore for DataFiles {
             .map_err(|e| io_err("truncate", &self.path(ino), e))
     }
     fn len(&self, ino: Ino) -> Result<u64> {
-        match self.get(ino, false)? {
-            None => Ok(0),
-            Some(o) => Ok(o
-                .file
-                .metadata()
-                .map_err(|e| io_err("stat", &self.path(ino), e))?
-                .len()),
-        }
+        Ok(self.stat(ino)?.map_or(0, |m| m.len()))
     }
     fn punch(&self, ino: Ino, off: u64, len: u64) -> Result<()> {
         self.writable()?;
         let Some(o) = self.get(ino, false)? else {
             return Ok(());
         };
-        // SAFETY: fallocate on a descriptor this object owns.
-        let rc = unsafe {
-            libc::fallocate(
-                o.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if rc == 0 {
+        let Err(e) = fallocate(
+            &o.file,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        ) else {
             return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
+        };
         if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
             return Err(io_err("punch", &self.path(ino), e));
         }
@@ -202,19 +213,9 @@ impl DataStore for DataFiles {
     fn allocate(&self, ino: Ino, off: u64, len: u64) -> Result<()> {
         self.writable()?;
         let o = self.get(ino, true)?.expect("created");
-        // SAFETY: fallocate on a descriptor this object owns.
-        let rc = unsafe {
-            libc::fallocate(
-                o.file.as_raw_fd(),
-                libc::FALLOC_FL_KEEP_SIZE,
-                off as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if rc == 0 {
+        let Err(e) = fallocate(&o.file, libc::FALLOC_FL_KEEP_SIZE, off, len) else {
             return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
+        };
         match e.raw_os_error() {
             // Nothing to reserve with: the write finds out later, as on
             // a filesystem without fallocate.
@@ -223,15 +224,7 @@ impl DataStore for DataFiles {
         }
     }
     fn allocated(&self, ino: Ino) -> Result<u64> {
-        match self.get(ino, false)? {
-            None => Ok(0),
-            Some(o) => Ok(o
-                .file
-                .metadata()
-                .map_err(|e| io_err("stat", &self.path(ino), e))?
-                .blocks()
-                * 512),
-        }
+        Ok(self.stat(ino)?.map_or(0, |m| m.blocks() * 512))
     }
     fn seek(&self, ino: Ino, off: u64, data: bool) -> Result<Option<u64>> {
         let Some(o) = self.get(ino, false)? else {
@@ -307,20 +300,13 @@ impl DataStore for DataFiles {
         Ok(out)
     }
     fn modified(&self, ino: Ino) -> Result<Option<(u64, shoal_core::Ts)>> {
-        match self.get(ino, false)? {
-            None => Ok(None),
-            Some(o) => {
-                let m = o
-                    .file
-                    .metadata()
-                    .map_err(|e| io_err("stat", &self.path(ino), e))?;
-                let t = shoal_core::Ts {
-                    sec: m.mtime(),
-                    nsec: m.mtime_nsec() as u32,
-                };
-                Ok(Some((m.len(), t)))
-            }
-        }
+        Ok(self.stat(ino)?.map(|m| {
+            let t = shoal_core::Ts {
+                sec: m.mtime(),
+                nsec: m.mtime_nsec() as u32,
+            };
+            (m.len(), t)
+        }))
     }
     fn backing_file(&self, ino: Ino) -> Option<Arc<File>> {
         self.get(ino, false).ok().flatten().map(|o| o.file.clone())

@@ -276,21 +276,7 @@ impl Engine {
             return Err(Error::Exists);
         }
         let t = now();
-        let root = Attr {
-            ino: ROOT_INO,
-            kind: Kind::Dir,
-            perm: 0o755,
-            nlink: 2,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            size: 0,
-            atime: t,
-            mtime: t,
-            ctime: t,
-            crtime: t,
-            version: 1,
-        };
+        let root = Attr::root(t);
         let mut b = vec![
             (schema::super_key(), Some(schema::encode_super(ags))),
             (
@@ -419,21 +405,7 @@ impl Engine {
         });
         if store.is_null() {
             let t = now();
-            let root = Attr {
-                ino: ROOT_INO,
-                kind: Kind::Dir,
-                perm: 0o755,
-                nlink: 2,
-                uid: 0,
-                gid: 0,
-                rdev: 0,
-                size: 0,
-                atime: t,
-                mtime: t,
-                ctime: t,
-                crtime: t,
-                version: 1,
-            };
+            let root = Attr::root(t);
             e.inodes.insert(Inode::new(
                 e.new_state(root, ROOT_INO.to_le_bytes().to_vec()),
                 true,
