@@ -12,7 +12,7 @@ if [ "${FSX_PASSTHROUGH:-0}" = 1 ]; then
   # the data object directly, through truncates to small sizes and back.
   head -c 8M /dev/urandom > "$MNT/fsx.dat"
 fi
-daemon_writes() { "$SHOAL" stats "$MNT" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['fuse_requests']['write'])"; }
+daemon_writes() { "$SHOAL" stats "$MNT" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['fuse_requests'].get('write', 0))"; }
 w0=$(daemon_writes)
 t=$(now)
 fsx -N "$N" -S "$SEED" -P "$WORK" "$MNT/fsx.dat" > "$WORK/fsx.log" 2>&1 || { tail -40 "$WORK/fsx.log"; exit 1; }

@@ -201,35 +201,49 @@ fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Strin
             lo.first().copied().unwrap_or(0),
             hi.first().copied().unwrap_or(0xff),
         );
-        let (ilo, ihi) = (ino_of(lo), if thi == tlo { ino_of(hi) } else { u64::MAX });
-        match tlo {
-            schema::K_INODE => {
-                if (ilo..=ihi).contains(&crate::ROOT_INO)
-                    && dst.get(&schema::inode_key(crate::ROOT_INO))?.is_none()
-                {
-                    lost.insert(
+        // A span can cross record types (the end of the entries into the
+        // inodes): each type's part is described on its own.
+        let known = [
+            schema::K_AG,
+            schema::K_DATA,
+            schema::K_ENTRY,
+            schema::K_INODE,
+            schema::K_ORPHAN,
+            schema::K_SUPER,
+        ];
+        let mut types = vec![tlo];
+        types.extend(known.iter().copied().filter(|k| *k > tlo && *k <= thi));
+        for t in types {
+            let ilo = if t == tlo { ino_of(lo) } else { 0 };
+            let ihi = if t == thi { ino_of(hi) } else { u64::MAX };
+            match t {
+                schema::K_INODE => {
+                    if (ilo..=ihi).contains(&crate::ROOT_INO)
+                        && dst.get(&schema::inode_key(crate::ROOT_INO))?.is_none()
+                    {
+                        lost.insert(
                         "/: the root directory's record was damaged (made anew; names it held that survive are in it, the rest in /lost+found.<inode>)".into(),
                         (),
                     );
-                }
-                let mut gone_dirs = Vec::new();
-                for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
-                    if dst.get(&schema::inode_key(*child))?.is_none() {
-                        lost.insert(
-                            format!("{}: lost (its inode record was damaged)", path(*child)),
-                            (),
-                        );
-                        gone_dirs.push(*child);
                     }
-                }
-                // What was below a lost directory keeps its data but not its
-                // path: fsck links it back as /lost+found.<inode>.
-                for (child, _) in names.iter() {
-                    let mut at = *child;
-                    let mut steps = 0;
-                    while let Some((p, _)) = names.get(&at) {
-                        if gone_dirs.contains(p) {
+                    let mut gone_dirs = Vec::new();
+                    for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
+                        if dst.get(&schema::inode_key(*child))?.is_none() {
                             lost.insert(
+                                format!("{}: lost (its inode record was damaged)", path(*child)),
+                                (),
+                            );
+                            gone_dirs.push(*child);
+                        }
+                    }
+                    // What was below a lost directory keeps its data but not its
+                    // path: fsck links it back as /lost+found.<inode>.
+                    for (child, _) in names.iter() {
+                        let mut at = *child;
+                        let mut steps = 0;
+                        while let Some((p, _)) = names.get(&at) {
+                            if gone_dirs.contains(p) {
+                                lost.insert(
                                 format!(
                                     "{}: its directory {} was lost (the file, if intact, is now /lost+found.<inode>)",
                                     path(*child),
@@ -237,60 +251,66 @@ fn describe(dst: &dyn Store, damaged: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<Strin
                                 ),
                                 (),
                             );
-                            break;
+                                break;
+                            }
+                            at = *p;
+                            steps += 1;
+                            if steps > 4096 {
+                                break;
+                            }
                         }
-                        at = *p;
-                        steps += 1;
-                        if steps > 4096 {
-                            break;
+                    }
+                }
+                schema::K_DATA => {
+                    for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
+                        let (dlo, dhi) = schema::data_range(*child, 0);
+                        let from = if *child == ilo { lo.clone() } else { dlo };
+                        let to = if *child == ihi {
+                            hi.clone()
+                        } else {
+                            dhi.clone()
+                        };
+                        // Only files that had data in the damaged span.
+                        if from < to
+                            && (dst.scan(&from, &to, 1)?.is_empty()
+                                || *child == ilo
+                                || *child == ihi)
+                        {
+                            lost.insert(
+                                format!(
+                                    "{}: some data blocks lost (they read as zeros)",
+                                    path(*child)
+                                ),
+                                (),
+                            );
                         }
                     }
                 }
-            }
-            schema::K_DATA => {
-                for (child, _) in names.iter().filter(|(c, _)| **c >= ilo && **c <= ihi) {
-                    let (dlo, dhi) = schema::data_range(*child, 0);
-                    let from = if *child == ilo { lo.clone() } else { dlo };
-                    let to = if *child == ihi {
-                        hi.clone()
-                    } else {
-                        dhi.clone()
-                    };
-                    // Only files that had data in the damaged span.
-                    if from < to
-                        && (dst.scan(&from, &to, 1)?.is_empty() || *child == ilo || *child == ihi)
-                    {
-                        lost.insert(
-                            format!(
-                                "{}: some data blocks lost (they read as zeros)",
-                                path(*child)
-                            ),
-                            (),
-                        );
+                schema::K_ENTRY => {
+                    // The directories whose entries lay in the span: the keys
+                    // are (parent, hash, name), so the span is of parents.
+                    let dirs: std::collections::BTreeSet<u64> = names
+                        .values()
+                        .map(|(p, _)| *p)
+                        .filter(|p| *p >= ilo && *p <= ihi)
+                        .chain([ilo])
+                        .collect();
+                    for d in dirs {
+                        if d == crate::ROOT_INO || names.contains_key(&d) {
+                            lost.insert(format!("{}: some names lost (their files, if intact, are now /lost+found.<inode>)", path(d)), ());
+                        }
                     }
                 }
-            }
-            schema::K_ENTRY => {
-                for d in names
-                    .keys()
-                    .copied()
-                    .filter(|c| *c >= ilo && *c <= ihi)
-                    .chain([ilo])
-                {
-                    if d == crate::ROOT_INO || names.contains_key(&d) {
-                        lost.insert(format!("{}: some names lost (their files, if intact, are now /lost+found.<inode>)", path(d)), ());
-                    }
+                _ => {
+                    lost.insert(
+                        format!(
+                            "records {} to {} (superblock, group or orphan records)",
+                            hex(lo),
+                            hex(hi)
+                        ),
+                        (),
+                    );
                 }
-            }
-            _ => {
-                lost.insert(
-                    format!(
-                        "records {} to {} (superblock, group or orphan records)",
-                        hex(lo),
-                        hex(hi)
-                    ),
-                    (),
-                );
             }
         }
     }
