@@ -498,6 +498,12 @@ impl ShoalFs {
             }
         }
         o.passthrough += 1;
+        // The kernel's cached attributes came with no passthrough handle
+        // open and would be kept for attr_ttl: drop them, so the next stat
+        // asks (and gets what the kernel wrote through the object).
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(a.ino), -1, 0);
+        }
         o.backing.clone()
     }
 
@@ -529,15 +535,20 @@ impl ShoalFs {
     }
 
     /// Before attributes are answered: what passthrough handles wrote.
-    fn refresh(&self, ino: u64) {
+    /// Returns whether the inode has passthrough handles: its attributes
+    /// are then answered with no cache time, since the kernel changes the
+    /// object (a write through a mapping) without telling the daemon.
+    fn refresh(&self, ino: u64) -> bool {
         let mut shard = self.opened[ino as usize % 16].lock().unwrap();
         if let Some(o) = shard.get_mut(&ino) {
             if o.passthrough > 0 {
                 if let Err(e) = self.engine.refresh_from_data(ino, &mut o.seen) {
                     tracing::warn!("inode {ino}: {e}");
                 }
+                return true;
             }
         }
+        false
     }
 
     /// Attributes for the kernel, st_blocks from what the file takes on
@@ -637,6 +648,12 @@ impl ShoalFs {
     }
 
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
+        // A file with passthrough handles: its size and times as the kernel
+        // wrote them, not as the inode had them.
+        let r = r.map(|a| match self.refresh(a.ino) {
+            true => self.engine.getattr(a.ino).unwrap_or(a),
+            false => a,
+        });
         match r {
             Ok(a) => {
                 self.handed.push(parent.0, name.as_bytes());
@@ -843,9 +860,13 @@ impl Filesystem for ShoalFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.requests.count(req::GETATTR);
-        self.refresh(ino.0);
+        let ttl = if self.refresh(ino.0) {
+            Duration::ZERO
+        } else {
+            self.opts.attr_ttl
+        };
         match self.engine.getattr(ino.0) {
-            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
+            Ok(a) => reply.attr(&ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }

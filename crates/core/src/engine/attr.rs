@@ -126,6 +126,7 @@ impl Engine {
     /// the object, emptied, until the inode is destroyed.
     pub(super) fn resize(&self, g: &mut Gate<'_>, st: &mut InodeState, new: u64) -> Result<()> {
         let _ = g;
+        self.take_pinned_size(st)?;
         let old = st.attr.size;
         let ino = st.attr.ino;
         Self::bump(st);

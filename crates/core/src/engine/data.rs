@@ -172,6 +172,7 @@ impl Engine {
             // records are deleted, so the data has nowhere to go.
             return Ok(data.len() as u32);
         }
+        self.take_pinned_size(&mut st)?;
         let old = st.attr.size;
         if end > old {
             self.resize(&mut g, &mut st, end)?;
@@ -281,7 +282,11 @@ impl Engine {
                 Error::NotSupported
             });
         }
-        let size = i.st.lock().attr.size;
+        let size = {
+            let mut st = i.st.lock();
+            self.take_pinned_size(&mut st)?;
+            st.attr.size
+        };
         let keep = mode & FALLOC_KEEP_SIZE != 0;
         match mode & !FALLOC_KEEP_SIZE {
             0 => {
@@ -347,6 +352,7 @@ impl Engine {
         if st.destroyed {
             return Ok(());
         }
+        self.take_pinned_size(&mut st)?;
         if !is_ext(&st) {
             // Shrunk to inline meanwhile.
             drop(st);
@@ -447,6 +453,21 @@ impl Engine {
         }
         drop(st);
         self.leave(g)
+    }
+
+    /// While passthrough handles are open the kernel extends the object
+    /// without the daemon: before a size is decided from the inode's, take
+    /// the object's when it is longer (a fallocate or a truncate up would
+    /// otherwise cut what the kernel wrote).
+    pub(super) fn take_pinned_size(&self, st: &mut InodeState) -> Result<()> {
+        if st.pinned > 0 && st.attr.kind == Kind::File {
+            let ino = st.attr.ino;
+            let len = self.data.len(ino).map_err(|e| data::about(e, ino))?;
+            if len > st.attr.size {
+                st.attr.size = len;
+            }
+        }
+        Ok(())
     }
 
     /// Read a small file's bytes (at most INLINE_MAX) out of its data object
