@@ -62,7 +62,12 @@ for m in /mnt/shoal-xt-test /mnt/shoal-xt-scratch; do
   if grep -qs " $m " /proc/mounts; then shoal-xfstests umount "$m" || umount -l "$m"; fi
 done
 for fs in test scratch; do
-  if mountpoint -q "$D/$fs-fs"; then umount "$D/$fs-fs" || umount -l "$D/$fs-fs"; fi
+  # A daemon of the suite's last mount may still be exiting: a few tries.
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    mountpoint -q "$D/$fs-fs" || break
+    umount "$D/$fs-fs" 2>/dev/null || sleep 0.5
+  done
+  if mountpoint -q "$D/$fs-fs"; then umount -l "$D/$fs-fs"; fi
   rm -f "$D.$fs.img"
 done
 # Known failures: shoal bugs still open (tests/xfstests/known-failures.txt,
