@@ -288,6 +288,17 @@ impl Engine {
             st.attr.size
         };
         let keep = mode & FALLOC_KEEP_SIZE != 0;
+        // Without KEEP_SIZE a range past the end makes the file that long.
+        let grow = || -> Result<()> {
+            if !keep && end > size {
+                let sa = SetAttr {
+                    size: Some(end),
+                    ..Default::default()
+                };
+                self.setattr(&Ctx::root(), ino, &sa)?;
+            }
+            Ok(())
+        };
         match mode & !FALLOC_KEEP_SIZE {
             0 => {
                 // A request the disk cannot hold fails now, as on ext4: a
@@ -297,16 +308,7 @@ impl Engine {
                 if end.saturating_sub(if keep { 0 } else { size }) > free {
                     return Err(Error::NoSpace);
                 }
-                if !keep && end > size {
-                    self.setattr(
-                        &Ctx::root(),
-                        ino,
-                        &SetAttr {
-                            size: Some(end),
-                            ..Default::default()
-                        },
-                    )?;
-                }
+                grow()?;
                 let st = i.st.lock();
                 if is_ext(&st) && !st.destroyed {
                     self.data
@@ -318,17 +320,7 @@ impl Engine {
             FALLOC_PUNCH_HOLE if keep => self.zero_range(&i, off, end.min(size)),
             FALLOC_ZERO_RANGE => {
                 self.zero_range(&i, off, end.min(size))?;
-                if !keep && end > size {
-                    self.setattr(
-                        &Ctx::root(),
-                        ino,
-                        &SetAttr {
-                            size: Some(end),
-                            ..Default::default()
-                        },
-                    )?;
-                }
-                Ok(())
+                grow()
             }
             _ => Err(Error::NotSupported),
         }
