@@ -130,6 +130,12 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
     if p.fuse.daemon_permissions {
         p.mount.retain(|m| *m != MountOption::DefaultPermissions);
     }
+    if p.cfg.durability == Durability::SyncEach && p.fuse.passthrough {
+        // The kernel writes a passthrough file's bytes without the daemon,
+        // so nothing would sync them before the write returns.
+        tracing::info!("durability=sync: passthrough off (each write is synced by the daemon)");
+        p.fuse.passthrough = false;
+    }
     Ok(p)
 }
 
@@ -465,4 +471,19 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
         ));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Passthrough writes never reach the daemon, which could then not sync
+    /// them before they return: `durability=sync` turns it off.
+    #[test]
+    fn durability_sync_turns_passthrough_off() {
+        let p = parse_options(&["durability=sync".into()]).unwrap();
+        assert!(!p.fuse.passthrough);
+        let p = parse_options(&["durability=group".into()]).unwrap();
+        assert!(p.fuse.passthrough, "passthrough is the default");
+    }
 }

@@ -1111,12 +1111,19 @@ impl Filesystem for ShoalFs {
         _req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _datasync: bool,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::FSYNC);
         self.refresh(ino.0);
-        Self::empty(reply, self.engine.fsync(ino.0));
+        Self::empty(
+            reply,
+            if datasync {
+                self.engine.fdatasync(ino.0)
+            } else {
+                self.engine.fsync(ino.0)
+            },
+        );
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {

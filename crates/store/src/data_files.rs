@@ -63,6 +63,29 @@ impl DataFiles {
             .join(format!("{ino:x}"))
     }
 
+    /// Make `data/` and its 256 directories, durably, once per store (at
+    /// its first object; again only if one went missing): an object's
+    /// `sync` then syncs only the directory it is in, and making an object
+    /// takes no mkdir.
+    fn make_dirs(&self) -> Result<()> {
+        let err = |p: &Path, e| io_err("create", p, e);
+        for b in 0..=0xffu32 {
+            let d = self.dir.join(format!("{b:02x}"));
+            match std::fs::create_dir_all(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(err(&d, e)),
+            }
+        }
+        let store = self.dir.parent().expect("data/ is in a store");
+        for d in [&self.dir, store] {
+            File::open(d)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| err(d, e))?;
+        }
+        Ok(())
+    }
+
     fn shard(&self, ino: Ino) -> &Mutex<HashMap<Ino, Arc<Object>>> {
         &self.open[(ino as usize >> 8) % SHARDS]
     }
@@ -86,15 +109,22 @@ impl DataFiles {
                 if self.read_only {
                     return Err(Error::ReadOnly);
                 }
-                let parent = path.parent().expect("object path has a directory");
-                std::fs::create_dir_all(parent).map_err(|e| io_err("create", parent, e))?;
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
-                    .map_err(|e| io_err("create", &path, e))?;
+                let create = || {
+                    OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .open(&path)
+                };
+                let f = match create() {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.make_dirs()?;
+                        create()
+                    }
+                    other => other,
+                }
+                .map_err(|e| io_err("create", &path, e))?;
                 (f, true)
             }
             Err(e) => return Err(io_err("open", &path, e)),

@@ -12,6 +12,11 @@ pub struct InodeState {
     pub attr: Attr,
     /// Highest epoch that changed this inode; clean once durable >= it.
     pub dirty_epoch: u64,
+    /// Highest epoch that changed what fdatasync must keep: the size, an
+    /// inline file's bytes, the inode's existence (ext4's `i_datasync_tid`).
+    /// Every record counts unless its change was only times or a data
+    /// object's bytes (`Engine::emit_times`).
+    pub data_epoch: u64,
     /// Directory was removed (rmdir or replaced by rename): no new entries.
     pub dead: bool,
     /// The inode's records were deleted from the store (nlink 0, last close done).

@@ -299,6 +299,7 @@ mod tests {
             blocks: BTreeMap::new(),
             xattrs: vec![],
             dirty_epoch: 0,
+            data_epoch: 0,
             dead: false,
             destroyed: false,
             primary: None,

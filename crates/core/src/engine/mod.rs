@@ -488,6 +488,7 @@ impl Engine {
             blocks: BTreeMap::new(),
             xattrs: Vec::new(),
             dirty_epoch: 0,
+            data_epoch: 0,
             dead: false,
             destroyed: false,
             primary: None,

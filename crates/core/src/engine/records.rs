@@ -405,6 +405,14 @@ impl Engine {
     /// Queue the inode record (attributes, inline data or symlink target or
     /// parent pointer, xattrs).
     pub(super) fn emit_inode(&self, g: &mut Gate<'_>, st: &mut InodeState) {
+        st.data_epoch = g.epoch;
+        self.emit_times(g, st);
+    }
+
+    /// `emit_inode` for a change fdatasync need not wait for: times, or
+    /// bytes written inside a data object's length (the object's own sync
+    /// keeps those).
+    pub(super) fn emit_times(&self, g: &mut Gate<'_>, st: &mut InodeState) {
         st.dirty_epoch = g.epoch;
         // A destroyed inode's records are deleted in this or an earlier
         // commit; writing one again would leak an inode no name reaches.
