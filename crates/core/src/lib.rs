@@ -20,6 +20,7 @@ pub mod fsck;
 mod loom_models;
 pub mod salvage;
 pub mod schema;
+pub mod shared;
 pub mod stats;
 pub mod store;
 pub mod sync;

@@ -4,11 +4,17 @@
 //! - [`model`]: a plain in-memory filesystem, the reference the engine
 //!   (`EngineTarget`) and a mounted path (`PathTarget`) are compared with,
 //!   and the generator of random operation sequences.
+//! - [`conformance`]: the one suite every shared store (`shoal_core::shared`)
+//!   must pass: the simulator, and etcd.
+//! - [`etcd`]: a real three-member etcd cluster on loopback, started and
+//!   stopped by the tests, with members to kill and freeze.
 //! - [`crash`]: whether a tree recovered after a crash can be a state of
 //!   the history (metadata exactly, file data as the data seam promises).
 //! - [`setup`]: a fresh store and engine, the seeds of randomized tests,
 //!   fsck of the result.
 
+pub mod conformance;
 pub mod crash;
+pub mod etcd;
 pub mod model;
 pub mod setup;

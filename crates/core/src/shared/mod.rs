@@ -1,0 +1,227 @@
+//! The seam for a store that several daemons write at once (issue 24): the
+//! shape of etcd, TiKV and FoundationDB, which the embedded [`Store`] does
+//! not need. Four things grow on it:
+//!
+//! - **versions**: every read returns the revision at which each key was
+//!   last changed (`mod_rev`), and the store's revision at the read;
+//! - **conditional commits**: a commit states what must still hold (a key
+//!   absent, a key at the version the daemon read) and applies all of its
+//!   operations or none; a failed condition is a [`Outcome::Conflict`], after
+//!   which the daemon refreshes what it read and runs the operation again;
+//! - **a change stream** ([`SharedStore::watch`]): every change in revision
+//!   order from a given revision, for dropping other daemons' changes from
+//!   the caches;
+//! - **sessions** (leases): keys that vanish when their daemon stops
+//!   renewing, and that a commit can require (fencing).
+//!
+//! The engines' limits come with them ([`Limits`]): etcd takes 128
+//! operations and 1.5 MiB in one transaction.
+//!
+//! The calls are synchronous, like [`Store`]'s: the engine's commit path is
+//! threads, and a backend with an async client (etcd, TiKV) runs its own
+//! runtime behind these calls.
+//!
+//! Implementations: [`sim::SimStore`] (in memory, with real conflicts, a
+//! watch that lags, leases on a fake clock, commits whose result is lost,
+//! and a TiKV mode), `shoal_etcd::EtcdStore`. One conformance suite runs
+//! against every one (`shoal_testkit::conformance`).
+//!
+//! [`Store`]: crate::store::Store
+
+pub mod sim;
+
+use std::fmt;
+use std::time::Duration;
+
+/// Keys with their values and versions, and the revision of the snapshot
+/// they were read at (`SharedStore::scan`).
+pub type Scan = (Vec<(Vec<u8>, Versioned)>, Rev);
+
+/// A store revision: it grows with every committed change. 0 is "never":
+/// the `mod_rev` of a key that does not exist.
+pub type Rev = u64;
+
+/// A session's lease.
+pub type LeaseId = i64;
+
+/// A key's value and the revision of its last change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    pub value: Vec<u8>,
+    pub mod_rev: Rev,
+}
+
+/// What a commit requires, checked atomically with its writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// The key has no value.
+    Absent(Vec<u8>),
+    /// The key was last changed at this revision (it exists).
+    ModRev(Vec<u8>, Rev),
+    /// The key has a value.
+    Exists(Vec<u8>),
+}
+
+impl Cond {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Cond::Absent(k) | Cond::ModRev(k, _) | Cond::Exists(k) => k,
+        }
+    }
+}
+
+/// One write of a commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Set the key; with a lease, the key goes when the lease does.
+    Put(Vec<u8>, Vec<u8>, Option<LeaseId>),
+    Delete(Vec<u8>),
+}
+
+impl Op {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Op::Put(k, ..) | Op::Delete(k) => k,
+        }
+    }
+    fn bytes(&self) -> usize {
+        match self {
+            Op::Put(k, v, _) => k.len() + v.len(),
+            Op::Delete(k) => k.len(),
+        }
+    }
+}
+
+/// The result of a commit that reached the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied whole at this revision.
+    Committed(Rev),
+    /// Not applied: these conditions (their indexes) did not hold.
+    Conflict(Vec<usize>),
+}
+
+/// One change, as the stream delivers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub key: Vec<u8>,
+    /// The new value, None for a delete.
+    pub value: Option<Vec<u8>>,
+    /// The value before (None if the key was absent): a removed entry's
+    /// old value names the inode whose kernel entry must go.
+    pub prev: Option<Vec<u8>>,
+    pub rev: Rev,
+}
+
+/// What a backend takes in one commit and holds in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Conditions plus operations in one commit (etcd: `--max-txn-ops`, 128).
+    pub max_ops: usize,
+    /// Bytes of keys and values in one commit (etcd: `--max-request-bytes`,
+    /// 1.5 MiB, less the request's framing).
+    pub max_bytes: usize,
+}
+
+impl Limits {
+    /// Whether a commit fits.
+    pub fn check(&self, conds: &[Cond], ops: &[Op]) -> KvResult<()> {
+        let n = conds.len() + ops.len();
+        let bytes: usize = conds.iter().map(|c| c.key().len()).sum::<usize>()
+            + ops.iter().map(Op::bytes).sum::<usize>();
+        if n > self.max_ops || bytes > self.max_bytes {
+            return Err(KvError::TooLarge { ops: n, bytes });
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvError {
+    /// The store cannot answer now (no quorum, no leader, a timeout before
+    /// the request was sent): nothing was applied; try again later.
+    Unavailable(String),
+    /// The commit was sent and its result is unknown (the connection broke,
+    /// a timeout after sending): it may or may not have been applied. The
+    /// caller must find out by reading before it retries or answers.
+    Unknown(String),
+    /// Over the backend's limits (`Limits`): split the work.
+    TooLarge {
+        ops: usize,
+        bytes: usize,
+    },
+    /// The store is full (etcd's quota): nothing was applied.
+    NoSpace,
+    /// A watch started at a revision the store no longer keeps: reload.
+    Compacted(Rev),
+    /// The lease is gone (expired or revoked).
+    LeaseExpired(LeaseId),
+    /// The backend does not offer this (TiKV has no watch).
+    Unsupported(&'static str),
+    Other(String),
+}
+
+pub type KvResult<T> = std::result::Result<T, KvError>;
+
+impl fmt::Display for KvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvError::Unavailable(m) => write!(f, "metadata store unavailable: {m}"),
+            KvError::Unknown(m) => write!(f, "commit result unknown: {m}"),
+            KvError::TooLarge { ops, bytes } => {
+                write!(f, "commit too large for the store: {ops} operations, {bytes} bytes")
+            }
+            KvError::NoSpace => write!(
+                f,
+                "metadata store is full (etcd: compact and defragment, or raise --quota-backend-bytes)"
+            ),
+            KvError::Compacted(r) => write!(f, "revision {r} was compacted"),
+            KvError::LeaseExpired(l) => write!(f, "lease {l:x} expired"),
+            KvError::Unsupported(w) => write!(f, "not supported by this store: {w}"),
+            KvError::Other(m) => write!(f, "metadata store: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for KvError {}
+
+impl From<KvError> for crate::Error {
+    fn from(e: KvError) -> crate::Error {
+        match e {
+            KvError::NoSpace => crate::Error::NoSpace,
+            other => crate::Error::Io(other.to_string()),
+        }
+    }
+}
+
+/// A change stream from one revision on (`SharedStore::watch`).
+pub trait Watch: Send {
+    /// The next changes, in revision order, each revision's whole; waits up
+    /// to `timeout` (an empty answer is no change yet). A stream that fell
+    /// behind the store's compaction answers `Compacted`.
+    fn next(&mut self, timeout: Duration) -> KvResult<Vec<Event>>;
+}
+
+/// An ordered key-value store that several daemons write at once.
+pub trait SharedStore: Send + Sync + 'static {
+    /// The key's value and version, linearizable (it sees every commit that
+    /// finished before the call).
+    fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>>;
+    /// Keys in `[lo, hi)`, ascending, at most `limit`, from one snapshot,
+    /// with that snapshot's revision.
+    fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan>;
+    /// Apply `ops` atomically if every condition holds, else nothing.
+    fn commit(&self, conds: &[Cond], ops: &[Op]) -> KvResult<Outcome>;
+    /// Every change to keys starting with `prefix` from revision `from` on
+    /// (inclusive).
+    fn watch(&self, prefix: &[u8], from: Rev) -> KvResult<Box<dyn Watch>>;
+    /// The store's current revision (linearizable).
+    fn revision(&self) -> KvResult<Rev>;
+    /// A lease that lives `ttl` past each renewal.
+    fn lease_grant(&self, ttl: Duration) -> KvResult<LeaseId>;
+    /// Renew; `LeaseExpired` if it is gone.
+    fn lease_renew(&self, id: LeaseId) -> KvResult<()>;
+    /// End the lease now; its keys go.
+    fn lease_revoke(&self, id: LeaseId) -> KvResult<()>;
+    fn limits(&self) -> Limits;
+}

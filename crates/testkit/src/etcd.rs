@@ -1,0 +1,197 @@
+//! A real etcd cluster for tests: three members on 127.0.0.1, on ports
+//! away from etcd's defaults (2379/2380, which Debian's own service takes),
+//! in a directory of the test's, stopped when dropped. Members can be
+//! killed, frozen (SIGSTOP) and restarted, for the fault tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Cluster {
+    dir: PathBuf,
+    base: u16,
+    members: Vec<Option<Child>>,
+}
+
+/// The etcd binary: `SHOAL_ETCD_BIN`, else `etcd` on the PATH.
+fn binary() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("SHOAL_ETCD_BIN") {
+        return Some(p.into());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("etcd"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Whether tests that need etcd must run: `SHOAL_REQUIRE_ETCD=1` (CI sets
+/// it), so a missing binary fails them there instead of skipping.
+pub fn required() -> bool {
+    std::env::var("SHOAL_REQUIRE_ETCD").is_ok_and(|v| v == "1")
+}
+
+impl Cluster {
+    /// Start three members with client ports `base+1..=base+3` and peer
+    /// ports `base+11..=base+13`; None (with a message) when etcd is not
+    /// installed and not required.
+    pub fn start(dir: &Path, base: u16) -> Option<Cluster> {
+        let Some(_) = binary() else {
+            assert!(
+                !required(),
+                "SHOAL_REQUIRE_ETCD=1 but no etcd binary (apt-get install etcd-server, or set SHOAL_ETCD_BIN)"
+            );
+            eprintln!(
+                "etcd not installed: skipping (CI installs it and sets SHOAL_REQUIRE_ETCD=1)"
+            );
+            return None;
+        };
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            base,
+            members: vec![None, None, None],
+        };
+        for i in 0..3 {
+            c.spawn(i, true);
+        }
+        c.wait_healthy(Duration::from_secs(30));
+        Some(c)
+    }
+
+    fn client_port(&self, i: usize) -> u16 {
+        self.base + 1 + i as u16
+    }
+    fn peer_port(&self, i: usize) -> u16 {
+        self.base + 11 + i as u16
+    }
+
+    /// `http://127.0.0.1:P,...` of every member.
+    pub fn endpoints(&self) -> Vec<String> {
+        (0..3)
+            .map(|i| format!("http://127.0.0.1:{}", self.client_port(i)))
+            .collect()
+    }
+
+    fn spawn(&mut self, i: usize, new: bool) {
+        let cluster: Vec<String> = (0..3)
+            .map(|j| format!("m{j}=http://127.0.0.1:{}", self.peer_port(j)))
+            .collect();
+        let client = format!("http://127.0.0.1:{}", self.client_port(i));
+        let peer = format!("http://127.0.0.1:{}", self.peer_port(i));
+        let log = std::fs::File::create(self.dir.join(format!("m{i}.log"))).unwrap();
+        let child = Command::new(binary().unwrap())
+            .args(["--name", &format!("m{i}")])
+            .arg("--data-dir")
+            .arg(self.dir.join(format!("m{i}")))
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &cluster.join(",")])
+            .args(["--initial-cluster-token", "shoal-test"])
+            .args([
+                "--initial-cluster-state",
+                if new { "new" } else { "existing" },
+            ])
+            // Quicker elections for the fault tests (defaults: 100 ms, 1 s).
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args([
+                "--auto-compaction-mode",
+                "revision",
+                "--auto-compaction-retention",
+                "100000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        self.members[i] = Some(child);
+    }
+
+    /// Wait until every running member answers its health check.
+    pub fn wait_healthy(&self, within: Duration) {
+        let t = Instant::now();
+        for i in 0..3 {
+            if self.members[i].is_none() {
+                continue;
+            }
+            let addr = format!("127.0.0.1:{}", self.client_port(i));
+            loop {
+                if health(&addr) {
+                    break;
+                }
+                assert!(
+                    t.elapsed() < within,
+                    "etcd member m{i} not healthy after {within:?}: see {}",
+                    self.dir.join(format!("m{i}.log")).display()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// The pid of member `i`, if running.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL member `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start member `i` again on its data.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.members[i].is_none(), "member m{i} is running");
+        self.spawn(i, false);
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT member `i`.
+    pub fn freeze(&self, i: usize, on: bool) {
+        if let Some(pid) = self.pid(i) {
+            let sig = if on { "-STOP" } else { "-CONT" };
+            let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+        }
+    }
+}
+
+/// etcd's `/health` over plain HTTP (no client library needed).
+fn health(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) =
+        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(format!("GET /health HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.contains("\"health\":\"true\"") || out.contains("\"health\": \"true\"")
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..3 {
+            self.freeze(i, false);
+            self.kill(i);
+        }
+    }
+}
