@@ -2,11 +2,13 @@
 # Install what shoal and its tests need on Debian 12 (idempotent).
 set -euo pipefail
 need=()
-for p in fuse3 bc xz-utils; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+# protobuf-compiler: the etcd client's build compiles etcd's protocol.
+for p in fuse3 bc xz-utils protobuf-compiler; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ "${1:-}" = "--tests" ]; then
   # linux-source for the tree test; the rest builds and runs xfstests.
   for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
-    libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio; do
+    libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio \
+    etcd-server etcd-client; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi

@@ -10,7 +10,8 @@ cargo build --release --workspace -q
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
 # A run that was killed leaves mounts whose daemons are gone.
 bash -c "source tests/scripts/lib.sh; unmount_leftovers"
-export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1
+# SHOAL_REQUIRE_ETCD: tests that start an etcd cluster fail, not skip, without etcd.
+export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1 SHOAL_REQUIRE_ETCD=1
 passed=0; failed=0; failures=()
 suite() {
   local name=$1; shift
@@ -26,6 +27,8 @@ core_has_no_fuse_or_store() {
 suite "core dependency rule" core_has_no_fuse_or_store
 suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
+suite "shared store: one conformance suite on the simulator (etcd and TiKV modes) and a 3-member etcd cluster" \
+  bash -c 'cargo test --release -q -p shoal-core --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart
 # from the shipped binary's).

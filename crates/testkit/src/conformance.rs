@@ -363,7 +363,11 @@ fn leases_and_fencing(h: &Harness) {
         (h.advance)(Duration::from_millis(250));
     }
     assert_eq!(s.get(&owned).unwrap(), None);
-    assert!(matches!(s.lease_renew(l), Err(KvError::LeaseExpired(_))));
+    let renewed = s.lease_renew(l);
+    assert!(
+        matches!(renewed, Err(KvError::LeaseExpired(_))),
+        "renewing an expired lease: {renewed:?}"
+    );
     assert_eq!(
         s.commit(
             &[Cond::Exists(sess.clone())],

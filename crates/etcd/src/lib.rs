@@ -1,0 +1,432 @@
+//! shoal's shared store on an etcd cluster (`shoal_core::shared::SharedStore`).
+//!
+//! One filesystem is one key prefix, `/shoal/NAME/`, in the cluster; the
+//! calls map one to one onto etcd's: a conditional commit is one `Txn`
+//! (`If` the conditions, `Then` the writes, `Else` reads of the conditions'
+//! keys, so a conflict says which failed), the change stream is a `Watch`
+//! with the previous values, sessions are leases.
+//!
+//! The client (`etcd-client`) is async; the seam is synchronous, so the
+//! store owns a small tokio runtime and blocks on it. Every call has a
+//! deadline (`timeout`): past it a read is `Unavailable`, and a commit whose
+//! request may have reached the cluster is `Unknown`, never retried blind.
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse, WatchOptions, WatchStream,
+};
+use shoal_core::shared::{
+    Cond, Event, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore,
+    Versioned, Watch,
+};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// etcd's defaults: `--max-txn-ops` 128 (checked for the conditions and the
+/// writes each; shoal counts them together), `--max-request-bytes` 1.5 MiB
+/// (less room for the request's framing and the key prefix).
+pub const ETCD_LIMITS: Limits = Limits {
+    max_ops: 128,
+    max_bytes: 1536 * 1024 - 64 * 1024,
+};
+
+pub struct EtcdStore {
+    rt: Arc<tokio::runtime::Runtime>,
+    client: Client,
+    /// `/shoal/NAME/`: every key of this filesystem starts with it.
+    prefix: Vec<u8>,
+    timeout: Duration,
+}
+
+/// Where a filesystem on etcd is: `etcd://H1:P1,H2:P2/NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdUrl {
+    pub endpoints: Vec<String>,
+    pub name: String,
+}
+
+impl EtcdUrl {
+    pub fn parse(url: &str) -> Result<EtcdUrl, String> {
+        let usage = || format!("'{url}': expected etcd://HOST:PORT[,HOST:PORT...]/NAME");
+        let rest = url.strip_prefix("etcd://").ok_or_else(usage)?;
+        let (hosts, name) = rest.split_once('/').ok_or_else(usage)?;
+        if hosts.is_empty()
+            || name.is_empty()
+            || name.contains('/')
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            return Err(usage());
+        }
+        let endpoints = hosts
+            .split(',')
+            .map(|h| {
+                if h.is_empty() || !h.contains(':') {
+                    Err(usage())
+                } else {
+                    Ok(format!("http://{h}"))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(EtcdUrl {
+            endpoints,
+            name: name.to_string(),
+        })
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> KvError {
+    KvError::Other(e.to_string())
+}
+
+/// etcd's answer as the seam's error. `commit`: the request may have been
+/// applied when the failure came after sending it.
+fn map_err(e: etcd_client::Error, commit: bool) -> KvError {
+    use etcd_client::Error as E;
+    let unsure = |m: String| {
+        if commit {
+            KvError::Unknown(m)
+        } else {
+            KvError::Unavailable(m)
+        }
+    };
+    match e {
+        E::GRpcStatus(s) => {
+            let m = s.message().to_string();
+            if m.contains("database space exceeded") {
+                KvError::NoSpace
+            } else if m.contains("too many operations") || m.contains("request is too large") {
+                KvError::TooLarge { ops: 0, bytes: 0 }
+            } else if m.contains("requested lease not found") {
+                KvError::LeaseExpired(0)
+            } else if m.contains("required revision has been compacted") {
+                KvError::Compacted(0)
+            } else if m.contains("no leader") {
+                // Refused before any proposal: nothing applied.
+                KvError::Unavailable(m)
+            } else {
+                match s.code() {
+                    tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition => {
+                        KvError::Other(m)
+                    }
+                    _ => unsure(format!("{:?}: {m}", s.code())),
+                }
+            }
+        }
+        E::TransportError(t) => KvError::Unavailable(t.to_string()),
+        E::LeaseKeepAliveError(m) if m.contains("lease not found") => KvError::LeaseExpired(0),
+        other => unsure(other.to_string()),
+    }
+}
+
+impl EtcdStore {
+    /// Connect to the cluster for filesystem `name`.
+    pub fn connect(url: &EtcdUrl, timeout: Duration) -> KvResult<Arc<EtcdStore>> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shoal-etcd")
+            .enable_all()
+            .build()
+            .map_err(other)?;
+        let opts = ConnectOptions::new()
+            .with_connect_timeout(timeout)
+            .with_timeout(timeout)
+            .with_keep_alive(Duration::from_secs(2), timeout)
+            .with_require_leader(true);
+        let client = rt
+            .block_on(async {
+                tokio::time::timeout(timeout, Client::connect(&url.endpoints, Some(opts))).await
+            })
+            .map_err(|_| {
+                KvError::Unavailable(format!("connect to {:?}: timed out", url.endpoints))
+            })?
+            .map_err(|e| map_err(e, false))?;
+        Ok(Arc::new(EtcdStore {
+            rt: Arc::new(rt),
+            client,
+            prefix: format!("/shoal/{}/", url.name).into_bytes(),
+            timeout,
+        }))
+    }
+
+    fn key(&self, k: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.prefix.len() + k.len());
+        v.extend_from_slice(&self.prefix);
+        v.extend_from_slice(k);
+        v
+    }
+
+    fn strip(&self, k: &[u8]) -> Vec<u8> {
+        k[self.prefix.len().min(k.len())..].to_vec()
+    }
+
+    /// Run `f` on the runtime within the deadline; `commit` says how a
+    /// failure is reported.
+    fn call<T, F>(&self, commit: bool, f: F) -> KvResult<T>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let t = self.timeout;
+        match self
+            .rt
+            .block_on(async move { tokio::time::timeout(t, f).await })
+        {
+            Ok(r) => r.map_err(|e| map_err(e, commit)),
+            Err(_) if commit => Err(KvError::Unknown(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+            Err(_) => Err(KvError::Unavailable(format!(
+                "no answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+}
+
+fn holds(c: &Cond, kv: Option<&etcd_client::KeyValue>) -> bool {
+    match c {
+        Cond::Absent(_) => kv.is_none(),
+        Cond::Exists(_) => kv.is_some(),
+        Cond::ModRev(_, r) => kv.is_some_and(|kv| kv.mod_revision() as u64 == *r),
+    }
+}
+
+impl SharedStore for EtcdStore {
+    fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
+        let mut c = self.client.clone();
+        let k = self.key(key);
+        let r = self.call(false, async move { c.get(k, None).await })?;
+        Ok(r.kvs().first().map(|kv| Versioned {
+            value: kv.value().to_vec(),
+            mod_rev: kv.mod_revision() as u64,
+        }))
+    }
+
+    fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
+        let mut c = self.client.clone();
+        let (lo, hi) = (self.key(lo), self.key(hi));
+        let opts = GetOptions::new()
+            .with_range(hi)
+            .with_limit(limit.min(i64::MAX as usize) as i64);
+        let r = self.call(false, async move { c.get(lo, Some(opts)).await })?;
+        let rev = r.header().map_or(0, |h| h.revision() as u64);
+        let v = r
+            .kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    self.strip(kv.key()),
+                    Versioned {
+                        value: kv.value().to_vec(),
+                        mod_rev: kv.mod_revision() as u64,
+                    },
+                )
+            })
+            .collect();
+        Ok((v, rev))
+    }
+
+    fn commit(&self, conds: &[Cond], ops: &[Op]) -> KvResult<Outcome> {
+        ETCD_LIMITS.check(conds, ops)?;
+        let compares: Vec<Compare> = conds
+            .iter()
+            .map(|c| {
+                let k = self.key(c.key());
+                match c {
+                    // A missing key's create revision is 0.
+                    Cond::Absent(_) => Compare::create_revision(k, CompareOp::Equal, 0),
+                    Cond::Exists(_) => Compare::create_revision(k, CompareOp::Greater, 0),
+                    Cond::ModRev(_, r) => Compare::mod_revision(k, CompareOp::Equal, *r as i64),
+                }
+            })
+            .collect();
+        let then: Vec<TxnOp> = ops
+            .iter()
+            .map(|o| match o {
+                Op::Put(k, v, lease) => TxnOp::put(
+                    self.key(k),
+                    v.clone(),
+                    lease.map(|l| PutOptions::new().with_lease(l)),
+                ),
+                Op::Delete(k) => TxnOp::delete(self.key(k), None),
+            })
+            .collect();
+        let reads: Vec<TxnOp> = conds
+            .iter()
+            .map(|c| TxnOp::get(self.key(c.key()), None))
+            .collect();
+        let txn = Txn::new().when(compares).and_then(then).or_else(reads);
+        let mut c = self.client.clone();
+        let r = match self.call(true, async move { c.txn(txn).await }) {
+            Err(KvError::LeaseExpired(_)) => {
+                let l = ops.iter().find_map(|o| match o {
+                    Op::Put(_, _, Some(l)) => Some(*l),
+                    _ => None,
+                });
+                return Err(KvError::LeaseExpired(l.unwrap_or(0)));
+            }
+            Err(KvError::TooLarge { .. }) => {
+                let bytes = ops.iter().map(|o| o.key().len()).sum();
+                return Err(KvError::TooLarge {
+                    ops: conds.len() + ops.len(),
+                    bytes,
+                });
+            }
+            other => other?,
+        };
+        if r.succeeded() {
+            let rev = r.header().map_or(0, |h| h.revision() as u64);
+            return Ok(Outcome::Committed(rev));
+        }
+        let failed = r
+            .op_responses()
+            .iter()
+            .zip(conds)
+            .enumerate()
+            .filter(|(_, (resp, c))| match resp {
+                TxnOpResponse::Get(g) => !holds(c, g.kvs().first()),
+                _ => true,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        Ok(Outcome::Conflict(failed))
+    }
+
+    fn watch(&self, prefix: &[u8], from: Rev) -> KvResult<Box<dyn Watch>> {
+        let mut c = self.client.clone();
+        let k = self.key(prefix);
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_start_revision(from as i64)
+            .with_progress_notify();
+        let stream = self.call(false, async move { c.watch(k, Some(opts)).await })?;
+        Ok(Box::new(EtcdWatch {
+            rt: self.rt.clone(),
+            stream,
+            strip: self.prefix.len(),
+            from,
+        }))
+    }
+
+    fn revision(&self) -> KvResult<Rev> {
+        let mut c = self.client.clone();
+        // A linearizable read of one key: its header carries the revision.
+        let k = self.key(b"");
+        let opts = GetOptions::new().with_limit(1).with_keys_only();
+        let r = self.call(false, async move { c.get(k, Some(opts)).await })?;
+        Ok(r.header().map_or(0, |h| h.revision() as u64))
+    }
+
+    fn lease_grant(&self, ttl: Duration) -> KvResult<LeaseId> {
+        let mut c = self.client.clone();
+        let secs = ttl.as_secs().max(1) as i64;
+        let r = self.call(false, async move { c.lease_grant(secs, None).await })?;
+        Ok(r.id())
+    }
+
+    fn lease_renew(&self, id: LeaseId) -> KvResult<()> {
+        let mut c = self.client.clone();
+        let ttl = match self.call(false, async move {
+            let (mut keeper, mut stream) = c.lease_keep_alive(id).await?;
+            keeper.keep_alive().await?;
+            Ok(stream.message().await?.map_or(0, |m| m.ttl()))
+        }) {
+            Err(KvError::LeaseExpired(_)) => return Err(KvError::LeaseExpired(id)),
+            other => other?,
+        };
+        if ttl <= 0 {
+            return Err(KvError::LeaseExpired(id));
+        }
+        Ok(())
+    }
+
+    fn lease_revoke(&self, id: LeaseId) -> KvResult<()> {
+        let mut c = self.client.clone();
+        match self.call(false, async move { c.lease_revoke(id).await }) {
+            Ok(_) => Ok(()),
+            Err(KvError::LeaseExpired(_)) => Err(KvError::LeaseExpired(id)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        ETCD_LIMITS
+    }
+}
+
+struct EtcdWatch {
+    rt: Arc<tokio::runtime::Runtime>,
+    stream: WatchStream,
+    strip: usize,
+    from: Rev,
+}
+
+impl Watch for EtcdWatch {
+    fn next(&mut self, timeout: Duration) -> KvResult<Vec<Event>> {
+        let stream = &mut self.stream;
+        let msg = match self
+            .rt
+            .block_on(async move { tokio::time::timeout(timeout, stream.message()).await })
+        {
+            Err(_) => return Ok(vec![]),
+            Ok(r) => r.map_err(|e| map_err(e, false))?,
+        };
+        let Some(resp) = msg else {
+            return Err(KvError::Unavailable("watch stream ended".into()));
+        };
+        if resp.compact_revision() > 0 {
+            return Err(KvError::Compacted(self.from));
+        }
+        if resp.canceled() {
+            return Err(KvError::Unavailable(format!(
+                "watch canceled: {}",
+                resp.cancel_reason()
+            )));
+        }
+        let mut out = Vec::new();
+        for e in resp.events() {
+            let Some(kv) = e.kv() else { continue };
+            let rev = kv.mod_revision() as u64;
+            self.from = self.from.max(rev + 1);
+            out.push(Event {
+                key: kv.key()[self.strip.min(kv.key().len())..].to_vec(),
+                value: match e.event_type() {
+                    EventType::Put => Some(kv.value().to_vec()),
+                    EventType::Delete => None,
+                },
+                prev: e.prev_kv().map(|p| p.value().to_vec()),
+                rev,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = EtcdUrl::parse("etcd://127.0.0.1:23791,127.0.0.1:23792/fs1").unwrap();
+        assert_eq!(
+            u.endpoints,
+            vec!["http://127.0.0.1:23791", "http://127.0.0.1:23792"]
+        );
+        assert_eq!(u.name, "fs1");
+        for bad in [
+            "etcd://h:1",
+            "etcd:///x",
+            "http://h:1/x",
+            "etcd://h:1/a/b",
+            "etcd://h/x",
+            "etcd://h:1/",
+        ] {
+            assert!(EtcdUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
