@@ -191,6 +191,7 @@ fn holds(c: &Cond, kv: Option<&etcd_client::KeyValue>) -> bool {
         Cond::Absent(_) => kv.is_none(),
         Cond::Exists(_) => kv.is_some(),
         Cond::ModRev(_, r) => kv.is_some_and(|kv| kv.mod_revision() as u64 == *r),
+        Cond::Empty(..) => kv.is_none(),
     }
 }
 
@@ -240,6 +241,11 @@ impl SharedStore for EtcdStore {
                     Cond::Absent(_) => Compare::create_revision(k, CompareOp::Equal, 0),
                     Cond::Exists(_) => Compare::create_revision(k, CompareOp::Greater, 0),
                     Cond::ModRev(_, r) => Compare::mod_revision(k, CompareOp::Equal, *r as i64),
+                    // Over a range: true when every key in it has create
+                    // revision 0, that is when there is none.
+                    Cond::Empty(_, hi) => {
+                        Compare::create_revision(k, CompareOp::Equal, 0).with_range(self.key(hi))
+                    }
                 }
             })
             .collect();
@@ -256,7 +262,13 @@ impl SharedStore for EtcdStore {
             .collect();
         let reads: Vec<TxnOp> = conds
             .iter()
-            .map(|c| TxnOp::get(self.key(c.key()), None))
+            .map(|c| match c {
+                Cond::Empty(lo, hi) => TxnOp::get(
+                    self.key(lo),
+                    Some(GetOptions::new().with_range(self.key(hi)).with_limit(1)),
+                ),
+                _ => TxnOp::get(self.key(c.key()), None),
+            })
             .collect();
         let txn = Txn::new().when(compares).and_then(then).or_else(reads);
         let mut c = self.client.clone();

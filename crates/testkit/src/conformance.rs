@@ -118,6 +118,26 @@ fn conditions(h: &Harness) {
         .unwrap(),
         Outcome::Committed(_)
     ));
+    // An empty range: holds until a key lands in it.
+    let (lo, hi) = (h.k("cond/dir/"), h.k("cond/dir0"));
+    let inside = h.k("cond/dir/x");
+    assert!(matches!(
+        s.commit(
+            &[Cond::Empty(lo.clone(), hi.clone())],
+            &[put(&inside, b"1")]
+        )
+        .unwrap(),
+        Outcome::Committed(_)
+    ));
+    assert_eq!(
+        s.commit(
+            &[Cond::Empty(lo.clone(), hi.clone())],
+            &[put(&h.k("cond/y"), b"1")]
+        )
+        .unwrap(),
+        Outcome::Conflict(vec![0])
+    );
+    assert_eq!(s.get(&h.k("cond/y")).unwrap(), None);
     // Exists, and which of several conditions failed.
     let c = h.k("cond/c");
     assert_eq!(

@@ -60,12 +60,15 @@ pub enum Cond {
     ModRev(Vec<u8>, Rev),
     /// The key has a value.
     Exists(Vec<u8>),
+    /// No key in `[lo, hi)` (an empty directory: rmdir's condition).
+    Empty(Vec<u8>, Vec<u8>),
 }
 
 impl Cond {
+    /// The key the condition is on (the range's first for `Empty`).
     pub fn key(&self) -> &[u8] {
         match self {
-            Cond::Absent(k) | Cond::ModRev(k, _) | Cond::Exists(k) => k,
+            Cond::Absent(k) | Cond::ModRev(k, _) | Cond::Exists(k) | Cond::Empty(k, _) => k,
         }
     }
 }

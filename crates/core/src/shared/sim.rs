@@ -289,6 +289,7 @@ impl SharedStore for SimStore {
                     Cond::Absent(_) => e.is_none(),
                     Cond::Exists(_) => e.is_some(),
                     Cond::ModRev(_, r) => e.is_some_and(|e| e.mod_rev == *r),
+                    Cond::Empty(lo, hi) => s.kv.range(lo.clone()..hi.clone()).next().is_none(),
                 }
             })
             .map(|(i, _)| i)
