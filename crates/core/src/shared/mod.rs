@@ -28,6 +28,7 @@
 //!
 //! [`Store`]: crate::store::Store
 
+pub mod ns;
 pub mod sim;
 
 use std::fmt;

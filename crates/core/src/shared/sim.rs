@@ -56,6 +56,9 @@ struct State {
 pub struct SimStore {
     mode: Mode,
     limits: Limits,
+    /// Each call waits this long first (a network round trip), so that
+    /// operations of several threads interleave as they would on a cluster.
+    delay: Mutex<Duration>,
     st: Arc<(Mutex<State>, Condvar)>,
 }
 
@@ -84,6 +87,7 @@ impl SimStore {
         Arc::new(SimStore {
             mode,
             limits,
+            delay: Mutex::new(Duration::ZERO),
             st: Arc::new((
                 Mutex::new(State {
                     rev: 1,
@@ -97,6 +101,18 @@ impl SimStore {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.st.0.lock().unwrap()
+    }
+
+    /// Every read and commit waits `d` first (outside the store's lock).
+    pub fn set_delay(&self, d: Duration) {
+        *self.delay.lock().unwrap() = d;
+    }
+
+    fn wait(&self) {
+        let d = *self.delay.lock().unwrap();
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
     }
 
     /// Move the fake clock on: leases past their deadline end, and their
@@ -243,6 +259,7 @@ impl SimStore {
 
 impl SharedStore for SimStore {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
+        self.wait();
         Ok(self.lock().kv.get(key).map(|e| Versioned {
             value: e.value.clone(),
             mod_rev: e.mod_rev,
@@ -250,6 +267,7 @@ impl SharedStore for SimStore {
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
+        self.wait();
         let s = self.lock();
         let v =
             s.kv.range(lo.to_vec()..hi.to_vec())
@@ -269,6 +287,7 @@ impl SharedStore for SimStore {
 
     fn commit(&self, conds: &[Cond], ops: &[Op]) -> KvResult<Outcome> {
         self.limits.check(conds, ops)?;
+        self.wait();
         let mut s = self.lock();
         let fault = if s.faults.is_empty() {
             None

@@ -1,0 +1,920 @@
+//! A namespace that several daemons share on one [`SharedStore`] (issue 24):
+//! every operation is one optimistic transaction, acknowledged only after
+//! its conditional commit succeeded.
+//!
+//! **Transactions.** An operation runs its body against a [`Tx`]: each read
+//! through it records the key's version (or its absence) as a condition,
+//! each write is queued. The commit applies the writes only if every key
+//! read is unchanged (serializable, per operation) and the daemon's session
+//! key still exists (fencing, below). On a conflict the body runs again on
+//! fresh reads; a stale cache can cost a retry, never a lost update.
+//!
+//! **No hot key in a shared directory.** A create reads its parent's inode
+//! record (a condition: a concurrent rmdir, rename-away or chmod of the
+//! parent changes it and so conflicts) but never writes it. The parent's
+//! modification time goes to its own key, `T`, written without a condition
+//! (the last writer wins: times are relaxed across daemons) and at most
+//! every `dir_time_ms` per directory and daemon. A directory's link count is
+//! not kept: it is reported as 1, as btrfs does ("unknown"; `find` then
+//! does not use it to skip directories), and its size as 0. So creates of
+//! different names in one directory from several daemons never conflict.
+//!
+//! **Inode numbers** are claimed by each daemon in chunks of
+//! [`CHUNK`] by compare-and-swap on the counter key `N`, so
+//! one daemon's inodes are contiguous keys (a daemon's files, made together,
+//! are near each other in the store: seed 004's placement, per daemon).
+//!
+//! **Sessions and fencing.** Each daemon holds a lease and a session key
+//! `S sid` attached to it, renewed by a thread. Every commit requires the
+//! session key: a daemon that was cut off past its lease can no longer
+//! commit anything (its commits fail with an error that says to remount).
+//!
+//! **A commit whose result is unknown** (the connection broke after the
+//! request left) is resolved by reading back what it wrote: if every put
+//! key holds the value written (inode records carry a version and a
+//! nanosecond time, entries the inode number) and every deleted key is
+//! gone, it applied; otherwise the operation runs again from fresh reads.
+//!
+//! Keys, under the filesystem's prefix: `V` format, `N` next inode chunk,
+//! `I ino` inode record (the engine's encoding: attributes, and the blob:
+//! a small file's bytes, a symlink's target, a directory's parent), `T ino`
+//! a directory's modification time, `E parent name` an entry (the child's
+//! inode number and kind), `S sid` a session.
+
+use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore, Versioned};
+use crate::error::{Error, Result};
+use crate::schema::{decode_inode, encode_inode};
+use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Inode numbers one claim gives a daemon.
+pub const CHUNK: u64 = 1024;
+/// The format of a shared namespace (`V`).
+pub const SHARED_FORMAT: u32 = 1;
+/// Bytes a file keeps in its inode record; larger data goes through the
+/// data seam to an object store (not built yet: larger writes are refused).
+pub const SHARED_INLINE_MAX: u64 = crate::INLINE_MAX;
+const NAME_MAX: usize = 255;
+/// Retries of one operation before it gives up with EIO.
+const MAX_TRIES: u32 = 200;
+
+fn ikey(ino: Ino) -> Vec<u8> {
+    let mut k = vec![b'I'];
+    k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
+fn tkey(ino: Ino) -> Vec<u8> {
+    let mut k = vec![b'T'];
+    k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
+fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
+    let mut k = vec![b'E'];
+    k.extend_from_slice(&parent.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+/// Every entry of `dir`: `[E dir, E dir+1)`.
+fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
+    (ekey(dir, b""), ekey(dir + 1, b""))
+}
+fn skey(sid: u64) -> Vec<u8> {
+    let mut k = vec![b'S'];
+    k.extend_from_slice(&sid.to_be_bytes());
+    k
+}
+const NEXT_CHUNK: &[u8] = b"N";
+const FORMAT_KEY: &[u8] = b"V";
+
+fn enc_entry(ino: Ino, kind: Kind) -> Vec<u8> {
+    let mut v = ino.to_le_bytes().to_vec();
+    v.push(kind as u8);
+    v
+}
+fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
+    if v.len() != 9 {
+        return Err(Error::Corrupted("shared entry: bad length".into()));
+    }
+    let ino = u64::from_le_bytes(v[..8].try_into().unwrap());
+    let kind =
+        Kind::from_u8(v[8]).ok_or_else(|| Error::Corrupted("shared entry: bad kind".into()))?;
+    Ok((ino, kind))
+}
+
+/// An inode as the shared namespace keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub attr: Attr,
+    /// A small file's bytes, a symlink's target, a directory's parent (8 bytes LE).
+    pub blob: Vec<u8>,
+}
+
+impl Node {
+    fn encode(&self) -> Vec<u8> {
+        encode_inode(&self.attr, &self.blob, &[], None)
+    }
+    fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
+        let (attr, extra) = decode_inode(ino, v)?;
+        Ok(Node {
+            attr,
+            blob: extra.blob,
+        })
+    }
+    pub fn parent(&self) -> Ino {
+        if self.attr.kind == Kind::Dir && self.blob.len() == 8 {
+            u64::from_le_bytes(self.blob[..8].try_into().unwrap())
+        } else {
+            0
+        }
+    }
+}
+
+/// Counters for `shoal stats` and the benchmarks.
+#[derive(Default, Debug)]
+pub struct SharedStats {
+    pub ops: AtomicU64,
+    pub commits: AtomicU64,
+    pub conflicts: AtomicU64,
+    pub unknown: AtomicU64,
+    pub reads: AtomicU64,
+    pub chunk_claims: AtomicU64,
+}
+
+/// One operation's reads (its conditions) and writes.
+pub struct Tx<'a> {
+    fs: &'a SharedFs,
+    conds: Vec<Cond>,
+    /// Read keys -> the version seen (0 = absent), so a key read twice is one condition.
+    seen: HashMap<Vec<u8>, u64>,
+    ops: Vec<Op>,
+}
+
+impl Tx<'_> {
+    /// Read a key; the commit requires it unchanged.
+    pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
+        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let v = self.fs.store.get(&key).map_err(kv)?;
+        let rev = v.as_ref().map_or(0, |v| v.mod_rev);
+        if let Some(&was) = self.seen.get(&key) {
+            if was != rev {
+                // Changed between two reads of one operation: the commit
+                // would fail on the first; fail now.
+                return Err(Error::Io(RETRY.into()));
+            }
+        } else {
+            self.seen.insert(key.clone(), rev);
+            self.conds.push(match &v {
+                Some(v) => Cond::ModRev(key, v.mod_rev),
+                None => Cond::Absent(key),
+            });
+        }
+        Ok(v)
+    }
+    /// The commit requires `[lo, hi)` to have no key.
+    pub fn require_empty(&mut self, lo: Vec<u8>, hi: Vec<u8>) -> Result<bool> {
+        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let (keys, _) = self.fs.store.scan(&lo, &hi, 1).map_err(kv)?;
+        self.conds.push(Cond::Empty(lo, hi));
+        Ok(keys.is_empty())
+    }
+    pub fn node(&mut self, ino: Ino) -> Result<Node> {
+        match self.get(ikey(ino))? {
+            Some(v) => Node::decode(ino, &v.value),
+            None => Err(Error::NotFound),
+        }
+    }
+    pub fn entry(&mut self, parent: Ino, name: &[u8]) -> Result<Option<(Ino, Kind)>> {
+        self.get(ekey(parent, name))?
+            .map(|v| dec_entry(&v.value))
+            .transpose()
+    }
+    fn dir(&mut self, ino: Ino) -> Result<Node> {
+        let n = self.node(ino)?;
+        if n.attr.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        Ok(n)
+    }
+    fn put_node(&mut self, n: &mut Node) {
+        n.attr.version += 1;
+        self.ops.push(Op::Put(ikey(n.attr.ino), n.encode(), None));
+    }
+    fn put_entry(&mut self, parent: Ino, name: &[u8], ino: Ino, kind: Kind) {
+        self.ops
+            .push(Op::Put(ekey(parent, name), enc_entry(ino, kind), None));
+    }
+    fn del(&mut self, key: Vec<u8>) {
+        self.ops.push(Op::Delete(key));
+    }
+    /// A directory's times changed (not a condition: the last writer wins).
+    fn touch_dir(&mut self, dir: Ino, t: Ts) {
+        if self.fs.should_touch(dir) {
+            let mut v = t.sec.to_le_bytes().to_vec();
+            v.extend_from_slice(&t.nsec.to_le_bytes());
+            self.ops.push(Op::Put(tkey(dir), v, None));
+        }
+    }
+}
+
+/// The marker of a transaction to run again (a key changed between two reads).
+const RETRY: &str = "shoal: retry";
+
+fn kv(e: KvError) -> Error {
+    Error::from(e)
+}
+
+pub struct SharedFs {
+    store: Arc<dyn SharedStore>,
+    sid: u64,
+    lease: LeaseId,
+    chunk: Mutex<(u64, u64)>,
+    /// Directory -> when this daemon last wrote its time.
+    touched: Mutex<HashMap<Ino, Instant>>,
+    dir_time: Duration,
+    pub stats: SharedStats,
+    stop: Arc<AtomicBool>,
+    keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The session's lease ended: every later commit would be fenced.
+    lost: Arc<AtomicBool>,
+}
+
+/// How a daemon joins a shared namespace.
+#[derive(Clone, Debug)]
+pub struct SessionOpts {
+    /// The session lease's time to live: a daemon cut off for longer loses
+    /// its session and can no longer commit.
+    pub ttl: Duration,
+    /// A directory's time is written at most this often per daemon.
+    pub dir_time: Duration,
+    /// What the session key says (host, pid), for `shoal stats` and fsck.
+    pub who: String,
+}
+
+impl Default for SessionOpts {
+    fn default() -> Self {
+        SessionOpts {
+            ttl: Duration::from_secs(10),
+            dir_time: Duration::from_millis(100),
+            who: format!("pid {}", std::process::id()),
+        }
+    }
+}
+
+/// Make a new shared namespace on `store`: the format key, the root, the
+/// inode counter. Refused if one is there already.
+pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
+    let t = Ts::now();
+    let root = Node {
+        attr: Attr::root(t),
+        blob: ROOT_INO.to_le_bytes().to_vec(),
+    };
+    let ops = vec![
+        Op::Put(
+            FORMAT_KEY.to_vec(),
+            SHARED_FORMAT.to_le_bytes().to_vec(),
+            None,
+        ),
+        Op::Put(NEXT_CHUNK.to_vec(), 1u64.to_le_bytes().to_vec(), None),
+        Op::Put(ikey(ROOT_INO), root.encode(), None),
+    ];
+    match store
+        .commit(&[Cond::Absent(FORMAT_KEY.to_vec())], &ops)
+        .map_err(kv)?
+    {
+        Outcome::Committed(_) => Ok(()),
+        Outcome::Conflict(_) => Err(Error::Exists),
+    }
+}
+
+impl SharedFs {
+    /// Join the namespace on `store` with a new session.
+    pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<SharedFs>> {
+        match store.get(FORMAT_KEY).map_err(kv)? {
+            None => {
+                return Err(Error::Corrupted(
+                    "no shoal filesystem here (make one with `shoal mkfs`)".into(),
+                ))
+            }
+            Some(v) if v.value != SHARED_FORMAT.to_le_bytes() => {
+                return Err(Error::Corrupted(format!(
+                    "shared format {:?}, this shoal reads {SHARED_FORMAT}",
+                    v.value
+                )))
+            }
+            Some(_) => {}
+        }
+        let lease = store.lease_grant(opts.ttl).map_err(kv)?;
+        let sid = lease as u64;
+        match store
+            .commit(
+                &[Cond::Absent(skey(sid))],
+                &[Op::Put(skey(sid), opts.who.into_bytes(), Some(lease))],
+            )
+            .map_err(kv)?
+        {
+            Outcome::Committed(_) => {}
+            Outcome::Conflict(_) => return Err(Error::Io("session key taken".into())),
+        }
+        let fs = Arc::new(SharedFs {
+            store: store.clone(),
+            sid,
+            lease,
+            chunk: Mutex::new((0, 0)),
+            touched: Mutex::new(HashMap::new()),
+            dir_time: opts.dir_time,
+            stats: SharedStats::default(),
+            stop: Arc::new(AtomicBool::new(false)),
+            keeper: Mutex::new(None),
+            lost: Arc::new(AtomicBool::new(false)),
+        });
+        let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
+        let h = std::thread::Builder::new()
+            .name("shoal-session".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    while t.elapsed() < every && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50).min(every));
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    match store.lease_renew(lease) {
+                        Ok(()) => {}
+                        Err(KvError::LeaseExpired(_)) => {
+                            tracing::error!("session lease {lease:x} expired: remount");
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        // Unavailable: try again; the lease may still be alive.
+                        Err(e) => tracing::warn!("session renewal: {e}"),
+                    }
+                }
+            })
+            .expect("spawn session keeper");
+        *fs.keeper.lock().unwrap() = Some(h);
+        Ok(fs)
+    }
+
+    /// The session id (its lease).
+    pub fn session(&self) -> u64 {
+        self.sid
+    }
+
+    /// Leave: stop renewing and end the session now.
+    pub fn close(&self) -> Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.keeper.lock().unwrap().take() {
+            let _ = h.join();
+        }
+        match self.store.lease_revoke(self.lease) {
+            Ok(()) | Err(KvError::LeaseExpired(_)) => Ok(()),
+            Err(e) => Err(kv(e)),
+        }
+    }
+
+    /// Stop renewing without ending the session (a daemon that froze or
+    /// was cut off): for the fencing tests.
+    pub fn stop_renewing(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.keeper.lock().unwrap().take() {
+            let _ = h.join();
+        }
+    }
+
+    fn should_touch(&self, dir: Ino) -> bool {
+        let mut t = self.touched.lock().unwrap();
+        let now = Instant::now();
+        match t.get(&dir) {
+            Some(&last) if now.duration_since(last) < self.dir_time => false,
+            _ => {
+                if t.len() > 4096 {
+                    t.clear();
+                }
+                t.insert(dir, now);
+                true
+            }
+        }
+    }
+
+    /// A new inode number from this daemon's chunk; claims the next chunk
+    /// by compare-and-swap when it is used up.
+    fn new_ino(&self) -> Result<Ino> {
+        let mut c = self.chunk.lock().unwrap();
+        if c.0 >= c.1 {
+            let chunk = loop {
+                let v = self.store.get(NEXT_CHUNK).map_err(kv)?.ok_or_else(|| {
+                    Error::Corrupted("shared namespace has no inode counter".into())
+                })?;
+                let n = u64::from_le_bytes(
+                    v.value[..8]
+                        .try_into()
+                        .map_err(|_| Error::Corrupted("inode counter".into()))?,
+                );
+                let op = Op::Put(NEXT_CHUNK.to_vec(), (n + 1).to_le_bytes().to_vec(), None);
+                match self
+                    .store
+                    .commit(&[Cond::ModRev(NEXT_CHUNK.to_vec(), v.mod_rev)], &[op])
+                {
+                    Ok(Outcome::Committed(_)) => break n,
+                    Ok(Outcome::Conflict(_)) => {
+                        self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Unknown: the chunk may be ours or not; skipping it
+                    // wastes 1024 numbers, never reuses one.
+                    Err(KvError::Unknown(_)) => {}
+                    Err(e) => return Err(kv(e)),
+                }
+            };
+            self.stats.chunk_claims.fetch_add(1, Ordering::Relaxed);
+            *c = (chunk * CHUNK, (chunk + 1) * CHUNK);
+        }
+        let ino = c.0;
+        c.0 += 1;
+        Ok(ino)
+    }
+
+    /// Run `body` as one transaction until it commits (or fails with an
+    /// error of its own).
+    fn run<T>(&self, mut body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
+        self.stats.ops.fetch_add(1, Ordering::Relaxed);
+        let mut backoff = Duration::from_micros(50);
+        for _ in 0..MAX_TRIES {
+            if self.lost.load(Ordering::Relaxed) {
+                return Err(Error::Io(
+                    "this mount's etcd session expired (cut off longer than its lease): remount"
+                        .into(),
+                ));
+            }
+            let mut tx = Tx {
+                fs: self,
+                conds: vec![Cond::Exists(skey(self.sid))],
+                seen: HashMap::new(),
+                ops: vec![],
+            };
+            let out = match body(&mut tx) {
+                Err(Error::Io(m)) if m == RETRY => {
+                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                other => other?,
+            };
+            if tx.ops.is_empty() {
+                return Ok(out);
+            }
+            match self.store.commit(&tx.conds, &tx.ops) {
+                Ok(Outcome::Committed(_)) => {
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(out);
+                }
+                Ok(Outcome::Conflict(failed)) => {
+                    if failed.contains(&0) {
+                        self.lost.store(true, Ordering::SeqCst);
+                        continue;
+                    }
+                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(KvError::Unknown(m)) => {
+                    self.stats.unknown.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("commit result unknown ({m}): reading back");
+                    if self.applied(&tx.ops)? {
+                        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(out);
+                    }
+                }
+                Err(e) => return Err(kv(e)),
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_millis(20));
+        }
+        Err(Error::Io(format!(
+            "gave up after {MAX_TRIES} conflicting tries"
+        )))
+    }
+
+    /// Whether a commit whose answer was lost applied: every put key holds
+    /// what it wrote, every deleted key is gone.
+    fn applied(&self, ops: &[Op]) -> Result<bool> {
+        for op in ops {
+            let now = self.store.get(op.key()).map_err(kv)?;
+            let ok = match op {
+                Op::Put(k, v, _) => k.first() == Some(&b'T') || now.is_some_and(|n| &n.value == v),
+                Op::Delete(_) => now.is_none(),
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let v = self
+            .store
+            .get(&ikey(ino))
+            .map_err(kv)?
+            .ok_or(Error::NotFound)?;
+        let mut a = Node::decode(ino, &v.value)?.attr;
+        if a.kind == Kind::Dir {
+            a.nlink = 1;
+            if let Some(t) = self.store.get(&tkey(ino)).map_err(kv)? {
+                if t.value.len() == 12 {
+                    let t = Ts {
+                        sec: i64::from_le_bytes(t.value[..8].try_into().unwrap()),
+                        nsec: u32::from_le_bytes(t.value[8..].try_into().unwrap()),
+                    };
+                    a.mtime = a.mtime.max(t);
+                    a.ctime = a.ctime.max(t);
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        let v = self
+            .store
+            .get(&ekey(parent, name))
+            .map_err(kv)?
+            .ok_or(Error::NotFound)?;
+        let (ino, _) = dec_entry(&v.value)?;
+        self.getattr(ino)
+    }
+
+    /// A directory's entries in name order, after `after` (exclusive), at
+    /// most `limit`.
+    pub fn readdir(
+        &self,
+        dir: Ino,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
+        let (lo, hi) = erange(dir);
+        let lo = match after {
+            Some(a) => {
+                let mut k = ekey(dir, a);
+                k.push(0);
+                k
+            }
+            None => lo,
+        };
+        let (kvs, _) = self.store.scan(&lo, &hi, limit).map_err(kv)?;
+        kvs.into_iter()
+            .map(|(k, v)| {
+                let (ino, kind) = dec_entry(&v.value)?;
+                Ok((k[9..].to_vec(), ino, kind))
+            })
+            .collect()
+    }
+
+    fn check_name(name: &[u8]) -> Result<()> {
+        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+            return Err(Error::Invalid);
+        }
+        if name.len() > NAME_MAX {
+            return Err(Error::NameTooLong);
+        }
+        Ok(())
+    }
+
+    /// Create `name` in `parent` (O_EXCL: EEXIST if it is there): a file,
+    /// a directory, or a symlink to `target`.
+    pub fn mknod(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        kind: Kind,
+        perm: u16,
+        ctx: &Ctx,
+        target: &[u8],
+    ) -> Result<Attr> {
+        Self::check_name(name)?;
+        let ino = self.new_ino()?;
+        self.run(|tx| {
+            let p = tx.dir(parent)?;
+            if p.attr.nlink == 0 {
+                return Err(Error::NotFound);
+            }
+            if tx.entry(parent, name)?.is_some() {
+                return Err(Error::Exists);
+            }
+            let t = Ts::now();
+            let mut a = Attr::root(t);
+            a.ino = ino;
+            a.kind = kind;
+            a.perm = perm & 0o7777;
+            a.uid = ctx.uid;
+            a.gid = ctx.gid;
+            a.nlink = if kind == Kind::Dir { 2 } else { 1 };
+            let blob = match kind {
+                Kind::Dir => parent.to_le_bytes().to_vec(),
+                Kind::Symlink => target.to_vec(),
+                _ => vec![],
+            };
+            a.size = if kind == Kind::Symlink {
+                target.len() as u64
+            } else {
+                0
+            };
+            let mut n = Node { attr: a, blob };
+            tx.put_node(&mut n);
+            tx.put_entry(parent, name, ino, kind);
+            tx.touch_dir(parent, t);
+            Ok(n.attr)
+        })
+    }
+
+    pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
+        self.mknod(parent, name, Kind::File, perm, &Ctx::root(), b"")
+    }
+
+    pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
+        self.mknod(parent, name, Kind::Dir, perm, &Ctx::root(), b"")
+    }
+
+    /// Remove a non-directory's name; the inode goes with its last name.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.run(|tx| {
+            tx.dir(parent)?;
+            let (ino, kind) = tx.entry(parent, name)?.ok_or(Error::NotFound)?;
+            if kind == Kind::Dir {
+                return Err(Error::IsDir);
+            }
+            let mut n = tx.node(ino)?;
+            tx.del(ekey(parent, name));
+            Self::drop_link(tx, &mut n);
+            tx.touch_dir(parent, Ts::now());
+            Ok(())
+        })
+    }
+
+    fn drop_link(tx: &mut Tx, n: &mut Node) {
+        if n.attr.nlink <= 1 {
+            tx.del(ikey(n.attr.ino));
+        } else {
+            n.attr.nlink -= 1;
+            n.attr.ctime = Ts::now();
+            tx.put_node(n);
+        }
+    }
+
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.run(|tx| {
+            tx.dir(parent)?;
+            let (ino, kind) = tx.entry(parent, name)?.ok_or(Error::NotFound)?;
+            if kind != Kind::Dir {
+                return Err(Error::NotDir);
+            }
+            tx.dir(ino)?;
+            let (lo, hi) = erange(ino);
+            if !tx.require_empty(lo, hi)? {
+                return Err(Error::NotEmpty);
+            }
+            tx.del(ekey(parent, name));
+            tx.del(ikey(ino));
+            tx.del(tkey(ino));
+            tx.touch_dir(parent, Ts::now());
+            Ok(())
+        })
+    }
+
+    pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        Self::check_name(name)?;
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            if n.attr.kind == Kind::Dir {
+                return Err(Error::NotPermitted);
+            }
+            tx.dir(parent)?;
+            if tx.entry(parent, name)?.is_some() {
+                return Err(Error::Exists);
+            }
+            n.attr.nlink += 1;
+            n.attr.ctime = Ts::now();
+            tx.put_node(&mut n);
+            tx.put_entry(parent, name, ino, n.attr.kind);
+            tx.touch_dir(parent, n.attr.ctime);
+            Ok(n.attr)
+        })
+    }
+
+    /// rename(2) without flags: replaces a file, or an empty directory with
+    /// a directory; a directory cannot move under itself.
+    pub fn rename(&self, p1: Ino, n1: &[u8], p2: Ino, n2: &[u8]) -> Result<()> {
+        Self::check_name(n2)?;
+        self.run(|tx| {
+            tx.dir(p1)?;
+            tx.dir(p2)?;
+            let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
+            let target = tx.entry(p2, n2)?;
+            if target.is_some_and(|(t, _)| t == ino) {
+                return Ok(());
+            }
+            if kind == Kind::Dir && p1 != p2 {
+                // Not into its own subtree: walk the destination's
+                // ancestors (each read is a condition, so a concurrent
+                // rename that changes them conflicts).
+                let mut a = p2;
+                while a != ROOT_INO {
+                    if a == ino {
+                        return Err(Error::Invalid);
+                    }
+                    a = tx.dir(a)?.parent();
+                }
+            }
+            if let Some((t, tkind)) = target {
+                match (kind == Kind::Dir, tkind == Kind::Dir) {
+                    (true, false) => return Err(Error::NotDir),
+                    (false, true) => return Err(Error::IsDir),
+                    (true, true) => {
+                        tx.dir(t)?;
+                        let (lo, hi) = erange(t);
+                        if !tx.require_empty(lo, hi)? {
+                            return Err(Error::NotEmpty);
+                        }
+                        tx.del(ikey(t));
+                        tx.del(tkey(t));
+                    }
+                    (false, false) => {
+                        let mut tn = tx.node(t)?;
+                        Self::drop_link(tx, &mut tn);
+                    }
+                }
+            }
+            let mut n = tx.node(ino)?;
+            let t = Ts::now();
+            n.attr.ctime = t;
+            if kind == Kind::Dir && p1 != p2 {
+                n.blob = p2.to_le_bytes().to_vec();
+            }
+            tx.put_node(&mut n);
+            tx.del(ekey(p1, n1));
+            tx.put_entry(p2, n2, ino, kind);
+            tx.touch_dir(p1, t);
+            if p2 != p1 {
+                tx.touch_dir(p2, t);
+            }
+            Ok(())
+        })
+    }
+
+    /// Write into a small file (its bytes live in its inode record).
+    pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        let end = off + data.len() as u64;
+        if end > SHARED_INLINE_MAX {
+            return Err(Error::FileTooBig);
+        }
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            if n.attr.kind != Kind::File {
+                return Err(Error::IsDir);
+            }
+            let mut b = std::mem::take(&mut n.blob);
+            b.resize(n.attr.size as usize, 0);
+            if (b.len() as u64) < end {
+                b.resize(end as usize, 0);
+            }
+            b[off as usize..end as usize].copy_from_slice(data);
+            n.attr.size = b.len() as u64;
+            n.blob = b;
+            let t = Ts::now();
+            n.attr.mtime = t;
+            n.attr.ctime = t;
+            tx.put_node(&mut n);
+            Ok(data.len() as u32)
+        })
+    }
+
+    pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
+        let v = self
+            .store
+            .get(&ikey(ino))
+            .map_err(kv)?
+            .ok_or(Error::NotFound)?;
+        let n = Node::decode(ino, &v.value)?;
+        let mut b = n.blob;
+        b.resize(n.attr.size as usize, 0);
+        let s = (off as usize).min(b.len());
+        let e = (s + len as usize).min(b.len());
+        Ok(b[s..e].to_vec())
+    }
+}
+
+impl Drop for SharedFs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// What `check` found wrong with a shared namespace.
+#[derive(Debug, Default)]
+pub struct SharedCheck {
+    pub inodes: u64,
+    pub entries: u64,
+    pub problems: Vec<String>,
+}
+
+/// fsck of a shared namespace: every entry names an inode of its kind in a
+/// directory that exists; every inode but the root is named, a file as
+/// many times as its link count, a directory once, from the parent it
+/// records; no directory is its own ancestor.
+pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
+    let mut r = SharedCheck::default();
+    let all = |lo: &[u8], hi: &[u8]| -> Result<Vec<(Vec<u8>, Versioned)>> {
+        let mut out = Vec::new();
+        let mut from = lo.to_vec();
+        loop {
+            let (kvs, _) = store.scan(&from, hi, 1000).map_err(kv)?;
+            let n = kvs.len();
+            if let Some((k, _)) = kvs.last() {
+                from = k.clone();
+                from.push(0);
+            }
+            out.extend(kvs);
+            if n < 1000 {
+                return Ok(out);
+            }
+        }
+    };
+    let mut nodes: HashMap<Ino, Node> = HashMap::new();
+    for (k, v) in all(b"I", b"J")? {
+        let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
+        match Node::decode(ino, &v.value) {
+            Ok(n) => {
+                nodes.insert(ino, n);
+            }
+            Err(e) => r.problems.push(format!("inode {ino}: {e}")),
+        }
+    }
+    r.inodes = nodes.len() as u64;
+    let mut names: HashMap<Ino, Vec<Ino>> = HashMap::new();
+    for (k, v) in all(b"E", b"F")? {
+        r.entries += 1;
+        let parent = u64::from_be_bytes(k[1..9].try_into().unwrap());
+        let name = String::from_utf8_lossy(&k[9..]).to_string();
+        let (ino, kind) = dec_entry(&v.value)?;
+        match nodes.get(&parent) {
+            Some(p) if p.attr.kind == Kind::Dir => {}
+            _ => r
+                .problems
+                .push(format!("entry {parent}/{name}: no directory {parent}")),
+        }
+        match nodes.get(&ino) {
+            None => r
+                .problems
+                .push(format!("entry {parent}/{name}: no inode {ino}")),
+            Some(n) if n.attr.kind != kind => r.problems.push(format!(
+                "entry {parent}/{name}: kind differs from inode {ino}'s"
+            )),
+            Some(_) => names.entry(ino).or_default().push(parent),
+        }
+    }
+    for (ino, n) in &nodes {
+        let named = names.get(ino).map_or(0, |v| v.len()) as u32;
+        if *ino == ROOT_INO {
+            if named != 0 {
+                r.problems.push("the root is named by an entry".into());
+            }
+            continue;
+        }
+        match n.attr.kind {
+            Kind::Dir => {
+                if named != 1 {
+                    r.problems
+                        .push(format!("directory {ino}: named {named} times"));
+                } else if names[ino][0] != n.parent() {
+                    r.problems.push(format!(
+                        "directory {ino}: in {} but records parent {}",
+                        names[ino][0],
+                        n.parent()
+                    ));
+                }
+            }
+            _ if named != n.attr.nlink => r.problems.push(format!(
+                "inode {ino}: nlink {} but {named} names",
+                n.attr.nlink
+            )),
+            _ => {}
+        }
+    }
+    // No cycles: from each directory, the parents reach the root.
+    for (ino, n) in &nodes {
+        if n.attr.kind != Kind::Dir {
+            continue;
+        }
+        let (mut a, mut steps) = (*ino, 0);
+        while a != ROOT_INO && steps <= nodes.len() {
+            a = nodes.get(&a).map_or(ROOT_INO, |n| n.parent());
+            steps += 1;
+        }
+        if a != ROOT_INO {
+            r.problems.push(format!(
+                "directory {ino}: its parents do not reach the root"
+            ));
+        }
+    }
+    Ok(r)
+}
