@@ -10,6 +10,8 @@
 //!   stopped by the tests, with members to kill and freeze.
 //! - [`crash`]: whether a tree recovered after a crash can be a state of
 //!   the history (metadata exactly, file data as the data seam promises).
+//! - [`shared_ns`]: several daemons on one shared namespace racing on the
+//!   same names, for the simulator and for etcd.
 //! - [`setup`]: a fresh store and engine, the seeds of randomized tests,
 //!   fsck of the result.
 
@@ -18,3 +20,4 @@ pub mod crash;
 pub mod etcd;
 pub mod model;
 pub mod setup;
+pub mod shared_ns;

@@ -1,0 +1,83 @@
+//! Several daemons on one namespace on a real three-member etcd cluster
+//! (ports 23820-23833), each with its own connection: the same checks as on
+//! the simulator (`shoal_testkit::shared_ns`), and fencing with a real
+//! lease. CI sets SHOAL_REQUIRE_ETCD=1, so a missing etcd fails.
+
+use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
+use shoal_core::shared::SharedStore;
+use shoal_core::{Error, ROOT_INO};
+use shoal_etcd::{EtcdStore, EtcdUrl};
+use shoal_testkit::etcd::Cluster;
+use shoal_testkit::shared_ns as checks;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Fixture {
+    cluster: Cluster,
+    dir: std::path::PathBuf,
+}
+
+fn cluster() -> Option<Fixture> {
+    let dir = std::env::temp_dir().join(format!("shoal-etcd-ns-{}", std::process::id()));
+    Cluster::start(&dir, 23820).map(|cluster| Fixture { cluster, dir })
+}
+
+/// A new namespace `name` and `n` daemons on it, each its own client.
+fn daemons(
+    f: &Fixture,
+    name: &str,
+    n: usize,
+    ttl: Duration,
+) -> (Arc<dyn SharedStore>, Vec<Arc<SharedFs>>) {
+    let url = EtcdUrl {
+        endpoints: f.cluster.endpoints(),
+        name: format!("{name}-{}", std::process::id()),
+    };
+    let connect =
+        || EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
+    let s = connect();
+    ns::mkfs(&*s).unwrap();
+    let opts = SessionOpts {
+        ttl,
+        ..SessionOpts::default()
+    };
+    let fss = (0..n)
+        .map(|_| SharedFs::open(connect(), opts.clone()).unwrap())
+        .collect();
+    (s, fss)
+}
+
+/// One test: the cluster starts once (about a second) for every check.
+#[test]
+fn shared_namespace_on_etcd() {
+    let Some(f) = cluster() else { return };
+    let ttl = Duration::from_secs(10);
+    let (s, fss) = daemons(&f, "posix", 1, ttl);
+    checks::one_daemon_answers_as_posix_does(&fss, &*s);
+    println!("etcd: one daemon: ok");
+    let (s, fss) = daemons(&f, "cross", 2, ttl);
+    checks::one_mount_sees_another_mounts_changes(&fss, &*s);
+    println!("etcd: two mounts see each other's changes: ok");
+    let (s, fss) = daemons(&f, "races", 3, ttl);
+    checks::races_between_daemons_have_posix_answers(&fss, &*s);
+    println!("etcd: races between three daemons: ok");
+    let (s, fss) = daemons(&f, "hot", 2, ttl);
+    checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);
+    println!("etcd: creates in one directory from two daemons: no conflict");
+
+    // Fencing with a real lease: A stops renewing, its 2 s lease ends, and
+    // its commits are refused while B's go on.
+    let (s, fss) = daemons(&f, "fence", 2, Duration::from_secs(2));
+    let (a, b) = (&fss[0], &fss[1]);
+    a.create(ROOT_INO, b"before", 0o644).unwrap();
+    a.stop_renewing();
+    std::thread::sleep(Duration::from_secs(5));
+    let e = a.create(ROOT_INO, b"after", 0o644).unwrap_err();
+    assert!(matches!(&e, Error::Io(m) if m.contains("remount")), "{e:?}");
+    assert_eq!(b.lookup(ROOT_INO, b"after"), Err(Error::NotFound));
+    b.create(ROOT_INO, b"b-after", 0o644).unwrap();
+    checks::assert_clean(&*s);
+    println!("etcd: an expired session is fenced: ok");
+    drop(f.cluster);
+    let _ = std::fs::remove_dir_all(&f.dir);
+}

@@ -1,0 +1,177 @@
+//! The multi-daemon namespace checks (`shoal_core::shared::ns`), one copy
+//! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`)
+//! and a real etcd cluster (`crates/etcd/tests/shared_ns.rs`). Each takes
+//! the daemons (two or three `SharedFs` on one namespace, each with its own
+//! connection) and the store, for `ns::check`.
+
+use shoal_core::shared::ns::{self, SharedFs};
+use shoal_core::shared::SharedStore;
+use shoal_core::{Error, Kind, ROOT_INO};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn assert_clean(s: &dyn SharedStore) {
+    let r = ns::check(s).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+}
+
+/// `threads` threads over `fss` run `op(i, fs)` at once; the results.
+pub fn race<T: Send>(
+    fss: &[Arc<SharedFs>],
+    threads: usize,
+    op: impl Fn(usize, &SharedFs) -> T + Sync,
+) -> Vec<T> {
+    let start = std::sync::Barrier::new(threads);
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|i| {
+                let (fs, op, start) = (&fss[i % fss.len()], &op, &start);
+                sc.spawn(move || {
+                    start.wait();
+                    op(i, fs)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+pub fn one_daemon_answers_as_posix_does(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let a = &fss[0];
+    let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    let f = a.create(d.ino, b"f", 0o644).unwrap();
+    assert_eq!(a.create(d.ino, b"f", 0o644), Err(Error::Exists));
+    assert_eq!(a.lookup(d.ino, b"f").unwrap().ino, f.ino);
+    a.write(f.ino, 0, b"hello").unwrap();
+    a.write(f.ino, 10, b"!").unwrap();
+    assert_eq!(a.read(f.ino, 0, 100).unwrap(), b"hello\0\0\0\0\0!");
+    assert_eq!(a.rmdir(ROOT_INO, b"d"), Err(Error::NotEmpty));
+    a.link(f.ino, ROOT_INO, b"g").unwrap();
+    assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
+    a.unlink(d.ino, b"f").unwrap();
+    assert_eq!(a.getattr(f.ino).unwrap().nlink, 1);
+    a.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(a.lookup(ROOT_INO, b"d"), Err(Error::NotFound));
+    // Renames: over a file, a directory not into itself, over an empty one only.
+    let x = a.mkdir(ROOT_INO, b"x", 0o755).unwrap();
+    let y = a.mkdir(x.ino, b"y", 0o755).unwrap();
+    assert_eq!(a.rename(ROOT_INO, b"x", y.ino, b"z"), Err(Error::Invalid));
+    a.create(ROOT_INO, b"h", 0o644).unwrap();
+    a.rename(ROOT_INO, b"g", ROOT_INO, b"h").unwrap();
+    assert_eq!(a.lookup(ROOT_INO, b"h").unwrap().ino, f.ino);
+    assert_eq!(a.rename(ROOT_INO, b"h", ROOT_INO, b"x"), Err(Error::IsDir));
+    a.mkdir(ROOT_INO, b"empty", 0o755).unwrap();
+    a.rename(x.ino, b"y", ROOT_INO, b"empty").unwrap();
+    assert_eq!(a.lookup(ROOT_INO, b"empty").unwrap().ino, y.ino);
+    let names: Vec<Vec<u8>> = a
+        .readdir(ROOT_INO, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(names, vec![b"empty".to_vec(), b"h".to_vec(), b"x".to_vec()]);
+    let after = a.readdir(ROOT_INO, Some(b"empty"), 1).unwrap();
+    assert_eq!(after[0].0, b"h");
+    assert_eq!(a.getattr(ROOT_INO).unwrap().kind, Kind::Dir);
+    assert_clean(s);
+}
+
+pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
+    assert_eq!(b.lookup(ROOT_INO, b"f").unwrap().ino, f.ino);
+    b.write(f.ino, 0, b"from b").unwrap();
+    assert_eq!(a.read(f.ino, 0, 10).unwrap(), b"from b");
+    a.rename(ROOT_INO, b"f", ROOT_INO, b"g").unwrap();
+    assert_eq!(b.lookup(ROOT_INO, b"f"), Err(Error::NotFound));
+    assert_eq!(b.lookup(ROOT_INO, b"g").unwrap().ino, f.ino);
+    // A directory removed on A cannot get new entries from B.
+    let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    a.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(b.create(d.ino, b"late", 0o644), Err(Error::NotFound));
+    assert_clean(s);
+}
+
+pub fn races_between_daemons_have_posix_answers(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let a = &fss[0];
+    for round in 0..30 {
+        // create/create: one winner.
+        let name = format!("c{round}");
+        let r = race(fss, 6, |_, fs| fs.create(ROOT_INO, name.as_bytes(), 0o644));
+        assert_eq!(r.iter().filter(|x| x.is_ok()).count(), 1, "{r:?}");
+        assert!(r.iter().all(|x| x.is_ok() || *x == Err(Error::Exists)));
+        // rmdir vs create inside: never both.
+        let d = a
+            .mkdir(ROOT_INO, format!("d{round}").as_bytes(), 0o755)
+            .unwrap();
+        // The create starts a little later each round, to land inside the
+        // rmdir's window between its emptiness check and its commit.
+        let r = race(fss, 2, |i, fs| {
+            if i == 0 {
+                fs.rmdir(ROOT_INO, format!("d{round}").as_bytes())
+                    .map(|_| ())
+            } else {
+                std::thread::sleep(Duration::from_micros(40 * round as u64));
+                fs.create(d.ino, b"inside", 0o644).map(|_| ())
+            }
+        });
+        assert!(
+            !(r[0].is_ok() && r[1].is_ok()),
+            "rmdir and a create inside both succeeded"
+        );
+        // rename/rename of two directories into each other: never both (a cycle).
+        let x = a
+            .mkdir(ROOT_INO, format!("x{round}").as_bytes(), 0o755)
+            .unwrap();
+        let y = a
+            .mkdir(ROOT_INO, format!("y{round}").as_bytes(), 0o755)
+            .unwrap();
+        let r = race(fss, 2, |i, fs| {
+            if i == 0 {
+                fs.rename(ROOT_INO, format!("x{round}").as_bytes(), y.ino, b"in")
+            } else {
+                fs.rename(ROOT_INO, format!("y{round}").as_bytes(), x.ino, b"in")
+            }
+        });
+        assert!(!(r[0].is_ok() && r[1].is_ok()), "both renames made a cycle");
+        // unlink vs link of one file: its link count stays exact (checked below).
+        let f = a
+            .create(ROOT_INO, format!("l{round}").as_bytes(), 0o644)
+            .unwrap();
+        race(fss, 4, |i, fs| {
+            if i == 0 {
+                let _ = fs.unlink(ROOT_INO, format!("l{round}").as_bytes());
+            } else {
+                let _ = fs.link(f.ino, ROOT_INO, format!("l{round}-{i}").as_bytes());
+            }
+        });
+        assert_clean(s);
+    }
+}
+
+pub fn creates_of_different_names_in_one_directory_never_conflict(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+) {
+    let d = fss[0].mkdir(ROOT_INO, b"shared", 0o755).unwrap();
+    let conflicts = || -> u64 {
+        fss.iter()
+            .map(|f| f.stats.conflicts.load(Ordering::Relaxed))
+            .sum()
+    };
+    let before = conflicts();
+    race(fss, 4, |t, fs| {
+        for i in 0..200 {
+            fs.create(d.ino, format!("t{t}-{i}").as_bytes(), 0o644)
+                .unwrap();
+        }
+    });
+    assert_eq!(
+        conflicts() - before,
+        0,
+        "creates in one directory conflicted"
+    );
+    assert_eq!(fss[1].readdir(d.ino, None, 10_000).unwrap().len(), 800);
+    assert_clean(s);
+}
