@@ -121,6 +121,17 @@ pub struct BenchArgs {
     /// remount); $SHOAL_BENCH_TARGET and $SHOAL_BENCH_PATH name the target.
     #[arg(long)]
     pub between: Option<String>,
+    /// shared-create: the filesystem on etcd, etcd://HOST:PORT,.../NAME
+    /// (each row makes its own NAME-... namespace).
+    #[arg(long)]
+    pub etcd: Option<String>,
+    /// shared-create: daemon counts to run (each its own etcd connection
+    /// and session, as separate mounts are); --workers is per daemon.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub daemons: Vec<usize>,
+    /// shared-create: seconds per phase.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
     /// Internal: run as path-mode worker number N.
     #[arg(long, hide = true)]
     pub worker: Option<usize>,
@@ -273,6 +284,9 @@ pub(crate) fn host() -> String {
 pub fn run(a: BenchArgs) -> Result<i32, String> {
     if let Some(id) = a.worker {
         return worker_main(&a, id).map(|_| 0);
+    }
+    if a.workload == "shared-create" {
+        return crate::shared::run(&a);
     }
     if a.workload != "tree" {
         workloads::phases(&a.workload)?;

@@ -5,5 +5,6 @@ pub mod cli;
 #[cfg(feature = "floor")]
 pub mod floor;
 pub mod plot;
+pub mod shared;
 pub mod tree;
 pub mod workloads;
