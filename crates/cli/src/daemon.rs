@@ -170,6 +170,12 @@ fn check_mountpoint(m: &Path) -> Result<(), String> {
 }
 
 pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
+    if a.store.to_str().is_some_and(|s| s.starts_with("etcd://")) {
+        return Err(format!(
+            "{}: mounting a filesystem on etcd is not built yet (issue 24); `shoal mkfs`, `shoal fsck` and `shoal bench shared-create` work on it",
+            a.store.display()
+        ));
+    }
     let mut a = a.clone();
     let store_arg = a.store.to_string_lossy().into_owned();
     if let Some(path) = store_arg.strip_prefix(mountinfo::SOURCE_PREFIX) {

@@ -70,7 +70,30 @@ pub fn store_error(store: &Path, e: Error) -> String {
     }
 }
 
+/// A filesystem on etcd (`etcd://H:P,.../NAME`) rather than a store directory.
+fn etcd_target(p: &Path) -> Option<Result<std::sync::Arc<shoal_etcd::EtcdStore>, String>> {
+    let s = p.to_str()?;
+    if !s.starts_with("etcd://") {
+        return None;
+    }
+    Some(shoal_etcd::EtcdUrl::parse(s).and_then(|u| {
+        shoal_etcd::EtcdStore::connect(&u, std::time::Duration::from_secs(5))
+            .map_err(|e| format!("{s}: {e}"))
+    }))
+}
+
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
+    if let Some(store) = etcd_target(&a.store) {
+        shoal_core::shared::ns::mkfs(&*store?).map_err(|e| match e {
+            Error::Exists => format!(
+                "{} already holds a shoal filesystem (pick another NAME)",
+                a.store.display()
+            ),
+            e => format!("{}: {e}", a.store.display()),
+        })?;
+        println!("created shoal filesystem at {}", a.store.display());
+        return Ok(0);
+    }
     shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags))
         .map_err(|e| store_error(&a.store, e))?;
     println!(
@@ -82,6 +105,25 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 }
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
+    if let Some(store) = etcd_target(&a.store) {
+        if a.repair {
+            return Err(
+                "fsck --repair of a filesystem on etcd is not built yet: fsck reports only".into(),
+            );
+        }
+        let r = shoal_core::shared::ns::check(&*store?).map_err(|e| e.to_string())?;
+        for p in &r.problems {
+            println!("problem: {p}");
+        }
+        println!(
+            "{}: {} inodes, {} entries, {} problems",
+            a.store.display(),
+            r.inodes,
+            r.entries,
+            r.problems.len()
+        );
+        return Ok(if r.problems.is_empty() { 0 } else { 4 });
+    }
     // Without --repair nothing is written: the store may be on read-only media.
     let opened = if a.repair {
         shoal_store::FjallStore::open(&a.store)

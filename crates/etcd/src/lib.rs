@@ -103,6 +103,9 @@ fn map_err(e: etcd_client::Error, commit: bool) -> KvError {
                 KvError::LeaseExpired(0)
             } else if m.contains("required revision has been compacted") {
                 KvError::Compacted(0)
+            } else if s.code() == tonic::Code::Unavailable && m.contains("connect") {
+                // The connection was never made: the request did not leave.
+                KvError::Unavailable(format!("{m} (is etcd running there?)"))
             } else if m.contains("no leader") {
                 // Refused before any proposal: nothing applied.
                 KvError::Unavailable(m)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# shoal on etcd as a user meets it today: mkfs and fsck of a filesystem on a
+# three-member cluster (started here, ports 24101-24113), one-line errors
+# for a second mkfs, a mount (not built yet) and a cluster that is not
+# there, and the shared-directory benchmark run short (it checks the
+# namespace after each row).
+source "$(dirname "$0")/lib.sh"
+fail() { echo "etcd: $*"; exit 1; }
+D=$WORK/etcd-cluster
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$D" 24100)
+trap 'bash "$ROOT/scripts/etcd-cluster.sh" stop "$D"' EXIT
+U=etcd://$EPS/cli
+"$SHOAL" mkfs "$U" | grep -q "created shoal filesystem" || fail "mkfs"
+err=$("$SHOAL" mkfs "$U" 2>&1) && fail "a second mkfs succeeded"
+[[ $err == *"already holds a shoal filesystem"* ]] || fail "second mkfs message: $err"
+"$SHOAL" fsck "$U" | grep -q "1 inodes, 0 entries, 0 problems" || fail "fsck of a new filesystem"
+err=$("$SHOAL" mount "$U" "$WORK" 2>&1) && fail "a mount on etcd claimed to work"
+[[ $err == *"not built yet"* ]] || fail "mount message: $err"
+err=$("$SHOAL" mkfs etcd://127.0.0.1:1/x 2>&1) && fail "mkfs on no cluster succeeded"
+[[ $err == *"is etcd running there"* ]] || fail "no-cluster message: $err"
+[ $(wc -l <<<"$err") -eq 1 ] || fail "error is not one line: $err"
+err=$("$SHOAL" mkfs etcd://h:1 2>&1) && fail "a URL without NAME was taken"
+[[ $err == *"expected etcd://"* ]] || fail "bad URL message: $err"
+"$SHOAL" bench shared-create --etcd "etcd://$EPS/bench" --daemons 1,2 --workers 2 --seconds 1 \
+  || fail "shared-create bench"
+echo "etcd: ok"
