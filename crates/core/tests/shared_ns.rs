@@ -129,3 +129,42 @@ fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
     assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
     assert_clean(&*s);
 }
+
+/// An open file keeps its bytes after its last name goes, until its last
+/// close on that daemon; one left open by a daemon that died is reclaimed
+/// by the next daemon that joins.
+#[test]
+fn an_unlinked_open_file_lives_until_closed_and_a_dead_daemons_are_reclaimed() {
+    let (s, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
+    a.write(f.ino, 0, b"still here").unwrap();
+    a.open_file(f.ino).unwrap();
+    b.unlink(ROOT_INO, b"f").unwrap();
+    // B does not know A has it open: A's copy is gone (as in JuiceFS; the
+    // handle keys that would keep it cost a write per open).
+    assert_eq!(a.read(f.ino, 0, 100), Err(Error::NotFound));
+    // Unlinked on the daemon that has it open: it stays until the close.
+    let g = a.create(ROOT_INO, b"g", 0o644).unwrap();
+    a.write(g.ino, 0, b"open").unwrap();
+    a.open_file(g.ino).unwrap();
+    a.unlink(ROOT_INO, b"g").unwrap();
+    assert_eq!(a.read(g.ino, 0, 100).unwrap(), b"open");
+    assert_clean(&*s);
+    a.release(g.ino).unwrap();
+    assert_eq!(a.getattr(g.ino), Err(Error::NotFound));
+    // Left open by a daemon that dies.
+    let h = a.create(ROOT_INO, b"h", 0o644).unwrap();
+    a.open_file(h.ino).unwrap();
+    a.unlink(ROOT_INO, b"h").unwrap();
+    a.stop_renewing();
+    s.advance(Duration::from_secs(60));
+    assert_eq!(
+        b.getattr(h.ino).unwrap().nlink,
+        0,
+        "a dead session's orphan went early"
+    );
+    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    assert_eq!(c.getattr(h.ino), Err(Error::NotFound), "not reclaimed");
+    assert_clean(&*s);
+}

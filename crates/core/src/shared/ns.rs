@@ -81,6 +81,13 @@ fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
 fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
     (ekey(dir, b""), ekey(dir + 1, b""))
 }
+/// An inode this daemon holds open after its last name went (`O sid ino`).
+fn okey(sid: u64, ino: Ino) -> Vec<u8> {
+    let mut k = vec![b'O'];
+    k.extend_from_slice(&sid.to_be_bytes());
+    k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
 fn skey(sid: u64) -> Vec<u8> {
     let mut k = vec![b'S'];
     k.extend_from_slice(&sid.to_be_bytes());
@@ -239,6 +246,20 @@ pub struct SharedFs {
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The session's lease ended: every later commit would be fenced.
     lost: Arc<AtomicBool>,
+    /// Open handles per inode on this daemon: an inode whose last name goes
+    /// while it is open here stays, as an orphan of this session.
+    opens: Mutex<HashMap<Ino, u32>>,
+}
+
+/// What `mknod` makes.
+#[derive(Clone, Copy, Debug)]
+pub struct NewNode<'a> {
+    pub kind: Kind,
+    pub perm: u16,
+    /// A device's number.
+    pub rdev: u32,
+    /// A symlink's target.
+    pub target: &'a [u8],
 }
 
 /// How a daemon joins a shared namespace.
@@ -329,7 +350,9 @@ impl SharedFs {
             stop: Arc::new(AtomicBool::new(false)),
             keeper: Mutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
+            opens: Mutex::new(HashMap::new()),
         });
+        fs.reclaim_orphans()?;
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
         let h = std::thread::Builder::new()
             .name("shoal-session".into())
@@ -582,16 +605,9 @@ impl SharedFs {
 
     /// Create `name` in `parent` (O_EXCL: EEXIST if it is there): a file,
     /// a directory, or a symlink to `target`.
-    pub fn mknod(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        kind: Kind,
-        perm: u16,
-        ctx: &Ctx,
-        target: &[u8],
-    ) -> Result<Attr> {
+    pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
         Self::check_name(name)?;
+        let (kind, perm, target) = (new.kind, new.perm, new.target);
         let ino = self.new_ino()?;
         self.run(|tx| {
             let p = tx.dir(parent)?;
@@ -609,6 +625,14 @@ impl SharedFs {
             a.uid = ctx.uid;
             a.gid = ctx.gid;
             a.nlink = if kind == Kind::Dir { 2 } else { 1 };
+            a.rdev = new.rdev;
+            if p.attr.perm & 0o2000 != 0 {
+                // A setgid directory: its group, and setgid on subdirectories.
+                a.gid = p.attr.gid;
+                if kind == Kind::Dir {
+                    a.perm |= 0o2000;
+                }
+            }
             let blob = match kind {
                 Kind::Dir => parent.to_le_bytes().to_vec(),
                 Kind::Symlink => target.to_vec(),
@@ -628,11 +652,23 @@ impl SharedFs {
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
-        self.mknod(parent, name, Kind::File, perm, &Ctx::root(), b"")
+        let new = NewNode {
+            kind: Kind::File,
+            perm,
+            rdev: 0,
+            target: b"",
+        };
+        self.mknod(&Ctx::root(), parent, name, &new)
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
-        self.mknod(parent, name, Kind::Dir, perm, &Ctx::root(), b"")
+        let new = NewNode {
+            kind: Kind::Dir,
+            perm,
+            rdev: 0,
+            target: b"",
+        };
+        self.mknod(&Ctx::root(), parent, name, &new)
     }
 
     /// Remove a non-directory's name; the inode goes with its last name.
@@ -645,14 +681,22 @@ impl SharedFs {
             }
             let mut n = tx.node(ino)?;
             tx.del(ekey(parent, name));
-            Self::drop_link(tx, &mut n);
+            self.drop_link(tx, &mut n);
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
     }
 
-    fn drop_link(tx: &mut Tx, n: &mut Node) {
-        if n.attr.nlink <= 1 {
+    fn drop_link(&self, tx: &mut Tx, n: &mut Node) {
+        if n.attr.nlink <= 1 && self.is_open(n.attr.ino) {
+            // Open here: it stays, nameless, until its last close.
+            n.attr.nlink = 0;
+            n.attr.ctime = Ts::now();
+            tx.put_node(n);
+            // Not on the lease: when the session dies, survivors find it and reclaim.
+            tx.ops
+                .push(Op::Put(okey(self.sid, n.attr.ino), vec![], None));
+        } else if n.attr.nlink <= 1 {
             tx.del(ikey(n.attr.ino));
         } else {
             n.attr.nlink -= 1;
@@ -704,12 +748,27 @@ impl SharedFs {
     /// rename(2) without flags: replaces a file, or an empty directory with
     /// a directory; a directory cannot move under itself.
     pub fn rename(&self, p1: Ino, n1: &[u8], p2: Ino, n2: &[u8]) -> Result<()> {
+        self.rename_flags(p1, n1, p2, n2, false)
+    }
+
+    /// rename(2); with `noreplace` (RENAME_NOREPLACE) EEXIST if `n2` is there.
+    pub fn rename_flags(
+        &self,
+        p1: Ino,
+        n1: &[u8],
+        p2: Ino,
+        n2: &[u8],
+        noreplace: bool,
+    ) -> Result<()> {
         Self::check_name(n2)?;
         self.run(|tx| {
             tx.dir(p1)?;
             tx.dir(p2)?;
             let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
             let target = tx.entry(p2, n2)?;
+            if noreplace && target.is_some() {
+                return Err(Error::Exists);
+            }
             if target.is_some_and(|(t, _)| t == ino) {
                 return Ok(());
             }
@@ -740,7 +799,7 @@ impl SharedFs {
                     }
                     (false, false) => {
                         let mut tn = tx.node(t)?;
-                        Self::drop_link(tx, &mut tn);
+                        self.drop_link(tx, &mut tn);
                     }
                 }
             }
@@ -759,6 +818,145 @@ impl SharedFs {
             }
             Ok(())
         })
+    }
+
+    /// chmod, chown, truncate (within the inline size) and times; the
+    /// caller (the kernel, with default_permissions) checked who may.
+    pub fn setattr(&self, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+        if sa.size.is_some_and(|s| s > SHARED_INLINE_MAX) {
+            return Err(Error::FileTooBig);
+        }
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            let t = Ts::now();
+            if let Some(m) = sa.mode {
+                n.attr.perm = (m & 0o7777) as u16;
+            }
+            if let Some(u) = sa.uid {
+                n.attr.uid = u;
+            }
+            if let Some(g) = sa.gid {
+                n.attr.gid = g;
+            }
+            if (sa.uid.is_some() || sa.gid.is_some())
+                && n.attr.kind != Kind::Dir
+                && sa.mode.is_none()
+            {
+                // chown clears setuid, and setgid with group exec (Linux).
+                n.attr.perm &= !0o4000;
+                if n.attr.perm & 0o010 != 0 {
+                    n.attr.perm &= !0o2000;
+                }
+            }
+            if let Some(size) = sa.size {
+                match n.attr.kind {
+                    Kind::Dir => return Err(Error::IsDir),
+                    Kind::File => {}
+                    _ => return Err(Error::Invalid),
+                }
+                n.blob.resize(n.attr.size as usize, 0);
+                n.blob.resize(size as usize, 0);
+                if size != n.attr.size || sa.mtime.is_none() {
+                    n.attr.mtime = t;
+                }
+                n.attr.size = size;
+            }
+            let at = |x: crate::TimeSet| match x {
+                crate::TimeSet::Now => t,
+                crate::TimeSet::At(v) => v,
+            };
+            if let Some(a) = sa.atime {
+                n.attr.atime = at(a);
+            }
+            if let Some(m) = sa.mtime {
+                n.attr.mtime = at(m);
+            }
+            n.attr.ctime = sa.ctime.unwrap_or(t);
+            tx.put_node(&mut n);
+            Ok(n.attr)
+        })
+        .map(|mut a| {
+            if a.kind == Kind::Dir {
+                a.nlink = 1;
+            }
+            a
+        })
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let v = self
+            .store
+            .get(&ikey(ino))
+            .map_err(kv)?
+            .ok_or(Error::NotFound)?;
+        let n = Node::decode(ino, &v.value)?;
+        if n.attr.kind != Kind::Symlink {
+            return Err(Error::Invalid);
+        }
+        Ok(n.blob)
+    }
+
+    fn is_open(&self, ino: Ino) -> bool {
+        self.opens.lock().unwrap().get(&ino).is_some_and(|&n| n > 0)
+    }
+
+    /// A handle to `ino` opened on this daemon.
+    pub fn open_file(&self, ino: Ino) -> Result<Attr> {
+        *self.opens.lock().unwrap().entry(ino).or_default() += 1;
+        let a = self.getattr(ino);
+        if a.is_err() {
+            self.release(ino)?;
+        }
+        a
+    }
+
+    /// A handle closed: the last one of an inode with no name left removes it.
+    pub fn release(&self, ino: Ino) -> Result<()> {
+        {
+            let mut o = self.opens.lock().unwrap();
+            let n = o.entry(ino).or_default();
+            *n = n.saturating_sub(1);
+            if *n > 0 {
+                return Ok(());
+            }
+            o.remove(&ino);
+        }
+        self.run(|tx| {
+            match tx.get(ikey(ino))? {
+                Some(v) if Node::decode(ino, &v.value)?.attr.nlink == 0 => {
+                    tx.del(ikey(ino));
+                    tx.del(okey(self.sid, ino));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// Inodes left open by sessions that are gone (their daemon died or
+    /// was cut off): removed, as their last close would have.
+    fn reclaim_orphans(&self) -> Result<()> {
+        let (kvs, _) = self.store.scan(b"O", b"P", 10_000).map_err(kv)?;
+        for (k, _) in kvs {
+            if k.len() != 17 {
+                continue;
+            }
+            let sid = u64::from_be_bytes(k[1..9].try_into().unwrap());
+            let ino = u64::from_be_bytes(k[9..17].try_into().unwrap());
+            self.run(|tx| {
+                if tx.get(skey(sid))?.is_some() {
+                    return Ok(());
+                }
+                if let Some(v) = tx.get(ikey(ino))? {
+                    if Node::decode(ino, &v.value)?.attr.nlink == 0 {
+                        tx.del(ikey(ino));
+                    }
+                }
+                tx.del(k.clone());
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// Write into a small file (its bytes live in its inode record).
@@ -850,6 +1048,11 @@ pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
         }
     }
     r.inodes = nodes.len() as u64;
+    let orphans: std::collections::HashSet<Ino> = all(b"O", b"P")?
+        .into_iter()
+        .filter(|(k, _)| k.len() == 17)
+        .map(|(k, _)| u64::from_be_bytes(k[9..17].try_into().unwrap()))
+        .collect();
     let mut names: HashMap<Ino, Vec<Ino>> = HashMap::new();
     for (k, v) in all(b"E", b"F")? {
         r.entries += 1;
@@ -893,6 +1096,7 @@ pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
                     ));
                 }
             }
+            _ if n.attr.nlink == 0 && named == 0 && orphans.contains(ino) => {}
             _ if named != n.attr.nlink => r.problems.push(format!(
                 "inode {ino}: nlink {} but {named} names",
                 n.attr.nlink
