@@ -30,6 +30,7 @@ suite "cargo test" cargo test --release --workspace
 suite "shared store: one conformance suite on the simulator (etcd and TiKV modes) and a 3-member etcd cluster" \
   bash -c 'cargo test --release -q -p shoal-core --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
+suite "two mounts on etcd: cross-mount checks, kill -9, pjdfstest" bash tests/scripts/etcd-mounts.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart
 # from the shipped binary's).

@@ -171,10 +171,7 @@ fn check_mountpoint(m: &Path) -> Result<(), String> {
 
 pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     if a.store.to_str().is_some_and(|s| s.starts_with("etcd://")) {
-        return Err(format!(
-            "{}: mounting a filesystem on etcd is not built yet (issue 24); `shoal mkfs`, `shoal fsck` and `shoal bench shared-create` work on it",
-            a.store.display()
-        ));
+        return mount_etcd(a);
     }
     let mut a = a.clone();
     let store_arg = a.store.to_string_lossy().into_owned();
@@ -476,6 +473,72 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
             store.display()
         ));
     }
+    Ok(0)
+}
+
+/// `shoal mount etcd://H:P,.../NAME MNT`: a daemon on a namespace shared
+/// with other mounts (`shoal_fuse::shared`). The kernel checks permissions
+/// (default_permissions).
+fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
+    let src = a.store.to_string_lossy().into_owned();
+    let url = shoal_etcd::EtcdUrl::parse(&src)?;
+    let mut fuse = shoal_fuse::shared::SharedOptions::default();
+    let mut session = shoal_core::shared::ns::SessionOpts::default();
+    let mut allow_other = false;
+    for o in &a.options {
+        let (k, v) = match o.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (o.as_str(), None),
+        };
+        let num = |v: Option<&str>| -> Result<u64, String> {
+            v.and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("option {o} needs a number"))
+        };
+        match k {
+            "allow_other" => allow_other = true,
+            "rw" | "defaults" | "default_permissions" | "_netdev" | "nofail" => {}
+            "ttl_ms" => fuse.ttl = Duration::from_millis(num(v)?),
+            "threads" => fuse.threads = num(v)?.max(1) as usize,
+            "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
+            _ => {
+                return Err(format!(
+                    "option '{o}' is not supported on an etcd mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N)"
+                ))
+            }
+        }
+    }
+    check_mountpoint(&a.mountpoint)?;
+    if a.daemon && !a.background_child {
+        return spawn_background(a, Path::new(&src), true);
+    }
+    init_logging();
+    let store = shoal_etcd::EtcdStore::connect(&url, Duration::from_secs(5))
+        .map_err(|e| format!("{src}: {e}"))?;
+    let store: Arc<dyn shoal_core::shared::SharedStore> = store;
+    session.who = format!(
+        "{} pid {}",
+        std::fs::read_to_string("/etc/hostname")
+            .unwrap_or_default()
+            .trim(),
+        std::process::id()
+    );
+    let fs = shoal_core::shared::ns::SharedFs::open(store.clone(), session)
+        .map_err(|e| format!("{src}: {e}"))?;
+    let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+    watch_signals(mnt.clone());
+    let mopts = vec![
+        MountOption::FSName(src.clone()),
+        MountOption::Subtype("shoal".into()),
+        MountOption::DefaultPermissions,
+    ];
+    tracing::info!(
+        "serving {src} at {} (session {:x})",
+        mnt.display(),
+        fs.session()
+    );
+    let f = shoal_fuse::shared::SharedFuse::new(fs, store, fuse);
+    f.mount(&mnt, mopts, allow_other)
+        .map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)
 }
 

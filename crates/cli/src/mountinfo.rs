@@ -91,5 +91,6 @@ pub const SOURCE_PREFIX: &str = "shoal:";
 /// Is this mount a shoal daemon's? Mounted as root, the kernel records type
 /// `fuse` (the subtype is lost), so the source must also be a shoal store.
 pub fn is_shoal(src: &str, ty: &str) -> bool {
-    ty == "fuse.shoal" || (ty == "fuse" && store_of(src).join("SHOAL").exists())
+    ty == "fuse.shoal"
+        || (ty == "fuse" && (src.starts_with("etcd://") || store_of(src).join("SHOAL").exists()))
 }

@@ -11,6 +11,8 @@
 //! cached by the kernel (entry with inode 0); readdirplus answers listing and
 //! stat in one trip.
 
+pub mod shared;
+
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,

@@ -13,8 +13,8 @@
 //! record (a condition: a concurrent rmdir, rename-away or chmod of the
 //! parent changes it and so conflicts) but never writes it. The parent's
 //! modification time goes to its own key, `T`, written without a condition
-//! (the last writer wins: times are relaxed across daemons) and at most
-//! every `dir_time_ms` per directory and daemon. A directory's link count is
+//! (the last writer wins: times are relaxed across daemons), with every
+//! change (`SessionOpts::dir_time` can thin them out). A directory's link count is
 //! not kept: it is reported as 1, as btrfs does ("unknown"; `find` then
 //! does not use it to skip directories), and its size as 0. So creates of
 //! different names in one directory from several daemons never conflict.
@@ -268,7 +268,8 @@ pub struct SessionOpts {
     /// The session lease's time to live: a daemon cut off for longer loses
     /// its session and can no longer commit.
     pub ttl: Duration,
-    /// A directory's time is written at most this often per daemon.
+    /// A directory's time is written at most this often per daemon (0:
+    /// with every change to it, the default).
     pub dir_time: Duration,
     /// What the session key says (host, pid), for `shoal stats` and fsck.
     pub who: String,
@@ -278,7 +279,9 @@ impl Default for SessionOpts {
     fn default() -> Self {
         SessionOpts {
             ttl: Duration::from_secs(10),
-            dir_time: Duration::from_millis(100),
+            // Every change: a blind put in the same transaction costs no
+            // conflict, and stat after a create must see the new time.
+            dir_time: Duration::ZERO,
             who: format!("pid {}", std::process::id()),
         }
     }
@@ -412,6 +415,7 @@ impl SharedFs {
         let mut t = self.touched.lock().unwrap();
         let now = Instant::now();
         match t.get(&dir) {
+            _ if self.dir_time.is_zero() => true,
             Some(&last) if now.duration_since(last) < self.dir_time => false,
             _ => {
                 if t.len() > 4096 {
@@ -558,6 +562,9 @@ impl SharedFs {
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        if name.len() > NAME_MAX {
+            return Err(Error::NameTooLong);
+        }
         let v = self
             .store
             .get(&ekey(parent, name))

@@ -1,0 +1,608 @@
+//! The FUSE adapter for a namespace shared by several daemons
+//! (`shoal_core::shared::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
+//!
+//! Deliberately small beside `ShoalFs`: the kernel checks permissions
+//! (default_permissions, mode bits; no ACLs or xattrs yet), every request
+//! is one read or one transaction on the shared store, and the only cache
+//! is the kernel's. The kernel's entries and attributes live
+//! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
+//! the change stream: a thread follows the store's watch and invalidates
+//! the kernel's entry for every name another daemon (or this one) changed
+//! and the attributes and pages of every inode changed. File data up to
+//! `SHARED_INLINE_MAX` lives in the inode record; larger writes get EFBIG
+//! until the object store behind the data seam is built.
+
+use crate::{errno, file_attr};
+use fuser::{
+    FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_core::shared::{KvError, SharedStore};
+use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, TimeSet, Ts};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+#[derive(Clone, Debug)]
+pub struct SharedOptions {
+    /// How long the kernel may keep entries and attributes without asking
+    /// (the change stream usually drops them sooner).
+    pub ttl: Duration,
+    pub threads: usize,
+}
+
+impl Default for SharedOptions {
+    fn default() -> Self {
+        SharedOptions {
+            ttl: Duration::from_secs(1),
+            threads: 4,
+        }
+    }
+}
+
+/// A directory's entries as one listing: (name, inode, kind).
+type Listing = Vec<(Vec<u8>, u64, Kind)>;
+
+pub struct SharedFuse {
+    fs: Arc<SharedFs>,
+    store: Arc<dyn SharedStore>,
+    opts: SharedOptions,
+    /// Directory handles: the listing taken at offset 0, served by index
+    /// (stable cookies within one listing).
+    dirs: Mutex<HashMap<u64, Listing>>,
+    next_fh: AtomicU64,
+    /// Invalidations sent for other daemons' (and this one's) changes.
+    pub invalidations: Arc<AtomicU64>,
+}
+
+fn ftype(k: Kind) -> FileType {
+    match k {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDev => FileType::CharDevice,
+        Kind::BlockDev => FileType::BlockDevice,
+    }
+}
+
+fn time(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(s) => TimeSet::At(Ts::from_system(s)),
+    }
+}
+
+impl SharedFuse {
+    pub fn new(fs: Arc<SharedFs>, store: Arc<dyn SharedStore>, opts: SharedOptions) -> SharedFuse {
+        SharedFuse {
+            fs,
+            store,
+            opts,
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            invalidations: Arc::default(),
+        }
+    }
+
+    fn attr(&self, a: &Attr) -> FileAttr {
+        file_attr(a)
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
+        match r {
+            Ok(a) => reply.entry_with_ttls(
+                &self.opts.ttl,
+                &self.opts.ttl,
+                &self.attr(&a),
+                Generation(0),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Make `new` (its `perm` the caller's mode, before `umask`).
+    fn new_node(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mut new: NewNode,
+        umask: u32,
+    ) -> shoal_core::Result<Attr> {
+        new.perm &= !(umask as u16) & 0o7777;
+        let ctx = Ctx::user(req.uid(), req.gid());
+        self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)
+    }
+
+    /// Serve at `mountpoint` until unmounted, following the change stream
+    /// from the store's current revision.
+    pub fn mount(
+        self,
+        mountpoint: &Path,
+        options: Vec<fuser::MountOption>,
+        allow_other: bool,
+    ) -> std::io::Result<()> {
+        let mut cfg = fuser::Config::default();
+        cfg.mount_options = options;
+        cfg.n_threads = Some(self.opts.threads.max(1));
+        if allow_other {
+            cfg.acl = fuser::SessionACL::All;
+        }
+        let store = self.store.clone();
+        let counter = self.invalidations.clone();
+        let from = store
+            .revision()
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+            + 1;
+        let session = fuser::Session::new(self, mountpoint, &cfg)?;
+        let notifier = session.notifier();
+        let stop = Arc::new(AtomicBool::new(false));
+        let follower = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("shoal-follow".into())
+                .spawn(move || follow(&*store, from, &notifier, &counter, &stop))?
+        };
+        let r = session.run();
+        stop.store(true, Ordering::Relaxed);
+        let _ = follower.join();
+        r
+    }
+}
+
+/// Follow the change stream and drop from the kernel what changed: an
+/// entry's name (`inval_entry`), an inode's attributes and pages
+/// (`inval_inode`). Runs on its own thread, never a FUSE worker: the
+/// kernel takes the directory's lock for `inval_entry`. A stream that fell
+/// behind compaction restarts from now; the kernel's TTL bounds what was
+/// missed.
+fn follow(
+    store: &dyn SharedStore,
+    mut from: u64,
+    notifier: &fuser::Notifier,
+    counter: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut w = match store.watch(b"", from) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("change stream: {e}; retrying");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let evs = match w.next(Duration::from_millis(200)) {
+                Ok(evs) => evs,
+                Err(KvError::Compacted(_)) => {
+                    from = store.revision().unwrap_or(from) + 1;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("change stream: {e}; resuming from revision {from}");
+                    std::thread::sleep(Duration::from_millis(200));
+                    break;
+                }
+            };
+            for e in evs {
+                from = from.max(e.rev + 1);
+                let k = &e.key;
+                let ino_at = |i: usize| u64::from_be_bytes(k[i..i + 8].try_into().unwrap());
+                let r = match k.first() {
+                    Some(b'E') if k.len() > 9 => {
+                        notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]))
+                    }
+                    Some(b'I') | Some(b'T') if k.len() == 9 => {
+                        notifier.inval_inode(INodeNo(ino_at(1)), 0, 0)
+                    }
+                    _ => continue,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                // ENOENT: the kernel did not have it cached; nothing to drop.
+                if let Err(err) = r {
+                    if err.raw_os_error() != Some(libc::ENOENT) {
+                        tracing::debug!("invalidation: {err}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Filesystem for SharedFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let have = config.capabilities();
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS & have);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.fs.close() {
+            tracing::error!("ending the session: {e}");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(reply, self.fs.lookup(parent.0, name.as_bytes()))
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let sa = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+            ctime: ctime.map(Ts::from_system),
+            by_handle: fh.is_some(),
+        };
+        match self.fs.setattr(ino.0, &sa) {
+            Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let Some(kind) = Kind::from_mode(mode) else {
+            return reply.error(errno(&Error::Invalid));
+        };
+        self.entry(
+            reply,
+            self.new_node(
+                req,
+                parent,
+                name,
+                NewNode {
+                    kind,
+                    perm: mode as u16,
+                    rdev,
+                    target: b"",
+                },
+                umask,
+            ),
+        )
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            reply,
+            self.new_node(
+                req,
+                parent,
+                name,
+                NewNode {
+                    kind: Kind::Dir,
+                    perm: mode as u16,
+                    rdev: 0,
+                    target: b"",
+                },
+                umask,
+            ),
+        )
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let t = target.as_os_str().as_bytes();
+        self.entry(
+            reply,
+            self.new_node(
+                req,
+                parent,
+                name,
+                NewNode {
+                    kind: Kind::Symlink,
+                    perm: 0o777,
+                    rdev: 0,
+                    target: t,
+                },
+                0,
+            ),
+        )
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.fs.unlink(parent.0, name.as_bytes()))
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.fs.rmdir(parent.0, name.as_bytes()))
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let noreplace = flags.bits() & libc::RENAME_NOREPLACE != 0;
+        if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
+            return reply.error(errno(&Error::Invalid));
+        }
+        let r = self.fs.rename_flags(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            noreplace,
+        );
+        Self::empty(reply, r)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()))
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open_file(ino.0) {
+            Ok(_) => reply.opened(FileHandle(ino.0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self
+            .new_node(
+                req,
+                parent,
+                name,
+                NewNode {
+                    kind: Kind::File,
+                    perm: mode as u16,
+                    rdev: 0,
+                    target: b"",
+                },
+                umask,
+            )
+            .and_then(|a| self.fs.open_file(a.ino).map(|_| a));
+        match r {
+            Ok(a) => reply.created(
+                &self.opts.ttl,
+                &self.attr(&a),
+                Generation(0),
+                FileHandle(a.ino),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(Error::FileTooBig) => {
+                tracing::warn!(
+                    "inode {}: a write past {} bytes: file data on etcd mounts is inline only until the object store is built",
+                    ino.0,
+                    shoal_core::shared::ns::SHARED_INLINE_MAX
+                );
+                reply.error(errno(&Error::FileTooBig))
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.fs.release(ino.0))
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Every operation was committed by the cluster before it returned.
+        reply.ok()
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) if a.kind == Kind::Dir => {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Ok(_) => reply.error(errno(&Error::NotDir)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut dirs = self.dirs.lock().unwrap();
+        if offset == 0 || !dirs.contains_key(&fh.0) {
+            // The listing, whole, at the first call (a directory read from
+            // the start sees one snapshot).
+            let mut all = Vec::new();
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                match self.fs.readdir(ino.0, after.as_deref(), 1000) {
+                    Ok(v) => {
+                        let done = v.len() < 1000;
+                        after = v.last().map(|e| e.0.clone());
+                        all.extend(v);
+                        if done {
+                            break;
+                        }
+                    }
+                    Err(e) => return reply.error(errno(&e)),
+                }
+            }
+            dirs.insert(fh.0, all);
+        }
+        let list = &dirs[&fh.0];
+        // ".." with the directory's own number: the kernel answers ".." itself.
+        let parent = ino.0;
+        let mut i = offset;
+        loop {
+            let full = match i {
+                0 => reply.add(ino, 1, FileType::Directory, "."),
+                1 => reply.add(INodeNo(parent), 2, FileType::Directory, ".."),
+                n => match list.get(n as usize - 2) {
+                    Some((name, child, k)) => {
+                        reply.add(INodeNo(*child), n + 1, ftype(*k), OsStr::from_bytes(name))
+                    }
+                    None => break,
+                },
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        reply.ok()
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.lock().unwrap().remove(&fh.0);
+        reply.ok()
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // etcd's quota is the bound (2 GiB by default); not read here.
+        reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
+    }
+}
