@@ -209,6 +209,25 @@ impl SharedStore for EtcdStore {
         }))
     }
 
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
+        let reads: Vec<TxnOp> = keys.iter().map(|k| TxnOp::get(self.key(k), None)).collect();
+        let mut c = self.client.clone();
+        let r = self.call(
+            false,
+            async move { c.txn(Txn::new().and_then(reads)).await },
+        )?;
+        Ok(r.op_responses()
+            .iter()
+            .map(|resp| match resp {
+                TxnOpResponse::Get(g) => g.kvs().first().map(|kv| Versioned {
+                    value: kv.value().to_vec(),
+                    mod_rev: kv.mod_revision() as u64,
+                }),
+                _ => None,
+            })
+            .collect())
+    }
+
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
         let mut c = self.client.clone();
         let (lo, hi) = (self.key(lo), self.key(hi));

@@ -144,6 +144,7 @@ impl SharedFuse {
             cfg.acl = fuser::SessionACL::All;
         }
         let store = self.store.clone();
+        let fs = self.fs.clone();
         let counter = self.invalidations.clone();
         let from = store
             .revision()
@@ -156,7 +157,7 @@ impl SharedFuse {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("shoal-follow".into())
-                .spawn(move || follow(&*store, from, &notifier, &counter, &stop))?
+                .spawn(move || follow(&*store, &fs, from, &notifier, &counter, &stop))?
         };
         let r = session.run();
         stop.store(true, Ordering::Relaxed);
@@ -167,12 +168,14 @@ impl SharedFuse {
 
 /// Follow the change stream and drop from the kernel what changed: an
 /// entry's name (`inval_entry`), an inode's attributes and pages
-/// (`inval_inode`). Runs on its own thread, never a FUSE worker: the
+/// (`inval_inode`), for changes of other daemons (this one's replies told
+/// the kernel of its own). Runs on its own thread, never a FUSE worker: the
 /// kernel takes the directory's lock for `inval_entry`. A stream that fell
 /// behind compaction restarts from now; the kernel's TTL bounds what was
 /// missed.
 fn follow(
     store: &dyn SharedStore,
+    fs: &SharedFs,
     mut from: u64,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
@@ -202,6 +205,10 @@ fn follow(
             };
             for e in evs {
                 from = from.max(e.rev + 1);
+                if fs.is_own(e.rev) {
+                    // This daemon's change: its replies told the kernel.
+                    continue;
+                }
                 let k = &e.key;
                 let ino_at = |i: usize| u64::from_be_bytes(k[i..i + 8].try_into().unwrap());
                 let r = match k.first() {
@@ -445,7 +452,10 @@ impl Filesystem for SharedFuse {
                 },
                 umask,
             )
-            .and_then(|a| self.fs.open_file(a.ino).map(|_| a));
+            .map(|a| {
+                self.fs.open_new(a.ino);
+                a
+            });
         match r {
             Ok(a) => reply.created(
                 &self.opts.ttl,

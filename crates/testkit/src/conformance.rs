@@ -171,6 +171,11 @@ fn atomic_commits(h: &Harness) {
         );
     }
     assert_eq!(s.get(&keys[3]).unwrap(), None);
+    let many = s.get_many(&keys).unwrap();
+    assert!(many[..3]
+        .iter()
+        .all(|v| v.as_ref().is_some_and(|v| v.mod_rev == r)));
+    assert_eq!(many[3], None, "get_many of a deleted key");
 }
 
 fn scans(h: &Harness) {

@@ -211,6 +211,11 @@ pub trait SharedStore: Send + Sync + 'static {
     /// The key's value and version, linearizable (it sees every commit that
     /// finished before the call).
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>>;
+    /// Several keys from one snapshot, in one round trip where the backend
+    /// can (etcd: one read-only Txn).
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Keys in `[lo, hi)`, ascending, at most `limit`, from one snapshot,
     /// with that snapshot's revision.
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan>;

@@ -180,6 +180,27 @@ impl Tx<'_> {
         }
         Ok(v)
     }
+    /// Several keys in one round trip, each a condition like `get`'s.
+    pub fn get_many(&mut self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Versioned>>> {
+        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let vs = self.fs.store.get_many(&keys).map_err(kv)?;
+        for (key, v) in keys.into_iter().zip(&vs) {
+            let rev = v.as_ref().map_or(0, |v| v.mod_rev);
+            match self.seen.get(&key) {
+                Some(&was) if was != rev => return Err(Error::Io(RETRY.into())),
+                Some(_) => {}
+                None => {
+                    self.seen.insert(key.clone(), rev);
+                    self.conds.push(match v {
+                        Some(v) => Cond::ModRev(key, v.mod_rev),
+                        None => Cond::Absent(key),
+                    });
+                }
+            }
+        }
+        Ok(vs)
+    }
+
     /// The commit requires `[lo, hi)` to have no key.
     pub fn require_empty(&mut self, lo: Vec<u8>, hi: Vec<u8>) -> Result<bool> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
@@ -249,6 +270,11 @@ pub struct SharedFs {
     /// Open handles per inode on this daemon: an inode whose last name goes
     /// while it is open here stays, as an orphan of this session.
     opens: Mutex<HashMap<Ino, u32>>,
+    /// Revisions of this daemon's latest commits: the change stream's
+    /// events at them are its own, which the kernel already knows.
+    own: Mutex<std::collections::VecDeque<u64>>,
+    /// Inodes this daemon made orphans (their last close removes them).
+    orphaned: Mutex<std::collections::HashSet<Ino>>,
 }
 
 /// What `mknod` makes.
@@ -354,6 +380,8 @@ impl SharedFs {
             keeper: Mutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
             opens: Mutex::new(HashMap::new()),
+            orphaned: Mutex::new(Default::default()),
+            own: Mutex::new(Default::default()),
         });
         fs.reclaim_orphans()?;
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
@@ -383,6 +411,19 @@ impl SharedFs {
             .expect("spawn session keeper");
         *fs.keeper.lock().unwrap() = Some(h);
         Ok(fs)
+    }
+
+    fn note_own(&self, rev: u64) {
+        let mut o = self.own.lock().unwrap();
+        if o.len() >= 4096 {
+            o.pop_front();
+        }
+        o.push_back(rev);
+    }
+
+    /// Whether the commit at `rev` was this daemon's (among its latest 4096).
+    pub fn is_own(&self, rev: u64) -> bool {
+        self.own.lock().unwrap().contains(&rev)
     }
 
     /// The session id (its lease).
@@ -493,8 +534,9 @@ impl SharedFs {
                 return Ok(out);
             }
             match self.store.commit(&tx.conds, &tx.ops) {
-                Ok(Outcome::Committed(_)) => {
+                Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    self.note_own(rev);
                     return Ok(out);
                 }
                 Ok(Outcome::Conflict(failed)) => {
@@ -539,15 +581,14 @@ impl SharedFs {
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
-        let v = self
-            .store
-            .get(&ikey(ino))
-            .map_err(kv)?
-            .ok_or(Error::NotFound)?;
+        // The record and, for a directory, its time key: one round trip.
+        let mut vs = self.store.get_many(&[ikey(ino), tkey(ino)]).map_err(kv)?;
+        let t = vs.pop().flatten();
+        let v = vs.pop().flatten().ok_or(Error::NotFound)?;
         let mut a = Node::decode(ino, &v.value)?.attr;
         if a.kind == Kind::Dir {
             a.nlink = 1;
-            if let Some(t) = self.store.get(&tkey(ino)).map_err(kv)? {
+            if let Some(t) = t {
                 if t.value.len() == 12 {
                     let t = Ts {
                         sec: i64::from_le_bytes(t.value[..8].try_into().unwrap()),
@@ -617,11 +658,16 @@ impl SharedFs {
         let (kind, perm, target) = (new.kind, new.perm, new.target);
         let ino = self.new_ino()?;
         self.run(|tx| {
-            let p = tx.dir(parent)?;
-            if p.attr.nlink == 0 {
-                return Err(Error::NotFound);
+            // The parent and the name in one round trip.
+            let vs = tx.get_many(vec![ikey(parent), ekey(parent, name)])?;
+            let p = match &vs[0] {
+                Some(v) => Node::decode(parent, &v.value)?,
+                None => return Err(Error::NotFound),
+            };
+            if p.attr.kind != Kind::Dir {
+                return Err(Error::NotDir);
             }
-            if tx.entry(parent, name)?.is_some() {
+            if vs[1].is_some() {
                 return Err(Error::Exists);
             }
             let t = Ts::now();
@@ -703,6 +749,8 @@ impl SharedFs {
             // Not on the lease: when the session dies, survivors find it and reclaim.
             tx.ops
                 .push(Op::Put(okey(self.sid, n.attr.ino), vec![], None));
+            // Noted before the commit: a release that finds no orphan is a no-op.
+            self.orphaned.lock().unwrap().insert(n.attr.ino);
         } else if n.attr.nlink <= 1 {
             tx.del(ikey(n.attr.ino));
         } else {
@@ -903,6 +951,11 @@ impl SharedFs {
         Ok(n.blob)
     }
 
+    /// A handle to an inode this daemon just made (its attributes are known).
+    pub fn open_new(&self, ino: Ino) {
+        *self.opens.lock().unwrap().entry(ino).or_default() += 1;
+    }
+
     fn is_open(&self, ino: Ino) -> bool {
         self.opens.lock().unwrap().get(&ino).is_some_and(|&n| n > 0)
     }
@@ -927,6 +980,10 @@ impl SharedFs {
                 return Ok(());
             }
             o.remove(&ino);
+        }
+        if !self.orphaned.lock().unwrap().remove(&ino) {
+            // Not made an orphan here: nothing to remove (no round trip).
+            return Ok(());
         }
         self.run(|tx| {
             match tx.get(ikey(ino))? {

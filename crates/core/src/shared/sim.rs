@@ -266,6 +266,20 @@ impl SharedStore for SimStore {
         }))
     }
 
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
+        self.wait();
+        let s = self.lock();
+        Ok(keys
+            .iter()
+            .map(|k| {
+                s.kv.get(k).map(|e| Versioned {
+                    value: e.value.clone(),
+                    mod_rev: e.mod_rev,
+                })
+            })
+            .collect())
+    }
+
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
         self.wait();
         let s = self.lock();

