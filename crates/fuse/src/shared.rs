@@ -452,10 +452,7 @@ impl Filesystem for SharedFuse {
                 },
                 umask,
             )
-            .map(|a| {
-                self.fs.open_new(a.ino);
-                a
-            });
+            .inspect(|a| self.fs.open_new(a.ino));
         match r {
             Ok(a) => reply.created(
                 &self.opts.ttl,
