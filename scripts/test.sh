@@ -27,7 +27,7 @@ core_has_no_fuse_or_store() {
 suite "core dependency rule" core_has_no_fuse_or_store
 suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
-suite "shared store: one conformance suite on the simulator (etcd and TiKV modes) and a 3-member etcd cluster" \
+suite "shared store: conformance (simulator, TiKV mode, 3-member etcd), daemons racing, etcd members killed, frozen, quorum lost" \
   bash -c 'cargo test --release -q -p shoal-core --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
 suite "two mounts on etcd: cross-mount checks, kill -9, pjdfstest" bash tests/scripts/etcd-mounts.sh

@@ -20,6 +20,7 @@ use shoal_core::shared::{
     Versioned, Watch,
 };
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,12 @@ pub const ETCD_LIMITS: Limits = Limits {
 
 pub struct EtcdStore {
     rt: Arc<tokio::runtime::Runtime>,
-    client: Client,
+    /// One client per member. Calls go to `cur`'s; a call that times out
+    /// or cannot connect moves `cur` on, so a member that is down or frozen
+    /// (SIGSTOP: its TCP port still accepts) costs one timeout, not one in
+    /// three calls as a balanced channel would.
+    clients: Vec<Client>,
+    cur: AtomicUsize,
     /// `/shoal/NAME/`: every key of this filesystem starts with it.
     prefix: Vec<u8>,
     timeout: Duration,
@@ -138,17 +144,20 @@ impl EtcdStore {
             .with_timeout(timeout)
             .with_keep_alive(Duration::from_secs(2), timeout)
             .with_require_leader(true);
-        let client = rt
-            .block_on(async {
-                tokio::time::timeout(timeout, Client::connect(&url.endpoints, Some(opts))).await
-            })
-            .map_err(|_| {
-                KvError::Unavailable(format!("connect to {:?}: timed out", url.endpoints))
-            })?
-            .map_err(|e| map_err(e, false))?;
+        let mut clients = Vec::new();
+        for ep in &url.endpoints {
+            let c = rt
+                .block_on(async {
+                    tokio::time::timeout(timeout, Client::connect([ep], Some(opts.clone()))).await
+                })
+                .map_err(|_| KvError::Unavailable(format!("connect to {ep}: timed out")))?
+                .map_err(|e| map_err(e, false))?;
+            clients.push(c);
+        }
         Ok(Arc::new(EtcdStore {
             rt: Arc::new(rt),
-            client,
+            clients,
+            cur: AtomicUsize::new(0),
             prefix: format!("/shoal/{}/", url.name).into_bytes(),
             timeout,
         }))
@@ -161,31 +170,39 @@ impl EtcdStore {
         v
     }
 
+    fn client(&self) -> Client {
+        self.clients[self.cur.load(Ordering::Relaxed) % self.clients.len()].clone()
+    }
+
+    /// The current member failed to answer: use the next one.
+    fn next_member(&self) {
+        self.cur.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn strip(&self, k: &[u8]) -> Vec<u8> {
         k[self.prefix.len().min(k.len())..].to_vec()
     }
 
     /// Run `f` on the runtime within the deadline; `commit` says how a
-    /// failure is reported.
+    /// failure is reported. A call that times out or cannot reach its
+    /// member moves on to the next member for the calls after it.
     fn call<T, F>(&self, commit: bool, f: F) -> KvResult<T>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
         let t = self.timeout;
-        match self
+        let r = match self
             .rt
             .block_on(async move { tokio::time::timeout(t, f).await })
         {
             Ok(r) => r.map_err(|e| map_err(e, commit)),
-            Err(_) if commit => Err(KvError::Unknown(format!(
-                "no answer within {:?}",
-                self.timeout
-            ))),
-            Err(_) => Err(KvError::Unavailable(format!(
-                "no answer within {:?}",
-                self.timeout
-            ))),
+            Err(_) if commit => Err(KvError::Unknown(format!("no answer within {t:?}"))),
+            Err(_) => Err(KvError::Unavailable(format!("no answer within {t:?}"))),
+        };
+        if matches!(r, Err(KvError::Unavailable(_)) | Err(KvError::Unknown(_))) {
+            self.next_member();
         }
+        r
     }
 }
 
@@ -200,7 +217,7 @@ fn holds(c: &Cond, kv: Option<&etcd_client::KeyValue>) -> bool {
 
 impl SharedStore for EtcdStore {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let k = self.key(key);
         let r = self.call(false, async move { c.get(k, None).await })?;
         Ok(r.kvs().first().map(|kv| Versioned {
@@ -211,7 +228,7 @@ impl SharedStore for EtcdStore {
 
     fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
         let reads: Vec<TxnOp> = keys.iter().map(|k| TxnOp::get(self.key(k), None)).collect();
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let r = self.call(
             false,
             async move { c.txn(Txn::new().and_then(reads)).await },
@@ -229,7 +246,7 @@ impl SharedStore for EtcdStore {
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let (lo, hi) = (self.key(lo), self.key(hi));
         let opts = GetOptions::new()
             .with_range(hi)
@@ -293,7 +310,7 @@ impl SharedStore for EtcdStore {
             })
             .collect();
         let txn = Txn::new().when(compares).and_then(then).or_else(reads);
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let r = match self.call(true, async move { c.txn(txn).await }) {
             Err(KvError::LeaseExpired(_)) => {
                 let l = ops.iter().find_map(|o| match o {
@@ -330,7 +347,7 @@ impl SharedStore for EtcdStore {
     }
 
     fn watch(&self, prefix: &[u8], from: Rev) -> KvResult<Box<dyn Watch>> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let k = self.key(prefix);
         let opts = WatchOptions::new()
             .with_prefix()
@@ -347,7 +364,7 @@ impl SharedStore for EtcdStore {
     }
 
     fn revision(&self) -> KvResult<Rev> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         // A linearizable read of one key: its header carries the revision.
         let k = self.key(b"");
         let opts = GetOptions::new().with_limit(1).with_keys_only();
@@ -356,14 +373,14 @@ impl SharedStore for EtcdStore {
     }
 
     fn lease_grant(&self, ttl: Duration) -> KvResult<LeaseId> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let secs = ttl.as_secs().max(1) as i64;
         let r = self.call(false, async move { c.lease_grant(secs, None).await })?;
         Ok(r.id())
     }
 
     fn lease_renew(&self, id: LeaseId) -> KvResult<()> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let ttl = match self.call(false, async move {
             let (mut keeper, mut stream) = c.lease_keep_alive(id).await?;
             keeper.keep_alive().await?;
@@ -379,7 +396,7 @@ impl SharedStore for EtcdStore {
     }
 
     fn lease_revoke(&self, id: LeaseId) -> KvResult<()> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         match self.call(false, async move { c.lease_revoke(id).await }) {
             Ok(_) => Ok(()),
             Err(KvError::LeaseExpired(_)) => Err(KvError::LeaseExpired(id)),

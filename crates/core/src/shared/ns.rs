@@ -148,6 +148,8 @@ pub struct SharedStats {
     pub unknown: AtomicU64,
     pub reads: AtomicU64,
     pub chunk_claims: AtomicU64,
+    /// Answers `Unavailable` waited out (elections, lost quorum).
+    pub unavailable: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -163,7 +165,7 @@ impl Tx<'_> {
     /// Read a key; the commit requires it unchanged.
     pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let v = self.fs.store.get(&key).map_err(kv)?;
+        let v = self.fs.patient(|| self.fs.store.get(&key))?;
         let rev = v.as_ref().map_or(0, |v| v.mod_rev);
         if let Some(&was) = self.seen.get(&key) {
             if was != rev {
@@ -183,7 +185,7 @@ impl Tx<'_> {
     /// Several keys in one round trip, each a condition like `get`'s.
     pub fn get_many(&mut self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Versioned>>> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let vs = self.fs.store.get_many(&keys).map_err(kv)?;
+        let vs = self.fs.patient(|| self.fs.store.get_many(&keys))?;
         for (key, v) in keys.into_iter().zip(&vs) {
             let rev = v.as_ref().map_or(0, |v| v.mod_rev);
             match self.seen.get(&key) {
@@ -204,7 +206,7 @@ impl Tx<'_> {
     /// The commit requires `[lo, hi)` to have no key.
     pub fn require_empty(&mut self, lo: Vec<u8>, hi: Vec<u8>) -> Result<bool> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let (keys, _) = self.fs.store.scan(&lo, &hi, 1).map_err(kv)?;
+        let (keys, _) = self.fs.patient(|| self.fs.store.scan(&lo, &hi, 1))?;
         self.conds.push(Cond::Empty(lo, hi));
         Ok(keys.is_empty())
     }
@@ -262,6 +264,7 @@ pub struct SharedFs {
     /// Directory -> when this daemon last wrote its time.
     touched: Mutex<HashMap<Ino, Instant>>,
     dir_time: Duration,
+    unavailable_wait: Duration,
     pub stats: SharedStats,
     stop: Arc<AtomicBool>,
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -299,6 +302,9 @@ pub struct SessionOpts {
     pub dir_time: Duration,
     /// What the session key says (host, pid), for `shoal stats` and fsck.
     pub who: String,
+    /// How long an operation waits for an unavailable store (an election,
+    /// lost quorum) before it fails.
+    pub unavailable_wait: Duration,
 }
 
 impl Default for SessionOpts {
@@ -309,6 +315,7 @@ impl Default for SessionOpts {
             // conflict, and stat after a create must see the new time.
             dir_time: Duration::ZERO,
             who: format!("pid {}", std::process::id()),
+            unavailable_wait: Duration::from_secs(30),
         }
     }
 }
@@ -375,6 +382,7 @@ impl SharedFs {
             chunk: Mutex::new((0, 0)),
             touched: Mutex::new(HashMap::new()),
             dir_time: opts.dir_time,
+            unavailable_wait: opts.unavailable_wait,
             stats: SharedStats::default(),
             stop: Arc::new(AtomicBool::new(false)),
             keeper: Mutex::new(None),
@@ -388,23 +396,28 @@ impl SharedFs {
         let h = std::thread::Builder::new()
             .name("shoal-session".into())
             .spawn(move || {
+                let mut wait = every;
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
-                    while t.elapsed() < every && !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(50).min(every));
+                    while t.elapsed() < wait && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50).min(wait));
                     }
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
                     match store.lease_renew(lease) {
-                        Ok(()) => {}
+                        Ok(()) => wait = every,
                         Err(KvError::LeaseExpired(_)) => {
                             tracing::error!("session lease {lease:x} expired: remount");
                             lost.store(true, Ordering::SeqCst);
                             return;
                         }
-                        // Unavailable: try again; the lease may still be alive.
-                        Err(e) => tracing::warn!("session renewal: {e}"),
+                        // Unavailable: try again soon (another member may
+                        // answer); the lease may still be alive.
+                        Err(e) => {
+                            tracing::warn!("session renewal: {e}");
+                            wait = Duration::from_millis(250).min(every);
+                        }
                     }
                 }
             })
@@ -424,6 +437,33 @@ impl SharedFs {
     /// Whether the commit at `rev` was this daemon's (among its latest 4096).
     pub fn is_own(&self, rev: u64) -> bool {
         self.own.lock().unwrap().contains(&rev)
+    }
+
+    /// Run a read, waiting while the store is unavailable (no quorum, no
+    /// leader, an election), up to `SessionOpts::unavailable_wait`; then
+    /// fail with an error that says the mount recovers by itself.
+    fn patient<T>(&self, mut f: impl FnMut() -> super::KvResult<T>) -> Result<T> {
+        let since = Instant::now();
+        loop {
+            match f() {
+                Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
+                other => return other.map_err(kv),
+            }
+        }
+    }
+
+    /// After an `Unavailable` answer: sleep a little, or fail once the
+    /// store was unavailable for `unavailable_wait` since `since`.
+    fn wait_available(&self, since: Instant, m: &str) -> Result<()> {
+        self.stats.unavailable.fetch_add(1, Ordering::Relaxed);
+        if since.elapsed() >= self.unavailable_wait {
+            return Err(Error::Io(format!(
+                "the metadata store did not answer for {:?} ({m}); the operation failed (if the store went away during its commit, it may have been made: look again), and the mount carries on by itself when the store is back",
+                self.unavailable_wait
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
     }
 
     /// The session id (its lease).
@@ -473,10 +513,13 @@ impl SharedFs {
     fn new_ino(&self) -> Result<Ino> {
         let mut c = self.chunk.lock().unwrap();
         if c.0 >= c.1 {
+            let since = Instant::now();
             let chunk = loop {
-                let v = self.store.get(NEXT_CHUNK).map_err(kv)?.ok_or_else(|| {
-                    Error::Corrupted("shared namespace has no inode counter".into())
-                })?;
+                let v = self
+                    .patient(|| self.store.get(NEXT_CHUNK))?
+                    .ok_or_else(|| {
+                        Error::Corrupted("shared namespace has no inode counter".into())
+                    })?;
                 let n = u64::from_le_bytes(
                     v.value[..8]
                         .try_into()
@@ -494,6 +537,7 @@ impl SharedFs {
                     // Unknown: the chunk may be ours or not; skipping it
                     // wastes 1024 numbers, never reuses one.
                     Err(KvError::Unknown(_)) => {}
+                    Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
                     Err(e) => return Err(kv(e)),
                 }
             };
@@ -509,6 +553,7 @@ impl SharedFs {
     /// error of its own).
     fn run<T>(&self, mut body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
         self.stats.ops.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
         let mut backoff = Duration::from_micros(50);
         for _ in 0..MAX_TRIES {
             if self.lost.load(Ordering::Relaxed) {
@@ -554,6 +599,11 @@ impl SharedFs {
                         return Ok(out);
                     }
                 }
+                Err(KvError::Unavailable(m)) => {
+                    // Nothing applied: run again once the store answers.
+                    self.wait_available(since, &m)?;
+                    continue;
+                }
                 Err(e) => return Err(kv(e)),
             }
             std::thread::sleep(backoff);
@@ -568,7 +618,7 @@ impl SharedFs {
     /// what it wrote, every deleted key is gone.
     fn applied(&self, ops: &[Op]) -> Result<bool> {
         for op in ops {
-            let now = self.store.get(op.key()).map_err(kv)?;
+            let now = self.patient(|| self.store.get(op.key()))?;
             let ok = match op {
                 Op::Put(k, v, _) => k.first() == Some(&b'T') || now.is_some_and(|n| &n.value == v),
                 Op::Delete(_) => now.is_none(),
@@ -582,7 +632,8 @@ impl SharedFs {
 
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         // The record and, for a directory, its time key: one round trip.
-        let mut vs = self.store.get_many(&[ikey(ino), tkey(ino)]).map_err(kv)?;
+        let keys = [ikey(ino), tkey(ino)];
+        let mut vs = self.patient(|| self.store.get_many(&keys))?;
         let t = vs.pop().flatten();
         let v = vs.pop().flatten().ok_or(Error::NotFound)?;
         let mut a = Node::decode(ino, &v.value)?.attr;
@@ -606,10 +657,9 @@ impl SharedFs {
         if name.len() > NAME_MAX {
             return Err(Error::NameTooLong);
         }
+        let key = ekey(parent, name);
         let v = self
-            .store
-            .get(&ekey(parent, name))
-            .map_err(kv)?
+            .patient(|| self.store.get(&key))?
             .ok_or(Error::NotFound)?;
         let (ino, _) = dec_entry(&v.value)?;
         self.getattr(ino)
@@ -632,7 +682,7 @@ impl SharedFs {
             }
             None => lo,
         };
-        let (kvs, _) = self.store.scan(&lo, &hi, limit).map_err(kv)?;
+        let (kvs, _) = self.patient(|| self.store.scan(&lo, &hi, limit))?;
         kvs.into_iter()
             .map(|(k, v)| {
                 let (ino, kind) = dec_entry(&v.value)?;
@@ -939,10 +989,9 @@ impl SharedFs {
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let key = ikey(ino);
         let v = self
-            .store
-            .get(&ikey(ino))
-            .map_err(kv)?
+            .patient(|| self.store.get(&key))?
             .ok_or(Error::NotFound)?;
         let n = Node::decode(ino, &v.value)?;
         if n.attr.kind != Kind::Symlink {
@@ -1000,7 +1049,7 @@ impl SharedFs {
     /// Inodes left open by sessions that are gone (their daemon died or
     /// was cut off): removed, as their last close would have.
     fn reclaim_orphans(&self) -> Result<()> {
-        let (kvs, _) = self.store.scan(b"O", b"P", 10_000).map_err(kv)?;
+        let (kvs, _) = self.patient(|| self.store.scan(b"O", b"P", 10_000))?;
         for (k, _) in kvs {
             if k.len() != 17 {
                 continue;
@@ -1051,10 +1100,9 @@ impl SharedFs {
     }
 
     pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
+        let key = ikey(ino);
         let v = self
-            .store
-            .get(&ikey(ino))
-            .map_err(kv)?
+            .patient(|| self.store.get(&key))?
             .ok_or(Error::NotFound)?;
         let n = Node::decode(ino, &v.value)?;
         let mut b = n.blob;
