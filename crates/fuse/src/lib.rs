@@ -350,7 +350,7 @@ pub fn errno(e: &Error) -> Errno {
     Errno::from_i32(code)
 }
 
-fn kind(k: Kind) -> FileType {
+pub(crate) fn kind(k: Kind) -> FileType {
     match k {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
@@ -449,7 +449,7 @@ fn open_mask(flags: i32) -> u32 {
     }
 }
 
-fn time(t: TimeOrNow) -> TimeSet {
+pub(crate) fn time(t: TimeOrNow) -> TimeSet {
     match t {
         TimeOrNow::Now => TimeSet::Now,
         TimeOrNow::SpecificTime(s) => TimeSet::At(Ts::from_system(s)),

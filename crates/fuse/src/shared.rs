@@ -12,7 +12,7 @@
 //! `SHARED_INLINE_MAX` lives in the inode record; larger writes get EFBIG
 //! until the object store behind the data seam is built.
 
-use crate::{errno, file_attr};
+use crate::{errno, file_attr, kind, time};
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -20,7 +20,7 @@ use fuser::{
 };
 use shoal_core::shared::ns::{NewNode, SharedFs};
 use shoal_core::shared::{KvError, SharedStore};
-use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, TimeSet, Ts};
+use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -59,25 +59,6 @@ pub struct SharedFuse {
     next_fh: AtomicU64,
     /// Invalidations sent for other daemons' (and this one's) changes.
     pub invalidations: Arc<AtomicU64>,
-}
-
-fn ftype(k: Kind) -> FileType {
-    match k {
-        Kind::File => FileType::RegularFile,
-        Kind::Dir => FileType::Directory,
-        Kind::Symlink => FileType::Symlink,
-        Kind::Fifo => FileType::NamedPipe,
-        Kind::Socket => FileType::Socket,
-        Kind::CharDev => FileType::CharDevice,
-        Kind::BlockDev => FileType::BlockDevice,
-    }
-}
-
-fn time(t: TimeOrNow) -> TimeSet {
-    match t {
-        TimeOrNow::Now => TimeSet::Now,
-        TimeOrNow::SpecificTime(s) => TimeSet::At(Ts::from_system(s)),
-    }
 }
 
 impl SharedFuse {
@@ -583,7 +564,7 @@ impl Filesystem for SharedFuse {
                 1 => reply.add(INodeNo(parent), 2, FileType::Directory, ".."),
                 n => match list.get(n as usize - 2) {
                     Some((name, child, k)) => {
-                        reply.add(INodeNo(*child), n + 1, ftype(*k), OsStr::from_bytes(name))
+                        reply.add(INodeNo(*child), n + 1, kind(*k), OsStr::from_bytes(name))
                     }
                     None => break,
                 },
