@@ -224,6 +224,9 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     // umount` reports a store left without it). It goes before this daemon
     // can change anything, so a crash from here on leaves the store unmarked.
     let clean_mark = store_path.join(CLEAN_MARK);
+    let mut parsed = parsed;
+    // Closed cleanly: no crash leftovers among the data objects to sweep.
+    parsed.cfg.sweep_data = !clean_mark.exists();
     if !parsed.cfg.read_only && clean_mark.exists() {
         remove_durably(&clean_mark).map_err(|e| format!("{}: {e}", clean_mark.display()))?;
     }

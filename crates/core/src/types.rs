@@ -286,6 +286,11 @@ pub struct Config {
     /// Number of allocation groups (1 to `MAX_AGS`).
     pub ags: u32,
     pub read_only: bool,
+    /// Walk the data objects at open (`Engine::sweep_data`): remove those
+    /// no inode uses and cut each to its file's size, what a crash can
+    /// leave. The daemon turns it off for a store its last daemon closed
+    /// cleanly, where neither can be: one open and read per object less.
+    pub sweep_data: bool,
     /// When a read or a listing updates the access time (mount's
     /// `relatime`, `strictatime`, `noatime`).
     pub atime: Atime,
@@ -316,6 +321,7 @@ impl Default for Config {
             memory_bytes: 0,
             ags: 16,
             read_only: false,
+            sweep_data: true,
             atime: Atime::Relative,
         }
     }

@@ -418,7 +418,9 @@ impl Engine {
             }
             if !e.cfg.read_only {
                 e.recover_orphans()?;
-                e.sweep_data()?;
+                if e.cfg.sweep_data {
+                    e.sweep_data()?;
+                }
             }
         }
         // Directory records are formatted when their epoch closes.
