@@ -206,15 +206,6 @@ impl EtcdStore {
     }
 }
 
-fn holds(c: &Cond, kv: Option<&etcd_client::KeyValue>) -> bool {
-    match c {
-        Cond::Absent(_) => kv.is_none(),
-        Cond::Exists(_) => kv.is_some(),
-        Cond::ModRev(_, r) => kv.is_some_and(|kv| kv.mod_revision() as u64 == *r),
-        Cond::Empty(..) => kv.is_none(),
-    }
-}
-
 impl SharedStore for EtcdStore {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
         let mut c = self.client();
@@ -338,7 +329,9 @@ impl SharedStore for EtcdStore {
             .zip(conds)
             .enumerate()
             .filter(|(_, (resp, c))| match resp {
-                TxnOpResponse::Get(g) => !holds(c, g.kvs().first()),
+                TxnOpResponse::Get(g) => {
+                    !c.holds(g.kvs().first().map(|kv| kv.mod_revision() as u64))
+                }
                 _ => true,
             })
             .map(|(i, _)| i)

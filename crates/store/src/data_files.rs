@@ -71,11 +71,7 @@ impl DataFiles {
         let err = |p: &Path, e| io_err("create", p, e);
         for b in 0..=0xffu32 {
             let d = self.dir.join(format!("{b:02x}"));
-            match std::fs::create_dir_all(&d) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(err(&d, e)),
-            }
+            std::fs::create_dir_all(&d).map_err(|e| err(&d, e))?;
         }
         let store = self.dir.parent().expect("data/ is in a store");
         for d in [&self.dir, store] {

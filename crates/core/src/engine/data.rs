@@ -400,9 +400,7 @@ impl Engine {
         // the block layer merges the two flushes. Neither is acknowledged
         // before both are done (the crash argument: docs/design.md, "File data").
         self.committer.kick();
-        if self.dirty_data[ino as usize % 16].lock().remove(&ino) {
-            self.sync_object(ino)?;
-        }
+        self.sync_if_dirty(ino)?;
         self.sync_commits()
     }
 
@@ -421,9 +419,7 @@ impl Engine {
         if commit {
             self.committer.kick();
         }
-        if self.dirty_data[ino as usize % 16].lock().remove(&ino) {
-            self.sync_object(ino)?;
-        }
+        self.sync_if_dirty(ino)?;
         if !commit {
             return Ok(());
         }
@@ -450,6 +446,14 @@ impl Engine {
         if !d.contains(&ino) {
             d.insert(ino);
         }
+    }
+
+    /// Sync `ino`'s data object if it has bytes not yet synced.
+    fn sync_if_dirty(&self, ino: Ino) -> Result<()> {
+        if self.dirty_data[ino as usize % 16].lock().remove(&ino) {
+            self.sync_object(ino)?;
+        }
+        Ok(())
     }
 
     fn sync_object(&self, ino: Ino) -> Result<()> {

@@ -72,6 +72,17 @@ impl Cond {
             Cond::Absent(k) | Cond::ModRev(k, _) | Cond::Exists(k) | Cond::Empty(k, _) => k,
         }
     }
+
+    /// Whether the condition holds, given the revision of the key it is
+    /// on (for `Empty`: of the first key in its range), None if absent.
+    /// Every backend judges a condition by this one rule.
+    pub fn holds(&self, found: Option<Rev>) -> bool {
+        match self {
+            Cond::Absent(_) | Cond::Empty(..) => found.is_none(),
+            Cond::Exists(_) => found.is_some(),
+            Cond::ModRev(_, r) => found == Some(*r),
+        }
+    }
 }
 
 /// One write of a commit.

@@ -166,20 +166,7 @@ impl Tx<'_> {
     pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let v = self.fs.patient(|| self.fs.store.get(&key))?;
-        let rev = v.as_ref().map_or(0, |v| v.mod_rev);
-        if let Some(&was) = self.seen.get(&key) {
-            if was != rev {
-                // Changed between two reads of one operation: the commit
-                // would fail on the first; fail now.
-                return Err(Error::Io(RETRY.into()));
-            }
-        } else {
-            self.seen.insert(key.clone(), rev);
-            self.conds.push(match &v {
-                Some(v) => Cond::ModRev(key, v.mod_rev),
-                None => Cond::Absent(key),
-            });
-        }
+        self.require(key, &v)?;
         Ok(v)
     }
     /// Several keys in one round trip, each a condition like `get`'s.
@@ -187,20 +174,27 @@ impl Tx<'_> {
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let vs = self.fs.patient(|| self.fs.store.get_many(&keys))?;
         for (key, v) in keys.into_iter().zip(&vs) {
-            let rev = v.as_ref().map_or(0, |v| v.mod_rev);
-            match self.seen.get(&key) {
-                Some(&was) if was != rev => return Err(Error::Io(RETRY.into())),
-                Some(_) => {}
-                None => {
-                    self.seen.insert(key.clone(), rev);
-                    self.conds.push(match v {
-                        Some(v) => Cond::ModRev(key, v.mod_rev),
-                        None => Cond::Absent(key),
-                    });
-                }
-            }
+            self.require(key, v)?;
         }
         Ok(vs)
+    }
+    /// The commit requires `key` as read (`v`): at its version, or absent.
+    fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
+        let rev = v.as_ref().map_or(0, |v| v.mod_rev);
+        match self.seen.get(&key) {
+            // Changed between two reads of one operation: the commit would
+            // fail on the first; fail now.
+            Some(&was) if was != rev => Err(Error::Io(RETRY.into())),
+            Some(_) => Ok(()),
+            None => {
+                self.seen.insert(key.clone(), rev);
+                self.conds.push(match v {
+                    Some(v) => Cond::ModRev(key, v.mod_rev),
+                    None => Cond::Absent(key),
+                });
+                Ok(())
+            }
+        }
     }
 
     /// The commit requires `[lo, hi)` to have no key.
@@ -275,7 +269,10 @@ pub struct SharedFs {
     opens: Mutex<HashMap<Ino, u32>>,
     /// Revisions of this daemon's latest commits: the change stream's
     /// events at them are its own, which the kernel already knows.
-    own: Mutex<std::collections::VecDeque<u64>>,
+    own: Mutex<(
+        std::collections::VecDeque<u64>,
+        std::collections::HashSet<u64>,
+    )>,
     /// Inodes this daemon made orphans (their last close removes them).
     orphaned: Mutex<std::collections::HashSet<Ino>>,
 }
@@ -428,15 +425,19 @@ impl SharedFs {
 
     fn note_own(&self, rev: u64) {
         let mut o = self.own.lock().unwrap();
-        if o.len() >= 4096 {
-            o.pop_front();
+        let (ring, set) = &mut *o;
+        if ring.len() >= 4096 {
+            if let Some(old) = ring.pop_front() {
+                set.remove(&old);
+            }
         }
-        o.push_back(rev);
+        ring.push_back(rev);
+        set.insert(rev);
     }
 
     /// Whether the commit at `rev` was this daemon's (among its latest 4096).
     pub fn is_own(&self, rev: u64) -> bool {
-        self.own.lock().unwrap().contains(&rev)
+        self.own.lock().unwrap().1.contains(&rev)
     }
 
     /// Run a read, waiting while the store is unavailable (no quorum, no
@@ -493,10 +494,13 @@ impl SharedFs {
     }
 
     fn should_touch(&self, dir: Ino) -> bool {
+        if self.dir_time.is_zero() {
+            // Every change (the default): nothing to remember.
+            return true;
+        }
         let mut t = self.touched.lock().unwrap();
         let now = Instant::now();
         match t.get(&dir) {
-            _ if self.dir_time.is_zero() => true,
             Some(&last) if now.duration_since(last) < self.dir_time => false,
             _ => {
                 if t.len() > 4096 {
@@ -988,12 +992,17 @@ impl SharedFs {
         })
     }
 
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+    /// An inode's record, read outside any transaction.
+    fn load(&self, ino: Ino) -> Result<Node> {
         let key = ikey(ino);
         let v = self
             .patient(|| self.store.get(&key))?
             .ok_or(Error::NotFound)?;
-        let n = Node::decode(ino, &v.value)?;
+        Node::decode(ino, &v.value)
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let n = self.load(ino)?;
         if n.attr.kind != Kind::Symlink {
             return Err(Error::Invalid);
         }
@@ -1100,11 +1109,7 @@ impl SharedFs {
     }
 
     pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
-        let key = ikey(ino);
-        let v = self
-            .patient(|| self.store.get(&key))?
-            .ok_or(Error::NotFound)?;
-        let n = Node::decode(ino, &v.value)?;
+        let n = self.load(ino)?;
         let mut b = n.blob;
         b.resize(n.attr.size as usize, 0);
         let s = (off as usize).min(b.len());

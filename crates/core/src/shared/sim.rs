@@ -317,13 +317,11 @@ impl SharedStore for SimStore {
             .iter()
             .enumerate()
             .filter(|(_, c)| {
-                let e = s.kv.get(c.key());
-                !match c {
-                    Cond::Absent(_) => e.is_none(),
-                    Cond::Exists(_) => e.is_some(),
-                    Cond::ModRev(_, r) => e.is_some_and(|e| e.mod_rev == *r),
-                    Cond::Empty(lo, hi) => s.kv.range(lo.clone()..hi.clone()).next().is_none(),
-                }
+                let found = match c {
+                    Cond::Empty(lo, hi) => s.kv.range(lo.clone()..hi.clone()).next().map(|e| e.1),
+                    _ => s.kv.get(c.key()),
+                };
+                !c.holds(found.map(|e| e.mod_rev))
             })
             .map(|(i, _)| i)
             .collect();
