@@ -61,6 +61,17 @@ const NAME_MAX: usize = 255;
 /// Retries of one operation before it gives up with EIO.
 const MAX_TRIES: u32 = 200;
 
+/// An inode's attributes as every answer shows them: a directory's link
+/// count is 1 (no record counts its subdirectories, see the module comment),
+/// whether the answer comes from a create, a stat or a setattr, so that what
+/// the kernel cached from one equals what it gets from the next.
+fn as_seen(mut a: Attr) -> Attr {
+    if a.kind == Kind::Dir {
+        a.nlink = 1;
+    }
+    a
+}
+
 fn ikey(ino: Ino) -> Vec<u8> {
     let mut k = vec![b'I'];
     k.extend_from_slice(&ino.to_be_bytes());
@@ -640,9 +651,8 @@ impl SharedFs {
         let mut vs = self.patient(|| self.store.get_many(&keys))?;
         let t = vs.pop().flatten();
         let v = vs.pop().flatten().ok_or(Error::NotFound)?;
-        let mut a = Node::decode(ino, &v.value)?.attr;
+        let mut a = as_seen(Node::decode(ino, &v.value)?.attr);
         if a.kind == Kind::Dir {
-            a.nlink = 1;
             if let Some(t) = t {
                 if t.value.len() == 12 {
                     let t = Ts {
@@ -731,7 +741,7 @@ impl SharedFs {
             a.perm = perm & 0o7777;
             a.uid = ctx.uid;
             a.gid = ctx.gid;
-            a.nlink = if kind == Kind::Dir { 2 } else { 1 };
+            a.nlink = 1;
             a.rdev = new.rdev;
             if p.attr.perm & 0o2000 != 0 {
                 // A setgid directory: its group, and setgid on subdirectories.
@@ -756,6 +766,7 @@ impl SharedFs {
             tx.touch_dir(parent, t);
             Ok(n.attr)
         })
+        .map(as_seen)
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
@@ -984,12 +995,7 @@ impl SharedFs {
             tx.put_node(&mut n);
             Ok(n.attr)
         })
-        .map(|mut a| {
-            if a.kind == Kind::Dir {
-                a.nlink = 1;
-            }
-            a
-        })
+        .map(as_seen)
     }
 
     /// An inode's record, read outside any transaction.
