@@ -38,7 +38,7 @@ check_salvaged() {
   local found; found=$(find "$M" -path "$M/lost+found.*" -type f -exec sha256sum {} + | cut -d' ' -f1)
   while read -r sum p; do
     p=${p#./}
-    if [ "$(sha256sum < "$M/$p" 2>/dev/null | cut -d' ' -f1)" != "$sum" ]; then
+    if [ "$(sha256sum "$M/$p" 2>/dev/null | cut -d' ' -f1)" != "$sum" ]; then
       if grep -qF "lost: /$p:" <<<"$out"; then continue; fi
       local dir=/$p listed=0
       while [ "$dir" != / ]; do
