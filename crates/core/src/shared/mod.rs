@@ -28,6 +28,8 @@
 //!
 //! [`Store`]: crate::store::Store
 
+pub mod blob;
+pub mod data;
 pub mod ns;
 pub mod sim;
 

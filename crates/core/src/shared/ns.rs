@@ -37,10 +37,13 @@
 //!
 //! Keys, under the filesystem's prefix: `V` format, `N` next inode chunk,
 //! `I ino` inode record (the engine's encoding: attributes, and the blob:
-//! a small file's bytes, a symlink's target, a directory's parent), `T ino`
+//! a small file's bytes or a larger one's chunk table, a symlink's target,
+//! a directory's parent), `D` the object store of file data, `T ino`
 //! a directory's modification time, `E parent name` an entry (the child's
 //! inode number and kind), `S sid` a session.
 
+use super::blob::Blobs;
+use super::data::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore, Versioned};
 use crate::error::{Error, Result};
 use crate::schema::{decode_inode, encode_inode};
@@ -54,8 +57,8 @@ use std::time::{Duration, Instant};
 pub const CHUNK: u64 = 1024;
 /// The format of a shared namespace (`V`).
 pub const SHARED_FORMAT: u32 = 1;
-/// Bytes a file keeps in its inode record; larger data goes through the
-/// data seam to an object store (not built yet: larger writes are refused).
+/// Bytes a file keeps in its inode record; a larger file keeps a chunk
+/// table there and its bytes in an object store (`super::data`).
 pub const SHARED_INLINE_MAX: u64 = crate::INLINE_MAX;
 const NAME_MAX: usize = 255;
 /// Retries of one operation before it gives up with EIO.
@@ -106,6 +109,8 @@ fn skey(sid: u64) -> Vec<u8> {
 }
 const NEXT_CHUNK: &[u8] = b"N";
 const FORMAT_KEY: &[u8] = b"V";
+/// Where file data past the inline size goes (a URL, given to mkfs).
+const DATA_KEY: &[u8] = b"D";
 
 fn enc_entry(ino: Ino, kind: Kind) -> Vec<u8> {
     let mut v = ino.to_le_bytes().to_vec();
@@ -161,6 +166,10 @@ pub struct SharedStats {
     pub chunk_claims: AtomicU64,
     /// Answers `Unavailable` waited out (elections, lost quorum).
     pub unavailable: AtomicU64,
+    /// Object store calls for file data.
+    pub blob_puts: AtomicU64,
+    pub blob_gets: AtomicU64,
+    pub blob_deletes: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -170,6 +179,8 @@ pub struct Tx<'a> {
     /// Read keys -> the version seen (0 = absent), so a key read twice is one condition.
     seen: HashMap<Vec<u8>, u64>,
     ops: Vec<Op>,
+    /// Objects this transaction stops naming: deleted once it committed.
+    doomed: Vec<String>,
 }
 
 impl Tx<'_> {
@@ -233,7 +244,12 @@ impl Tx<'_> {
         }
         Ok(n)
     }
-    fn put_node(&mut self, n: &mut Node) {
+    /// The commit stops naming these pieces of `ino`: their objects are
+    /// deleted after it.
+    pub(super) fn forget(&mut self, ino: Ino, pieces: &[Piece]) {
+        self.doomed.extend(pieces.iter().map(|p| p.name(ino)));
+    }
+    pub(super) fn put_node(&mut self, n: &mut Node) {
         n.attr.version += 1;
         self.ops.push(Op::Put(ikey(n.attr.ino), n.encode(), None));
     }
@@ -286,6 +302,12 @@ pub struct SharedFs {
     )>,
     /// Inodes this daemon made orphans (their last close removes them).
     orphaned: Mutex<std::collections::HashSet<Ino>>,
+    /// File data past the inline size (None: such writes get EFBIG).
+    pub(super) blobs: Option<Arc<dyn Blobs>>,
+    /// Files with writes not yet committed (`super::data`).
+    pub(super) bufs: Mutex<HashMap<Ino, Arc<Mutex<FileBuf>>>>,
+    /// This session's object counter (object names are unique per session).
+    pub(super) blob_seq: AtomicU64,
 }
 
 /// What `mknod` makes.
@@ -331,6 +353,12 @@ impl Default for SessionOpts {
 /// Make a new shared namespace on `store`: the format key, the root, the
 /// inode counter. Refused if one is there already.
 pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
+    mkfs_with_data(store, None)
+}
+
+/// `mkfs` that records where file data goes (`data_url`, read back by every
+/// mount with [`data_url`]).
+pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()> {
     let t = Ts::now();
     let root = Node {
         attr: Attr::root(t),
@@ -345,6 +373,10 @@ pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
         Op::Put(NEXT_CHUNK.to_vec(), 1u64.to_le_bytes().to_vec(), None),
         Op::Put(ikey(ROOT_INO), root.encode(), None),
     ];
+    let mut ops = ops;
+    if let Some(d) = data {
+        ops.push(Op::Put(DATA_KEY.to_vec(), d.as_bytes().to_vec(), None));
+    }
     match store
         .commit(&[Cond::Absent(FORMAT_KEY.to_vec())], &ops)
         .map_err(kv)?
@@ -354,9 +386,63 @@ pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
     }
 }
 
+/// Where the namespace on `store` keeps file data past the inline size
+/// (what mkfs was given), if anywhere.
+pub fn data_url(store: &dyn SharedStore) -> Result<Option<String>> {
+    Ok(store
+        .get(DATA_KEY)
+        .map_err(kv)?
+        .map(|v| String::from_utf8_lossy(&v.value).into_owned()))
+}
+
+/// Whether the session `sid` is alive (its key, on its lease, is there).
+pub fn session_alive(store: &dyn SharedStore, sid: u64) -> Result<bool> {
+    Ok(store.get(&skey(sid)).map_err(kv)?.is_some())
+}
+
+/// The object names every file's chunk table holds.
+pub fn all_tables(store: &dyn SharedStore) -> Result<Vec<String>> {
+    let mut names = vec![];
+    for (k, v) in scan_all(store, b"I", b"J")? {
+        let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
+        let n = Node::decode(ino, &v.value)?;
+        names.extend(Table::of(&n)?.0.iter().map(|p| p.name(ino)));
+    }
+    Ok(names)
+}
+
+/// Every key in `[lo, hi)`, in pages.
+fn scan_all(store: &dyn SharedStore, lo: &[u8], hi: &[u8]) -> Result<Vec<(Vec<u8>, Versioned)>> {
+    let mut out = Vec::new();
+    let mut from = lo.to_vec();
+    loop {
+        let (kvs, _) = store.scan(&from, hi, 1000).map_err(kv)?;
+        let n = kvs.len();
+        if let Some((k, _)) = kvs.last() {
+            from = k.clone();
+            from.push(0);
+        }
+        out.extend(kvs);
+        if n < 1000 {
+            return Ok(out);
+        }
+    }
+}
+
 impl SharedFs {
-    /// Join the namespace on `store` with a new session.
+    /// Join the namespace on `store` with a new session, without an object
+    /// store (files stay within the inline size).
     pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<SharedFs>> {
+        Self::open_with_data(store, None, opts)
+    }
+
+    /// Join the namespace on `store` with a new session; file data past the
+    /// inline size goes to `blobs`.
+    pub fn open_with_data(
+        store: Arc<dyn SharedStore>,
+        blobs: Option<Arc<dyn Blobs>>,
+        opts: SessionOpts,
+    ) -> Result<Arc<SharedFs>> {
         match store.get(FORMAT_KEY).map_err(kv)? {
             None => {
                 return Err(Error::Corrupted(
@@ -398,6 +484,9 @@ impl SharedFs {
             opens: Mutex::new(HashMap::new()),
             orphaned: Mutex::new(Default::default()),
             own: Mutex::new(Default::default()),
+            blobs,
+            bufs: Mutex::new(HashMap::new()),
+            blob_seq: AtomicU64::new(0),
         });
         fs.reclaim_orphans()?;
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
@@ -566,7 +655,7 @@ impl SharedFs {
 
     /// Run `body` as one transaction until it commits (or fails with an
     /// error of its own).
-    fn run<T>(&self, mut body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
+    pub(super) fn run<T>(&self, mut body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
         self.stats.ops.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
         let mut backoff = Duration::from_micros(50);
@@ -582,6 +671,7 @@ impl SharedFs {
                 conds: vec![Cond::Exists(skey(self.sid))],
                 seen: HashMap::new(),
                 ops: vec![],
+                doomed: vec![],
             };
             let out = match body(&mut tx) {
                 Err(Error::Io(m)) if m == RETRY => {
@@ -597,6 +687,7 @@ impl SharedFs {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     self.note_own(rev);
+                    self.after_commit(&tx.doomed);
                     return Ok(out);
                 }
                 Ok(Outcome::Conflict(failed)) => {
@@ -611,6 +702,7 @@ impl SharedFs {
                     tracing::warn!("commit result unknown ({m}): reading back");
                     if self.applied(&tx.ops)? {
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                        self.after_commit(&tx.doomed);
                         return Ok(out);
                     }
                 }
@@ -627,6 +719,13 @@ impl SharedFs {
         Err(Error::Io(format!(
             "gave up after {MAX_TRIES} conflicting tries"
         )))
+    }
+
+    /// What a committed transaction stopped naming goes from the object store.
+    fn after_commit(&self, doomed: &[String]) {
+        for name in doomed {
+            self.delete_object(name);
+        }
     }
 
     /// Whether a commit whose answer was lost applied: every put key holds
@@ -652,6 +751,9 @@ impl SharedFs {
         let t = vs.pop().flatten();
         let v = vs.pop().flatten().ok_or(Error::NotFound)?;
         let mut a = as_seen(Node::decode(ino, &v.value)?.attr);
+        if a.kind == Kind::File {
+            a = self.with_buffered(a);
+        }
         if a.kind == Kind::Dir {
             if let Some(t) = t {
                 if t.value.len() == 12 {
@@ -805,6 +907,15 @@ impl SharedFs {
         })
     }
 
+    /// A removed inode's objects go after the commit.
+    fn forget_data(tx: &mut Tx, n: &Node) {
+        match Table::of(n) {
+            Ok(t) => tx.forget(n.attr.ino, &t.0),
+            // Left for `shoal gc`, which finds them named by nothing.
+            Err(e) => tracing::warn!("{e}: its objects stay for `shoal gc`"),
+        }
+    }
+
     fn drop_link(&self, tx: &mut Tx, n: &mut Node) {
         if n.attr.nlink <= 1 && self.is_open(n.attr.ino) {
             // Open here: it stays, nameless, until its last close.
@@ -818,6 +929,7 @@ impl SharedFs {
             self.orphaned.lock().unwrap().insert(n.attr.ino);
         } else if n.attr.nlink <= 1 {
             tx.del(ikey(n.attr.ino));
+            Self::forget_data(tx, n);
         } else {
             n.attr.nlink -= 1;
             n.attr.ctime = Ts::now();
@@ -940,13 +1052,23 @@ impl SharedFs {
         })
     }
 
-    /// chmod, chown, truncate (within the inline size) and times; the
-    /// caller (the kernel, with default_permissions) checked who may.
+    /// chmod, chown, truncate and times; the caller (the kernel, with
+    /// default_permissions) checked who may.
     pub fn setattr(&self, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
-        if sa.size.is_some_and(|s| s > SHARED_INLINE_MAX) {
+        if sa.size.is_some_and(|s| s > SHARED_INLINE_MAX) && self.blobs.is_none() {
             return Err(Error::FileTooBig);
         }
-        self.run(|tx| {
+        if sa.size.is_some() {
+            // A truncate applies to the file with its buffered writes.
+            self.flush(ino)?;
+        }
+        // Objects a try uploaded (an inline file grown past the inline
+        // size): a retried try's are named by nothing.
+        let mut uploaded: Vec<String> = vec![];
+        let r = self.run(|tx| {
+            for name in uploaded.drain(..) {
+                self.delete_object(&name);
+            }
             let mut n = tx.node(ino)?;
             let t = Ts::now();
             if let Some(m) = sa.mode {
@@ -974,8 +1096,7 @@ impl SharedFs {
                     Kind::File => {}
                     _ => return Err(Error::Invalid),
                 }
-                n.blob.resize(n.attr.size as usize, 0);
-                n.blob.resize(size as usize, 0);
+                self.resize_data(tx, &mut n, size, &mut uploaded)?;
                 if size != n.attr.size || sa.mtime.is_none() {
                     n.attr.mtime = t;
                 }
@@ -994,12 +1115,17 @@ impl SharedFs {
             n.attr.ctime = sa.ctime.unwrap_or(t);
             tx.put_node(&mut n);
             Ok(n.attr)
-        })
-        .map(as_seen)
+        });
+        if r.is_err() {
+            for name in uploaded {
+                self.delete_object(&name);
+            }
+        }
+        r.map(|a| as_seen(self.with_buffered(a)))
     }
 
     /// An inode's record, read outside any transaction.
-    fn load(&self, ino: Ino) -> Result<Node> {
+    pub(super) fn load(&self, ino: Ino) -> Result<Node> {
         let key = ikey(ino);
         let v = self
             .patient(|| self.store.get(&key))?
@@ -1051,9 +1177,13 @@ impl SharedFs {
         }
         self.run(|tx| {
             match tx.get(ikey(ino))? {
-                Some(v) if Node::decode(ino, &v.value)?.attr.nlink == 0 => {
-                    tx.del(ikey(ino));
-                    tx.del(okey(self.sid, ino));
+                Some(v) => {
+                    let n = Node::decode(ino, &v.value)?;
+                    if n.attr.nlink == 0 {
+                        tx.del(ikey(ino));
+                        tx.del(okey(self.sid, ino));
+                        Self::forget_data(tx, &n);
+                    }
                 }
                 _ => {}
             }
@@ -1076,8 +1206,10 @@ impl SharedFs {
                     return Ok(());
                 }
                 if let Some(v) = tx.get(ikey(ino))? {
-                    if Node::decode(ino, &v.value)?.attr.nlink == 0 {
+                    let n = Node::decode(ino, &v.value)?;
+                    if n.attr.nlink == 0 {
                         tx.del(ikey(ino));
+                        Self::forget_data(tx, &n);
                     }
                 }
                 tx.del(k.clone());
@@ -1085,42 +1217,6 @@ impl SharedFs {
             })?;
         }
         Ok(())
-    }
-
-    /// Write into a small file (its bytes live in its inode record).
-    pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
-        let end = off + data.len() as u64;
-        if end > SHARED_INLINE_MAX {
-            return Err(Error::FileTooBig);
-        }
-        self.run(|tx| {
-            let mut n = tx.node(ino)?;
-            if n.attr.kind != Kind::File {
-                return Err(Error::IsDir);
-            }
-            let mut b = std::mem::take(&mut n.blob);
-            b.resize(n.attr.size as usize, 0);
-            if (b.len() as u64) < end {
-                b.resize(end as usize, 0);
-            }
-            b[off as usize..end as usize].copy_from_slice(data);
-            n.attr.size = b.len() as u64;
-            n.blob = b;
-            let t = Ts::now();
-            n.attr.mtime = t;
-            n.attr.ctime = t;
-            tx.put_node(&mut n);
-            Ok(data.len() as u32)
-        })
-    }
-
-    pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
-        let n = self.load(ino)?;
-        let mut b = n.blob;
-        b.resize(n.attr.size as usize, 0);
-        let s = (off as usize).min(b.len());
-        let e = (s + len as usize).min(b.len());
-        Ok(b[s..e].to_vec())
     }
 }
 
@@ -1144,27 +1240,15 @@ pub struct SharedCheck {
 /// records; no directory is its own ancestor.
 pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
     let mut r = SharedCheck::default();
-    let all = |lo: &[u8], hi: &[u8]| -> Result<Vec<(Vec<u8>, Versioned)>> {
-        let mut out = Vec::new();
-        let mut from = lo.to_vec();
-        loop {
-            let (kvs, _) = store.scan(&from, hi, 1000).map_err(kv)?;
-            let n = kvs.len();
-            if let Some((k, _)) = kvs.last() {
-                from = k.clone();
-                from.push(0);
-            }
-            out.extend(kvs);
-            if n < 1000 {
-                return Ok(out);
-            }
-        }
-    };
+    let all = |lo: &[u8], hi: &[u8]| scan_all(store, lo, hi);
     let mut nodes: HashMap<Ino, Node> = HashMap::new();
     for (k, v) in all(b"I", b"J")? {
         let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
         match Node::decode(ino, &v.value) {
             Ok(n) => {
+                if let Err(e) = Table::of(&n) {
+                    r.problems.push(e.to_string());
+                }
                 nodes.insert(ino, n);
             }
             Err(e) => r.problems.push(format!("inode {ino}: {e}")),

@@ -1,0 +1,574 @@
+//! File data of a shared namespace: files past the inline size keep their
+//! bytes in an object store ([`Blobs`]), in chunks of [`DATA_CHUNK`] bytes,
+//! one immutable object per chunk version.
+//!
+//! **Layout.** A file of at most `SHARED_INLINE_MAX` bytes keeps them in its
+//! inode record, as before. A larger one keeps there a chunk table instead
+//! (the record's blob, [`Table`]): for each chunk that has data, the object
+//! holding it and how many of its bytes count (`len`; the rest of the chunk,
+//! up to the file's size, reads as zeros). The rule is one: *inline if and
+//! only if the size is at most the inline size*, so every change of size
+//! across it converts (truncate down reads the bytes back inline).
+//!
+//! **Objects are never rewritten.** A changed chunk is uploaded as a new
+//! object named `INO/CHUNK-SID-SEQ` (inode, chunk index, the writing
+//! session, a counter of that session): unique across daemons without a
+//! round trip. The commit that points the table at it is the operation's one
+//! conditional transaction; what it replaced is deleted after that commit
+//! (`Tx::forget`). So a reader always reads a consistent version: the one
+//! the inode record it read names.
+//!
+//! **Writes are buffered per file on the daemon** ([`FileBuf`]): a write
+//! changes the chunk in memory (read from its object first when the write
+//! covers only part of it); close, fsync, a truncate, or 32 MiB of dirty
+//! chunks upload them and commit the table and size in one transaction.
+//! This is close-to-open: another mount sees the bytes after the writer's
+//! close or fsync, as with NFS and JuiceFS. Two daemons writing one file at
+//! once: the last commit wins per chunk (documented in docs/design.md).
+//!
+//! **Crash argument.** An object is uploaded before the commit that names
+//! it, so a committed table never names a missing object (unless someone
+//! deleted it by hand: fsck reports it). A daemon that dies between upload
+//! and commit, or between commit and delete, leaves objects no table names;
+//! their names carry the session, and `collect` deletes unnamed objects of
+//! sessions that are gone (fsck `--repair`, `shoal gc`). Objects of a live
+//! session are never collected: its uploads may be about to be committed.
+
+use super::blob::Blobs;
+use super::ns::{Node, SharedFs, Tx, SHARED_INLINE_MAX};
+use crate::error::{Error, Result};
+use crate::types::{Attr, Ino, Kind, Ts};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// Bytes per chunk: one object holds at most this much of a file.
+pub const DATA_CHUNK: u64 = 4 << 20;
+/// A file's dirty chunks in memory before a write uploads and commits them.
+const DIRTY_MAX: u64 = 32 << 20;
+/// The first byte of an encoded chunk table.
+const TABLE_TAG: u8 = b'C';
+
+/// One chunk's object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub chunk: u32,
+    /// The session that wrote it, and its counter.
+    pub sid: u64,
+    pub seq: u64,
+    /// Bytes of the object that count, from the chunk's start.
+    pub len: u32,
+}
+
+impl Piece {
+    pub fn name(&self, ino: Ino) -> String {
+        format!(
+            "{ino:016x}/{:08x}-{:016x}-{:x}",
+            self.chunk, self.sid, self.seq
+        )
+    }
+}
+
+/// The session that wrote an object, from its name.
+pub fn object_session(name: &str) -> Option<u64> {
+    let (_, rest) = name.split_once('/')?;
+    let mut it = rest.split('-');
+    let _chunk = it.next()?;
+    u64::from_str_radix(it.next()?, 16).ok()
+}
+
+/// A file's chunks in chunk order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table(pub Vec<Piece>);
+
+impl Table {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(1 + self.0.len() * 24);
+        v.push(TABLE_TAG);
+        for p in &self.0 {
+            v.extend_from_slice(&p.chunk.to_le_bytes());
+            v.extend_from_slice(&p.sid.to_le_bytes());
+            v.extend_from_slice(&p.seq.to_le_bytes());
+            v.extend_from_slice(&p.len.to_le_bytes());
+        }
+        v
+    }
+    pub fn decode(ino: Ino, b: &[u8]) -> Result<Table> {
+        let bad = || Error::Corrupted(format!("inode {ino}: bad chunk table"));
+        if b.first() != Some(&TABLE_TAG) || (b.len() - 1) % 24 != 0 {
+            return Err(bad());
+        }
+        let t = Table(
+            b[1..]
+                .chunks_exact(24)
+                .map(|c| Piece {
+                    chunk: u32::from_le_bytes(c[..4].try_into().unwrap()),
+                    sid: u64::from_le_bytes(c[4..12].try_into().unwrap()),
+                    seq: u64::from_le_bytes(c[12..20].try_into().unwrap()),
+                    len: u32::from_le_bytes(c[20..24].try_into().unwrap()),
+                })
+                .collect(),
+        );
+        if t.0.windows(2).any(|w| w[0].chunk >= w[1].chunk)
+            || t.0.iter().any(|p| p.len as u64 > DATA_CHUNK)
+        {
+            return Err(bad());
+        }
+        Ok(t)
+    }
+    /// The table of a node: empty for an inline file.
+    pub fn of(n: &Node) -> Result<Table> {
+        if n.attr.kind == Kind::File && n.attr.size > SHARED_INLINE_MAX {
+            Table::decode(n.attr.ino, &n.blob)
+        } else {
+            Ok(Table::default())
+        }
+    }
+    pub fn get(&self, chunk: u32) -> Option<&Piece> {
+        self.0
+            .binary_search_by_key(&chunk, |p| p.chunk)
+            .ok()
+            .map(|i| &self.0[i])
+    }
+    /// Point `p.chunk` at `p`; the piece it replaces, if any.
+    fn set(&mut self, p: Piece) -> Option<Piece> {
+        match self.0.binary_search_by_key(&p.chunk, |x| x.chunk) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i], p)),
+            Err(i) => {
+                self.0.insert(i, p);
+                None
+            }
+        }
+    }
+    /// Cut to `size` bytes: chunks past it go (into `gone`), the one it
+    /// ends in counts only its bytes below it.
+    fn cut(&mut self, size: u64, gone: &mut Vec<Piece>) {
+        self.0.retain_mut(|p| {
+            let start = p.chunk as u64 * DATA_CHUNK;
+            if start >= size {
+                gone.push(*p);
+                false
+            } else {
+                p.len = p.len.min((size - start).min(DATA_CHUNK) as u32);
+                true
+            }
+        });
+    }
+}
+
+/// A file's writes not yet committed, on the daemon that made them.
+#[derive(Default)]
+pub struct FileBuf {
+    /// The file's size with the buffered writes.
+    size: u64,
+    mtime: Option<Ts>,
+    /// Changed chunks: each chunk's bytes from its start (shorter than a
+    /// chunk when the rest is a hole or past the end).
+    dirty: BTreeMap<u32, Vec<u8>>,
+    dirty_bytes: u64,
+    /// The table the buffer started from (for the chunks it did not change).
+    base: Table,
+    /// An inline file's bytes when the buffer started (chunk 0's).
+    inline: Vec<u8>,
+}
+
+impl SharedFs {
+    fn blobs(&self) -> Result<&Arc<dyn Blobs>> {
+        self.blobs.as_ref().ok_or(Error::FileTooBig)
+    }
+
+    /// The buffer of `ino`, if this daemon has writes of it not committed.
+    pub(super) fn buffered(&self, ino: Ino) -> Option<Arc<Mutex<FileBuf>>> {
+        self.bufs.lock().unwrap().get(&ino).cloned()
+    }
+
+    /// The size and time a stat shows on this daemon: with its buffered writes.
+    pub(super) fn with_buffered(&self, mut a: Attr) -> Attr {
+        if let Some(b) = self.buffered(a.ino) {
+            let b = b.lock().unwrap();
+            a.size = b.size;
+            if let Some(t) = b.mtime {
+                a.mtime = a.mtime.max(t);
+                a.ctime = a.ctime.max(t);
+            }
+        }
+        a
+    }
+
+    /// Write into a file: in its record while it stays within the inline
+    /// size, else into its buffer (committed by `flush`).
+    pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        let end = off
+            .checked_add(data.len() as u64)
+            .ok_or(Error::FileTooBig)?;
+        if end <= SHARED_INLINE_MAX && self.buffered(ino).is_none() {
+            match self.write_inline(ino, off, data) {
+                Err(Error::FileTooBig) => {}
+                other => return other,
+            }
+        }
+        self.blobs()?;
+        let buf = {
+            let mut m = self.bufs.lock().unwrap();
+            m.entry(ino).or_default().clone()
+        };
+        let mut b = buf.lock().unwrap();
+        if b.mtime.is_none() {
+            // A new buffer: from the file as committed.
+            let n = self.load(ino)?;
+            if n.attr.kind != Kind::File {
+                drop(b);
+                self.bufs.lock().unwrap().remove(&ino);
+                return Err(Error::IsDir);
+            }
+            b.size = n.attr.size;
+            b.base = Table::of(&n)?;
+            if n.attr.size <= SHARED_INLINE_MAX {
+                let mut v = n.blob;
+                v.resize(n.attr.size as usize, 0);
+                b.inline = v;
+            }
+        }
+        let mut pos = off;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let chunk = (pos / DATA_CHUNK) as u32;
+            let at = (pos % DATA_CHUNK) as usize;
+            let n = rest.len().min(DATA_CHUNK as usize - at);
+            if !b.dirty.contains_key(&chunk) {
+                let covers = at == 0 && n as u64 == DATA_CHUNK;
+                let old = if covers {
+                    vec![]
+                } else {
+                    self.chunk_bytes(ino, &b.base, &b.inline, chunk)?
+                };
+                b.dirty_bytes += old.len() as u64;
+                b.dirty.insert(chunk, old);
+            }
+            let v = b.dirty.get_mut(&chunk).unwrap();
+            let grow = (at + n).saturating_sub(v.len());
+            if v.len() < at + n {
+                v.resize(at + n, 0);
+            }
+            v[at..at + n].copy_from_slice(&rest[..n]);
+            b.dirty_bytes += grow as u64;
+            pos += n as u64;
+            rest = &rest[n..];
+        }
+        b.size = b.size.max(end);
+        b.mtime = Some(Ts::now());
+        let full = b.dirty_bytes >= DIRTY_MAX;
+        drop(b);
+        if full {
+            self.flush(ino)?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// Write into a file that stays inline; `FileTooBig` when it is not
+    /// inline (it has a chunk table).
+    fn write_inline(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        let end = off + data.len() as u64;
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            if n.attr.kind != Kind::File {
+                return Err(Error::IsDir);
+            }
+            if n.attr.size > SHARED_INLINE_MAX {
+                return Err(Error::FileTooBig);
+            }
+            let mut b = std::mem::take(&mut n.blob);
+            b.resize(n.attr.size as usize, 0);
+            if (b.len() as u64) < end {
+                b.resize(end as usize, 0);
+            }
+            b[off as usize..end as usize].copy_from_slice(data);
+            n.attr.size = b.len() as u64;
+            n.blob = b;
+            let t = Ts::now();
+            n.attr.mtime = t;
+            n.attr.ctime = t;
+            tx.put_node(&mut n);
+            Ok(data.len() as u32)
+        })
+    }
+
+    /// A chunk's committed bytes (from its object, or an inline file's).
+    fn chunk_bytes(&self, ino: Ino, t: &Table, inline: &[u8], chunk: u32) -> Result<Vec<u8>> {
+        if let Some(p) = t.get(chunk) {
+            let v = self.blobs()?.get(&p.name(ino), 0, p.len as u64)?;
+            self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
+            let mut v = v;
+            v.resize(p.len as usize, 0);
+            Ok(v)
+        } else if chunk == 0 {
+            Ok(inline.to_vec())
+        } else {
+            Ok(vec![])
+        }
+    }
+
+    /// Upload the buffered writes of `ino` and commit them (size, times and
+    /// chunk table in one transaction); the objects they replace go after.
+    pub fn flush(&self, ino: Ino) -> Result<()> {
+        let Some(buf) = self.buffered(ino) else {
+            return Ok(());
+        };
+        let mut b = buf.lock().unwrap();
+        let r = self.commit_buffer(ino, &b);
+        if matches!(r, Ok(()) | Err(Error::NotFound)) {
+            *b = FileBuf::default();
+            drop(b);
+            let mut m = self.bufs.lock().unwrap();
+            if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
+                m.remove(&ino);
+            }
+        }
+        match r {
+            Err(Error::NotFound) => Ok(()), // removed meanwhile: nothing to keep
+            other => other,
+        }
+    }
+
+    fn commit_buffer(&self, ino: Ino, b: &FileBuf) -> Result<()> {
+        if b.mtime.is_none() {
+            return Ok(());
+        }
+        let blobs = self.blobs()?;
+        let mut pieces = Vec::with_capacity(b.dirty.len());
+        for (&chunk, bytes) in &b.dirty {
+            let p = Piece {
+                chunk,
+                sid: self.session(),
+                seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
+                len: bytes.len() as u32,
+            };
+            blobs.put(&p.name(ino), bytes)?;
+            self.stats.blob_puts.fetch_add(1, Ordering::Relaxed);
+            pieces.push(p);
+        }
+        let t = b.mtime.unwrap();
+        let r = self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            let mut table = Table::of(&n)?;
+            let mut gone = vec![];
+            for p in &pieces {
+                gone.extend(table.set(*p));
+            }
+            table.cut(b.size, &mut gone);
+            tx.forget(ino, &gone);
+            n.attr.size = b.size;
+            n.blob = table.encode();
+            n.attr.mtime = n.attr.mtime.max(t);
+            n.attr.ctime = n.attr.ctime.max(t);
+            tx.put_node(&mut n);
+            Ok(())
+        });
+        if r.is_err() {
+            // Not committed: the uploads are named by nothing.
+            for p in &pieces {
+                self.delete_object(&p.name(ino));
+            }
+        }
+        r
+    }
+
+    /// Read from a file: its buffered writes, else what is committed.
+    pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
+        if let Some(buf) = self.buffered(ino) {
+            let b = buf.lock().unwrap();
+            if b.mtime.is_some() {
+                return self.read_from(ino, off, len, b.size, &b.base, &b.inline, &b.dirty);
+            }
+        }
+        // An object deleted under the read (another daemon replaced the
+        // chunk after this one read the table): read the new table.
+        let mut tries = 0;
+        loop {
+            let n = self.load(ino)?;
+            if n.attr.size <= SHARED_INLINE_MAX || n.attr.kind != Kind::File {
+                let mut b = n.blob;
+                b.resize(n.attr.size as usize, 0);
+                let s = (off as usize).min(b.len());
+                let e = (s + len as usize).min(b.len());
+                return Ok(b[s..e].to_vec());
+            }
+            let t = Table::decode(ino, &n.blob)?;
+            match self.read_from(ino, off, len, n.attr.size, &t, &[], &BTreeMap::new()) {
+                Err(Error::NotFound) if tries < 3 => tries += 1,
+                Err(Error::NotFound) => {
+                    return Err(Error::Corrupted(format!(
+                        "inode {ino}: a chunk's object is missing from the object store (shoal fsck lists them)"
+                    )))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_from(
+        &self,
+        ino: Ino,
+        off: u64,
+        len: u32,
+        size: u64,
+        t: &Table,
+        inline: &[u8],
+        dirty: &BTreeMap<u32, Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let end = off.saturating_add(len as u64).min(size);
+        if off >= end {
+            return Ok(vec![]);
+        }
+        let mut out = vec![0u8; (end - off) as usize];
+        let mut pos = off;
+        while pos < end {
+            let chunk = (pos / DATA_CHUNK) as u32;
+            let at = pos % DATA_CHUNK;
+            let n = (end - pos).min(DATA_CHUNK - at);
+            let dst = &mut out[(pos - off) as usize..(pos - off + n) as usize];
+            if let Some(v) = dirty.get(&chunk) {
+                let s = (at as usize).min(v.len());
+                let e = ((at + n) as usize).min(v.len());
+                dst[..e - s].copy_from_slice(&v[s..e]);
+            } else if let Some(p) = t.get(chunk) {
+                let want = (p.len as u64).saturating_sub(at).min(n);
+                if want > 0 {
+                    let v = self.blobs()?.get(&p.name(ino), at, want)?;
+                    self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
+                    let k = v.len().min(want as usize);
+                    dst[..k].copy_from_slice(&v[..k]);
+                }
+            } else if chunk == 0 {
+                let s = (at as usize).min(inline.len());
+                let e = ((at + n) as usize).min(inline.len());
+                dst[..e - s].copy_from_slice(&inline[s..e]);
+            }
+            pos += n;
+        }
+        Ok(out)
+    }
+
+    /// The new table and blob of a file cut or extended to `size` (in a
+    /// setattr's transaction): converts between inline and chunks across
+    /// the inline size. Objects uploaded for it go into `uploaded`.
+    pub(super) fn resize_data(
+        &self,
+        tx: &mut Tx,
+        n: &mut Node,
+        size: u64,
+        uploaded: &mut Vec<String>,
+    ) -> Result<()> {
+        let ino = n.attr.ino;
+        let old = n.attr.size;
+        match (old <= SHARED_INLINE_MAX, size <= SHARED_INLINE_MAX) {
+            (true, true) => {
+                n.blob.resize(old as usize, 0);
+                n.blob.resize(size as usize, 0);
+            }
+            (true, false) => {
+                // Inline bytes become chunk 0.
+                let mut bytes = std::mem::take(&mut n.blob);
+                bytes.resize(old as usize, 0);
+                let mut t = Table::default();
+                if bytes.iter().any(|&b| b != 0) {
+                    let p = Piece {
+                        chunk: 0,
+                        sid: self.session(),
+                        seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
+                        len: bytes.len() as u32,
+                    };
+                    self.blobs()?.put(&p.name(ino), &bytes)?;
+                    self.stats.blob_puts.fetch_add(1, Ordering::Relaxed);
+                    uploaded.push(p.name(ino));
+                    t.set(p);
+                }
+                n.blob = t.encode();
+            }
+            (false, true) => {
+                let t = Table::decode(ino, &n.blob)?;
+                let mut bytes = self.chunk_bytes(ino, &t, &[], 0)?;
+                bytes.resize(size as usize, 0);
+                tx.forget(ino, &t.0);
+                n.blob = bytes;
+            }
+            (false, false) => {
+                let mut t = Table::decode(ino, &n.blob)?;
+                let mut gone = vec![];
+                t.cut(size, &mut gone);
+                tx.forget(ino, &gone);
+                n.blob = t.encode();
+            }
+        }
+        Ok(())
+    }
+
+    /// Delete an object, logging a failure (what stays is collected later).
+    pub(super) fn delete_object(&self, name: &str) {
+        let Some(blobs) = &self.blobs else { return };
+        match blobs.delete(name) {
+            Ok(()) => {
+                self.stats.blob_deletes.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!("object {name} not deleted ({e}): `shoal gc` collects it"),
+        }
+    }
+}
+
+/// What `collect` found: objects no inode names.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub objects: u64,
+    /// Objects no inode names, whose session is gone (deleted unless dry).
+    pub unnamed: u64,
+    pub unnamed_bytes: u64,
+    /// Objects no inode names, of a live session (its uploads in flight, or
+    /// deletes it will retry): kept.
+    pub in_flight: u64,
+    /// Objects an inode names that the object store does not have.
+    pub missing: Vec<String>,
+}
+
+/// Compare the object store with the chunk tables; delete the objects no
+/// inode names of sessions that are gone, unless `dry`.
+pub fn collect(
+    store: &dyn super::SharedStore,
+    blobs: &dyn Blobs,
+    dry: bool,
+) -> Result<Collected> {
+    // Listed first: an object uploaded and committed after the scan of the
+    // tables below is not in this list, so it cannot be taken for unnamed.
+    let listed = blobs.list()?;
+    let named = super::ns::all_tables(store)?;
+    let mut c = Collected {
+        objects: listed.len() as u64,
+        ..Default::default()
+    };
+    let have: std::collections::HashSet<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    for name in &named {
+        if !have.contains(name.as_str()) {
+            c.missing.push(name.clone());
+        }
+    }
+    let named: std::collections::HashSet<String> = named.into_iter().collect();
+    for (name, size) in &listed {
+        if named.contains(name) {
+            continue;
+        }
+        let live = match object_session(name) {
+            Some(sid) => super::ns::session_alive(store, sid)?,
+            None => false,
+        };
+        if live {
+            c.in_flight += 1;
+            continue;
+        }
+        c.unnamed += 1;
+        c.unnamed_bytes += size;
+        if !dry {
+            blobs.delete(name)?;
+        }
+    }
+    Ok(c)
+}

@@ -1,0 +1,202 @@
+//! File data of a shared namespace (`shoal_core::shared::data`): files past
+//! the inline size in an object store, as two daemons see them. Bytes
+//! written on one daemon read back on another after the writer's flush
+//! (close-to-open), sparse and overwritten chunks, truncates across the
+//! inline size that never bring back old bytes, objects deleted with their
+//! file or when replaced, and the collection of objects no inode names.
+
+use rand::{Rng, SeedableRng};
+use shoal_core::shared::blob::{Blobs, MemBlobs};
+use shoal_core::shared::data::{self, DATA_CHUNK};
+use shoal_core::shared::ns::{self, SessionOpts, SharedFs, SHARED_INLINE_MAX};
+use shoal_core::shared::sim::SimStore;
+use shoal_core::shared::SharedStore;
+use shoal_core::{SetAttr, ROOT_INO};
+use shoal_testkit::shared_ns::assert_clean;
+use std::sync::Arc;
+
+fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
+    let s = SimStore::new();
+    ns::mkfs_with_data(&*s, Some("mem:")).unwrap();
+    let b = Arc::new(MemBlobs::default());
+    let fss = (0..n)
+        .map(|_| {
+            SharedFs::open_with_data(
+                s.clone() as Arc<dyn SharedStore>,
+                Some(b.clone() as Arc<dyn Blobs>),
+                SessionOpts::default(),
+            )
+            .unwrap()
+        })
+        .collect();
+    (s, b, fss)
+}
+
+fn truncate(fs: &SharedFs, ino: u64, size: u64) {
+    let sa = SetAttr {
+        size: Some(size),
+        ..Default::default()
+    };
+    fs.setattr(ino, &sa).unwrap();
+}
+
+fn read_all(fs: &SharedFs, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    let mut out = vec![];
+    while (out.len() as u64) < size {
+        let v = fs.read(ino, out.len() as u64, 1 << 20).unwrap();
+        assert!(!v.is_empty(), "short read at {}", out.len());
+        out.extend(v);
+    }
+    out
+}
+
+#[test]
+fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
+    let (s, blobs, fss) = daemons(2);
+    assert_eq!(ns::data_url(&*s).unwrap().as_deref(), Some("mem:"));
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    let mut model = vec![];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    // Sequential 1 MiB writes across chunks, then random overwrites and a
+    // sparse write far out.
+    for i in 0..10u8 {
+        let v = vec![i + 1; 1 << 20];
+        a.write(f, model.len() as u64, &v).unwrap();
+        model.extend(v);
+    }
+    for _ in 0..50 {
+        let off = rng.gen_range(0..model.len() as u64 + 100_000);
+        let len = rng.gen_range(1..300_000usize);
+        let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        a.write(f, off, &v).unwrap();
+        let end = off as usize + len;
+        if model.len() < end {
+            model.resize(end, 0);
+        }
+        model[off as usize..end].copy_from_slice(&v);
+    }
+    let far = 3 * DATA_CHUNK + 17 + model.len() as u64;
+    a.write(f, far, b"tail").unwrap();
+    model.resize(far as usize, 0);
+    model.extend_from_slice(b"tail");
+    // The writer sees its writes before the flush; the other daemon does not.
+    assert_eq!(a.getattr(f).unwrap().size, model.len() as u64);
+    assert_eq!(read_all(a, f), model);
+    assert_eq!(b.getattr(f).unwrap().size, 0);
+    a.flush(f).unwrap();
+    assert_eq!(b.getattr(f).unwrap().size, model.len() as u64);
+    assert_eq!(read_all(b, f), model);
+    // One object per chunk with data: the chunks between are holes.
+    let chunks: std::collections::BTreeSet<u64> = (0..model.len() as u64)
+        .step_by(4096)
+        .filter(|&o| model[o as usize..(o as usize + 4096).min(model.len())].iter().any(|&x| x != 0))
+        .map(|o| o / DATA_CHUNK)
+        .collect();
+    assert!(blobs.len() <= chunks.len() + 1, "{} objects for {} chunks", blobs.len(), chunks.len());
+    // An overwrite on the other daemon replaces one chunk's object; the
+    // old one goes.
+    let before = blobs.len();
+    b.write(f, 5, b"xyz").unwrap();
+    b.flush(f).unwrap();
+    model[5..8].copy_from_slice(b"xyz");
+    assert_eq!(blobs.len(), before);
+    assert_eq!(read_all(a, f), model);
+    assert_clean(&*s);
+    let c = data::collect(&*s, &*blobs, true).unwrap();
+    assert_eq!((c.unnamed, c.in_flight, c.missing.len()), (0, 0, 0), "{c:?}");
+    // Unlinked: its objects go with it.
+    a.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(blobs.len(), 0);
+    assert_clean(&*s);
+}
+
+/// The "stale bytes after truncate" class: cutting a file and extending it
+/// again reads zeros, within a chunk, across chunks, and across the inline
+/// size both ways.
+#[test]
+fn truncate_and_extend_read_zeros_never_old_bytes() {
+    let (s, blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    let size = 2 * DATA_CHUNK + 5000;
+    a.write(f, 0, &vec![0xab; size as usize]).unwrap();
+    a.flush(f).unwrap();
+    for cut in [DATA_CHUNK + 100, 300, SHARED_INLINE_MAX + 1, 0] {
+        truncate(b, f, cut);
+        truncate(b, f, size);
+        let v = read_all(a, f);
+        assert_eq!(v.len() as u64, size);
+        assert!(v[..cut as usize].iter().all(|&x| x == 0xab), "cut {cut}");
+        assert!(
+            v[cut as usize..].iter().all(|&x| x == 0),
+            "cut {cut}: old bytes past the cut at {:?}",
+            v[cut as usize..].iter().position(|&x| x != 0)
+        );
+        a.write(f, 0, &vec![0xab; size as usize]).unwrap();
+        a.flush(f).unwrap();
+    }
+    // An inline file grown by truncate keeps its bytes, then reads zeros.
+    let g = a.create(ROOT_INO, b"g", 0o644).unwrap().ino;
+    a.write(g, 0, b"small").unwrap();
+    truncate(a, g, 3 * DATA_CHUNK);
+    let v = read_all(b, g);
+    assert_eq!(&v[..5], b"small");
+    assert!(v[5..].iter().all(|&x| x == 0));
+    truncate(a, g, 2);
+    assert_eq!(read_all(b, g), b"sm");
+    // A write past the inline size into a file with buffered writes, then a
+    // truncate: the truncate applies to the buffered size.
+    a.write(g, 10_000, b"x").unwrap();
+    truncate(a, g, 9_000);
+    assert_eq!(b.getattr(g).unwrap().size, 9_000);
+    assert_clean(&*s);
+    a.unlink(ROOT_INO, b"f").unwrap();
+    a.unlink(ROOT_INO, b"g").unwrap();
+    assert_eq!(blobs.len(), 0, "objects left: {:?}", blobs.list().unwrap());
+}
+
+/// Objects no inode names: those of a session that is gone are collected,
+/// a live session's are kept (its uploads may be about to commit), and an
+/// object a table names but the store lost is reported.
+#[test]
+fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
+    let (s, blobs, fss) = daemons(1);
+    let a = &fss[0];
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    let live = format!("{f:016x}/00000005-{:016x}-99", a.session());
+    let dead = format!("{f:016x}/00000005-{:016x}-98", 0xdead_u64);
+    blobs.put(&live, b"in flight").unwrap();
+    blobs.put(&dead, b"left by a crash").unwrap();
+    let c = data::collect(&*s, &*blobs, false).unwrap();
+    assert_eq!((c.unnamed, c.in_flight, c.missing.len()), (1, 1, 0), "{c:?}");
+    let names: Vec<String> = blobs.list().unwrap().into_iter().map(|x| x.0).collect();
+    assert!(names.contains(&live) && !names.contains(&dead));
+    blobs.delete(&live).unwrap();
+    // Lose the file's object: reported, and a read says what is wrong.
+    let (obj, _) = blobs.list().unwrap().remove(0);
+    blobs.delete(&obj).unwrap();
+    let c = data::collect(&*s, &*blobs, true).unwrap();
+    assert_eq!(c.missing, vec![obj]);
+    let e = a.read(f, 0, 10).unwrap_err().to_string();
+    assert!(e.contains("missing"), "{e}");
+}
+
+/// Without an object store, a file stays within the inline size: larger
+/// writes and truncates get EFBIG, as before.
+#[test]
+fn without_an_object_store_large_writes_are_refused() {
+    let s = SimStore::new();
+    ns::mkfs(&*s).unwrap();
+    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, b"ok").unwrap();
+    assert_eq!(
+        a.write(f, SHARED_INLINE_MAX, b"x"),
+        Err(shoal_core::Error::FileTooBig)
+    );
+    assert_eq!(read_all(&a, f), b"ok");
+}
