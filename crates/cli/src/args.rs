@@ -46,6 +46,12 @@ pub struct MkfsArgs {
     /// Number of allocation groups (1 to 1024).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=shoal_core::MAX_AGS as i64))]
     pub ags: u32,
+    /// For a filesystem on etcd: the object store for file data past 4 KiB,
+    /// s3://BUCKET[/PREFIX][?endpoint=http://H:P][&region=R] (credentials
+    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else unsigned) or
+    /// file:///DIR. Without it, files on etcd stay within 4 KiB.
+    #[arg(long, value_name = "URL")]
+    pub data: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -82,7 +88,8 @@ pub struct UmountArgs {
 #[derive(Args)]
 pub struct FsckArgs {
     pub store: PathBuf,
-    /// Fix what can be fixed safely.
+    /// Fix what can be fixed safely (on etcd: delete the objects no file
+    /// names that sessions now gone left behind).
     #[arg(long)]
     pub repair: bool,
 }

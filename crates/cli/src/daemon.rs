@@ -525,7 +525,8 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
             .trim(),
         std::process::id()
     );
-    let fs = shoal_core::shared::ns::SharedFs::open(store.clone(), session)
+    let blobs = data_store(&*store).map_err(|e| format!("{src}: {e}"))?;
+    let fs = shoal_core::shared::ns::SharedFs::open_with_data(store.clone(), blobs, session)
         .map_err(|e| format!("{src}: {e}"))?;
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
@@ -558,4 +559,17 @@ mod tests {
         let p = parse_options(&["durability=group".into()]).unwrap();
         assert!(p.fuse.passthrough, "passthrough is the default");
     }
+}
+
+/// The object store a shared filesystem keeps file data in (what mkfs was
+/// given with --data), checked to answer.
+pub fn data_store(
+    store: &dyn shoal_core::shared::SharedStore,
+) -> Result<Option<Arc<dyn shoal_core::shared::blob::Blobs>>, String> {
+    let Some(url) = shoal_core::shared::ns::data_url(store).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let b = shoal_objects::ObjectBlobs::open(&url).map_err(|e| e.to_string())?;
+    b.probe().map_err(|e| e.to_string())?;
+    Ok(Some(Arc::new(b)))
 }

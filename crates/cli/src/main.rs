@@ -84,15 +84,34 @@ fn etcd_target(p: &Path) -> Option<Result<std::sync::Arc<shoal_etcd::EtcdStore>,
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
     if let Some(store) = etcd_target(&a.store) {
-        shoal_core::shared::ns::mkfs(&*store?).map_err(|e| match e {
+        if let Some(url) = &a.data {
+            let b = shoal_objects::ObjectBlobs::open(url).map_err(|e| e.to_string())?;
+            b.probe().map_err(|e| e.to_string())?;
+        }
+        shoal_core::shared::ns::mkfs_with_data(&*store?, a.data.as_deref()).map_err(|e| match e {
             Error::Exists => format!(
                 "{} already holds a shoal filesystem (pick another NAME)",
                 a.store.display()
             ),
             e => format!("{}: {e}", a.store.display()),
         })?;
-        println!("created shoal filesystem at {}", a.store.display());
+        match &a.data {
+            Some(d) => println!(
+                "created shoal filesystem at {} (file data in {d})",
+                a.store.display()
+            ),
+            None => println!(
+                "created shoal filesystem at {} (no object store: files stay within 4 KiB)",
+                a.store.display()
+            ),
+        }
         return Ok(0);
+    }
+    if a.data.is_some() {
+        return Err(
+            "--data is for a filesystem on etcd (etcd://H:P,.../NAME); a store directory keeps its file data itself"
+                .into(),
+        );
     }
     shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags))
         .map_err(|e| store_error(&a.store, e))?;
@@ -106,12 +125,29 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     if let Some(store) = etcd_target(&a.store) {
-        if a.repair {
-            return Err(
-                "fsck --repair of a filesystem on etcd is not built yet: fsck reports only".into(),
+        let store = store?;
+        let r = shoal_core::shared::ns::check(&*store).map_err(|e| e.to_string())?;
+        let mut r = r;
+        if let Some(b) = daemon::data_store(&*store)? {
+            let c = shoal_core::shared::data::collect(&*store, &*b, !a.repair)
+                .map_err(|e| e.to_string())?;
+            for m in &c.missing {
+                r.problems
+                    .push(format!("object {m}: a file names it, the object store lacks it"));
+            }
+            println!(
+                "objects: {} in the store, {} named by no file ({} bytes, {}), {} of live sessions kept",
+                c.objects,
+                c.unnamed,
+                c.unnamed_bytes,
+                if a.repair {
+                    "deleted"
+                } else {
+                    "`shoal fsck --repair` deletes them"
+                },
+                c.in_flight
             );
         }
-        let r = shoal_core::shared::ns::check(&*store?).map_err(|e| e.to_string())?;
         for p in &r.problems {
             println!("problem: {p}");
         }

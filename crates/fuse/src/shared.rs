@@ -479,7 +479,7 @@ impl Filesystem for SharedFuse {
             Ok(n) => reply.written(n),
             Err(Error::FileTooBig) => {
                 tracing::warn!(
-                    "inode {}: a write past {} bytes: file data on etcd mounts is inline only until the object store is built",
+                    "inode {}: a write past {} bytes, and this filesystem has no object store for file data (make one with `shoal mkfs etcd://... --data s3://BUCKET?endpoint=...`)",
                     ino.0,
                     shoal_core::shared::ns::SHARED_INLINE_MAX
                 );
@@ -487,6 +487,20 @@ impl Filesystem for SharedFuse {
             }
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    /// close(2): the file's buffered writes are uploaded and committed, so
+    /// that close reports their failure and another mount's next open sees
+    /// them (close-to-open).
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.fs.flush(ino.0))
     }
 
     fn release(
@@ -499,19 +513,21 @@ impl Filesystem for SharedFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        Self::empty(reply, self.fs.release(ino.0))
+        let flushed = self.fs.flush(ino.0);
+        Self::empty(reply, flushed.and_then(|()| self.fs.release(ino.0)))
     }
 
+    /// Metadata operations were committed by the cluster before they
+    /// returned; a file's buffered writes are uploaded and committed now.
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Every operation was committed by the cluster before it returned.
-        reply.ok()
+        Self::empty(reply, self.fs.flush(ino.0))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -8,6 +8,8 @@
 //!   must pass: the simulator, and etcd.
 //! - [`etcd`]: a real three-member etcd cluster on loopback, started and
 //!   stopped by the tests, with members to kill and freeze.
+//! - [`objects`]: the check every object store for file data passes, and
+//!   a real SeaweedFS S3 server started by the tests.
 //! - [`crash`]: whether a tree recovered after a crash can be a state of
 //!   the history (metadata exactly, file data as the data seam promises).
 //! - [`shared_ns`]: several daemons on one shared namespace racing on the
@@ -19,5 +21,6 @@ pub mod conformance;
 pub mod crash;
 pub mod etcd;
 pub mod model;
+pub mod objects;
 pub mod setup;
 pub mod shared_ns;
