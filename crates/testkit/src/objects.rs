@@ -68,10 +68,14 @@ impl Seaweed {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let log = std::fs::File::create(dir.join("weed.log")).unwrap();
-        let child = Command::new("weed")
-            .arg("server")
+        // In a process group of its own (PyPI's `weed` is a wrapper that
+        // starts the server as its child): dropped, the whole group goes.
+        let child = Command::new("setsid")
+            .args(["weed", "server"])
             .arg(format!("-dir={}", dir.display()))
             .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3", "-volume.max=0"])
+            // Its Iceberg and Lance catalogs would take fixed ports (8181, 9101).
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             .arg(format!("-master.port={}", base + 1))
             .arg(format!("-volume.port={}", base + 2))
             .arg(format!("-filer.port={}", base + 3))
@@ -110,7 +114,9 @@ impl Seaweed {
 
 impl Drop for Seaweed {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: a plain kill(2) of the process group setsid made (KILL: the
+        // server does not stop on TERM while it has clients).
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }

