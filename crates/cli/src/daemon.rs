@@ -546,6 +546,19 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
     Ok(0)
 }
 
+/// The object store a shared filesystem keeps file data in (what mkfs was
+/// given with --data), checked to answer.
+pub fn data_store(
+    store: &dyn shoal_core::shared::SharedStore,
+) -> Result<Option<Arc<dyn shoal_core::shared::blob::Blobs>>, String> {
+    let Some(url) = shoal_core::shared::ns::data_url(store).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let b = shoal_objects::ObjectBlobs::open(&url).map_err(|e| e.to_string())?;
+    b.probe().map_err(|e| e.to_string())?;
+    Ok(Some(Arc::new(b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,17 +572,4 @@ mod tests {
         let p = parse_options(&["durability=group".into()]).unwrap();
         assert!(p.fuse.passthrough, "passthrough is the default");
     }
-}
-
-/// The object store a shared filesystem keeps file data in (what mkfs was
-/// given with --data), checked to answer.
-pub fn data_store(
-    store: &dyn shoal_core::shared::SharedStore,
-) -> Result<Option<Arc<dyn shoal_core::shared::blob::Blobs>>, String> {
-    let Some(url) = shoal_core::shared::ns::data_url(store).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let b = shoal_objects::ObjectBlobs::open(&url).map_err(|e| e.to_string())?;
-    b.probe().map_err(|e| e.to_string())?;
-    Ok(Some(Arc::new(b)))
 }

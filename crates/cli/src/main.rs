@@ -88,13 +88,15 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
             let b = shoal_objects::ObjectBlobs::open(url).map_err(|e| e.to_string())?;
             b.probe().map_err(|e| e.to_string())?;
         }
-        shoal_core::shared::ns::mkfs_with_data(&*store?, a.data.as_deref()).map_err(|e| match e {
-            Error::Exists => format!(
-                "{} already holds a shoal filesystem (pick another NAME)",
-                a.store.display()
-            ),
-            e => format!("{}: {e}", a.store.display()),
-        })?;
+        shoal_core::shared::ns::mkfs_with_data(&*store?, a.data.as_deref()).map_err(
+            |e| match e {
+                Error::Exists => format!(
+                    "{} already holds a shoal filesystem (pick another NAME)",
+                    a.store.display()
+                ),
+                e => format!("{}: {e}", a.store.display()),
+            },
+        )?;
         match &a.data {
             Some(d) => println!(
                 "created shoal filesystem at {} (file data in {d})",
@@ -132,8 +134,9 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
             let c = shoal_core::shared::data::collect(&*store, &*b, !a.repair)
                 .map_err(|e| e.to_string())?;
             for m in &c.missing {
-                r.problems
-                    .push(format!("object {m}: a file names it, the object store lacks it"));
+                r.problems.push(format!(
+                    "object {m}: a file names it, the object store lacks it"
+                ));
             }
             println!(
                 "objects: {} in the store, {} named by no file ({} bytes, {}), {} of live sessions kept",

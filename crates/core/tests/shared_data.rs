@@ -91,10 +91,19 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     // One object per chunk with data: the chunks between are holes.
     let chunks: std::collections::BTreeSet<u64> = (0..model.len() as u64)
         .step_by(4096)
-        .filter(|&o| model[o as usize..(o as usize + 4096).min(model.len())].iter().any(|&x| x != 0))
+        .filter(|&o| {
+            model[o as usize..(o as usize + 4096).min(model.len())]
+                .iter()
+                .any(|&x| x != 0)
+        })
         .map(|o| o / DATA_CHUNK)
         .collect();
-    assert!(blobs.len() <= chunks.len() + 1, "{} objects for {} chunks", blobs.len(), chunks.len());
+    assert!(
+        blobs.len() <= chunks.len() + 1,
+        "{} objects for {} chunks",
+        blobs.len(),
+        chunks.len()
+    );
     // An overwrite on the other daemon replaces one chunk's object; the
     // old one goes.
     let before = blobs.len();
@@ -105,7 +114,11 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     assert_eq!(read_all(a, f), model);
     assert_clean(&*s);
     let c = data::collect(&*s, &*blobs, true).unwrap();
-    assert_eq!((c.unnamed, c.in_flight, c.missing.len()), (0, 0, 0), "{c:?}");
+    assert_eq!(
+        (c.unnamed, c.in_flight, c.missing.len()),
+        (0, 0, 0),
+        "{c:?}"
+    );
     // Unlinked: its objects go with it.
     a.unlink(ROOT_INO, b"f").unwrap();
     assert_eq!(blobs.len(), 0);
@@ -172,7 +185,11 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     blobs.put(&live, b"in flight").unwrap();
     blobs.put(&dead, b"left by a crash").unwrap();
     let c = data::collect(&*s, &*blobs, false).unwrap();
-    assert_eq!((c.unnamed, c.in_flight, c.missing.len()), (1, 1, 0), "{c:?}");
+    assert_eq!(
+        (c.unnamed, c.in_flight, c.missing.len()),
+        (1, 1, 0),
+        "{c:?}"
+    );
     let names: Vec<String> = blobs.list().unwrap().into_iter().map(|x| x.0).collect();
     assert!(names.contains(&live) && !names.contains(&dead));
     blobs.delete(&live).unwrap();

@@ -31,48 +31,53 @@ impl ObjectBlobs {
     /// Open the object store `url` names (see the crate's comment).
     pub fn open(url: &str) -> Result<ObjectBlobs> {
         let bad = |m: &str| Error::Io(format!("object store URL {url:?}: {m}"));
-        let (store, prefix): (Arc<dyn ObjectStore>, String) =
-            if let Some(rest) = url.strip_prefix("s3://") {
-                let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-                let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
-                if bucket.is_empty() {
-                    return Err(bad("no bucket (s3://BUCKET[/PREFIX][?endpoint=http://H:P])"));
-                }
-                let mut b = object_store::aws::AmazonS3Builder::new()
-                    .with_bucket_name(bucket)
-                    .with_region("us-east-1");
-                for kv in query.split('&').filter(|s| !s.is_empty()) {
-                    match kv.split_once('=') {
-                        Some(("endpoint", e)) => {
-                            b = b
-                                .with_endpoint(e)
-                                .with_allow_http(e.starts_with("http://"))
-                                .with_virtual_hosted_style_request(false)
-                        }
-                        Some(("region", r)) => b = b.with_region(r),
-                        _ => return Err(bad(&format!("unknown option {kv:?} (endpoint=, region=)"))),
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(rest) =
+            url.strip_prefix("s3://")
+        {
+            let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+            let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
+            if bucket.is_empty() {
+                return Err(bad(
+                    "no bucket (s3://BUCKET[/PREFIX][?endpoint=http://H:P])",
+                ));
+            }
+            let mut b = object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name(bucket)
+                .with_region("us-east-1");
+            for kv in query.split('&').filter(|s| !s.is_empty()) {
+                match kv.split_once('=') {
+                    Some(("endpoint", e)) => {
+                        b = b
+                            .with_endpoint(e)
+                            .with_allow_http(e.starts_with("http://"))
+                            .with_virtual_hosted_style_request(false)
                     }
+                    Some(("region", r)) => b = b.with_region(r),
+                    _ => return Err(bad(&format!("unknown option {kv:?} (endpoint=, region=)"))),
                 }
-                match (
-                    std::env::var("AWS_ACCESS_KEY_ID"),
-                    std::env::var("AWS_SECRET_ACCESS_KEY"),
-                ) {
-                    (Ok(k), Ok(s)) => b = b.with_access_key_id(k).with_secret_access_key(s),
-                    _ => b = b.with_skip_signature(true),
-                }
-                let s = b.build().map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), prefix.trim_matches('/').to_string())
-            } else if let Some(dir) = url.strip_prefix("file://") {
-                if !dir.starts_with('/') {
-                    return Err(bad("a file URL takes an absolute path (file:///DIR)"));
-                }
-                std::fs::create_dir_all(dir).map_err(|e| bad(&e.to_string()))?;
-                let s = object_store::local::LocalFileSystem::new_with_prefix(dir)
-                    .map_err(|e| bad(&e.to_string()))?;
-                (Arc::new(s), String::new())
-            } else {
-                return Err(bad("expected s3://BUCKET[/PREFIX][?endpoint=...] or file:///DIR"));
-            };
+            }
+            match (
+                std::env::var("AWS_ACCESS_KEY_ID"),
+                std::env::var("AWS_SECRET_ACCESS_KEY"),
+            ) {
+                (Ok(k), Ok(s)) => b = b.with_access_key_id(k).with_secret_access_key(s),
+                _ => b = b.with_skip_signature(true),
+            }
+            let s = b.build().map_err(|e| bad(&e.to_string()))?;
+            (Arc::new(s), prefix.trim_matches('/').to_string())
+        } else if let Some(dir) = url.strip_prefix("file://") {
+            if !dir.starts_with('/') {
+                return Err(bad("a file URL takes an absolute path (file:///DIR)"));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| bad(&e.to_string()))?;
+            let s = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                .map_err(|e| bad(&e.to_string()))?;
+            (Arc::new(s), String::new())
+        } else {
+            return Err(bad(
+                "expected s3://BUCKET[/PREFIX][?endpoint=...] or file:///DIR",
+            ));
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("shoal-objects")

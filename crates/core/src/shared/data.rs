@@ -95,7 +95,7 @@ impl Table {
     }
     pub fn decode(ino: Ino, b: &[u8]) -> Result<Table> {
         let bad = || Error::Corrupted(format!("inode {ino}: bad chunk table"));
-        if b.first() != Some(&TABLE_TAG) || (b.len() - 1) % 24 != 0 {
+        if b.first() != Some(&TABLE_TAG) || !(b.len() - 1).is_multiple_of(24) {
             return Err(bad());
         }
         let t = Table(
@@ -532,11 +532,7 @@ pub struct Collected {
 
 /// Compare the object store with the chunk tables; delete the objects no
 /// inode names of sessions that are gone, unless `dry`.
-pub fn collect(
-    store: &dyn super::SharedStore,
-    blobs: &dyn Blobs,
-    dry: bool,
-) -> Result<Collected> {
+pub fn collect(store: &dyn super::SharedStore, blobs: &dyn Blobs, dry: bool) -> Result<Collected> {
     // Listed first: an object uploaded and committed after the scan of the
     // tables below is not in this list, so it cannot be taken for unnamed.
     let listed = blobs.list()?;

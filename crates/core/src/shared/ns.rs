@@ -1176,16 +1176,13 @@ impl SharedFs {
             return Ok(());
         }
         self.run(|tx| {
-            match tx.get(ikey(ino))? {
-                Some(v) => {
-                    let n = Node::decode(ino, &v.value)?;
-                    if n.attr.nlink == 0 {
-                        tx.del(ikey(ino));
-                        tx.del(okey(self.sid, ino));
-                        Self::forget_data(tx, &n);
-                    }
+            if let Some(v) = tx.get(ikey(ino))? {
+                let n = Node::decode(ino, &v.value)?;
+                if n.attr.nlink == 0 {
+                    tx.del(ikey(ino));
+                    tx.del(okey(self.sid, ino));
+                    Self::forget_data(tx, &n);
                 }
-                _ => {}
             }
             Ok(())
         })
