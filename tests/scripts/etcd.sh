@@ -22,6 +22,16 @@ err=$("$SHOAL" mkfs etcd://127.0.0.1:1/x 2>&1) && fail "mkfs on no cluster succe
 [ $(wc -l <<<"$err") -eq 1 ] || fail "error is not one line: $err"
 err=$("$SHOAL" mkfs etcd://h:1 2>&1) && fail "a URL without NAME was taken"
 [[ $err == *"expected etcd://"* ]] || fail "bad URL message: $err"
+# A bad or unreachable object store is refused at mkfs, in one line, and
+# nothing is made.
+err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=" 2>&1) && fail "mkfs took an empty endpoint"
+[[ $err == *"endpoint= takes http://"* ]] || fail "bad endpoint message: $err"
+err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=http://127.0.0.1:1" 2>&1) && fail "mkfs took an object store that does not answer"
+[[ $err == *"does the bucket exist"* ]] || fail "unreachable object store message: $err"
+[ $(wc -l <<<"$err") -eq 1 ] || fail "object store error is not one line: $err"
+err=$("$SHOAL" mkfs "$WORK/etcd-local.store" --data file:///tmp/x 2>&1) && fail "--data was taken for a store directory"
+[[ $err == *"--data is for a filesystem on etcd"* ]] || fail "--data on a directory message: $err"
+"$SHOAL" fsck "$U-d" 2>&1 | grep -q "no shoal filesystem" || fail "a refused mkfs made something"
 "$SHOAL" bench shared-create --etcd "etcd://$EPS/bench" --daemons 1,2 --workers 2 --seconds 1 \
   || fail "shared-create bench"
 echo "etcd: ok"

@@ -47,6 +47,14 @@ impl ObjectBlobs {
             for kv in query.split('&').filter(|s| !s.is_empty()) {
                 match kv.split_once('=') {
                     Some(("endpoint", e)) => {
+                        let host = e
+                            .strip_prefix("http://")
+                            .or_else(|| e.strip_prefix("https://"));
+                        if host.is_none_or(|h| h.is_empty()) {
+                            return Err(bad(
+                                "endpoint= takes http://HOST:PORT or https://HOST:PORT",
+                            ));
+                        }
                         b = b
                             .with_endpoint(e)
                             .with_allow_http(e.starts_with("http://"))

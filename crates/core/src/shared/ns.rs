@@ -1236,6 +1236,11 @@ pub struct SharedCheck {
 /// many times as its link count, a directory once, from the parent it
 /// records; no directory is its own ancestor.
 pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
+    if store.get(FORMAT_KEY).map_err(kv)?.is_none() {
+        return Err(Error::Io(
+            "no shoal filesystem here (make one with `shoal mkfs`)".into(),
+        ));
+    }
     let mut r = SharedCheck::default();
     let all = |lo: &[u8], hi: &[u8]| scan_all(store, lo, hi);
     let mut nodes: HashMap<Ino, Node> = HashMap::new();
