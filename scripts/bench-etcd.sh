@@ -20,6 +20,7 @@ down() {
   for m in "$B"/s1 "$B"/s2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
   pkill -f "juicefs mount" 2>/dev/null || true
   bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
+  cp "$B/weed/weed.log" /tmp/bench-etcd-weed.log 2>/dev/null || true
   bash scripts/seaweed.sh stop "$B/weed" 2>/dev/null || true
 }
 down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,j1,j2,jdata}

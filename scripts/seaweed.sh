@@ -14,10 +14,12 @@ start)
   # A server a killed run left in this directory goes first.
   pkill -KILL -f -- "weed server -dir=$dir " 2>/dev/null && sleep 0.5 || true
   rm -rf "$dir"; mkdir -p "$dir"
-  # Its files (and the filer's leveldb) in DIR; the server's fds are the
+  # Volumes of 256 MiB, up to 64: its default (30 GB volumes, as many as
+  # the free disk holds) leaves none for a new bucket with less than about
+  # 60 GB free. Its files (and the filer's leveldb) in DIR; the server's fds are the
   # log's, so that $(...) around this script does not wait for it.
   cd "$dir"
-  setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=0 -s3.port.iceberg=0 -s3.port.lance=0 \
+  setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=64 -master.volumeSizeLimitMB=256 -s3.port.iceberg=0 -s3.port.lance=0 \
     -master.port=$((base+1)) -volume.port=$((base+2)) -filer.port=$((base+3)) -s3.port=$((base+4)) \
     > "$dir/weed.log" 2>&1 < /dev/null &
   cd - >/dev/null

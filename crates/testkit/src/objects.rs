@@ -91,8 +91,11 @@ impl Seaweed {
                 "-ip.bind=127.0.0.1",
                 "-filer",
                 "-s3",
-                "-volume.max=0",
             ])
+            // Volumes of 256 MiB, up to 64: its default (30 GB volumes, as
+            // many as the free disk holds) leaves none for a new bucket on
+            // a disk with less than about 60 GB free.
+            .args(["-volume.max=64", "-master.volumeSizeLimitMB=256"])
             // Its Iceberg and Lance catalogs would take fixed ports (8181, 9101).
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             .arg(format!("-master.port={}", base + 1))
