@@ -87,7 +87,15 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     assert_eq!(b.getattr(f).unwrap().size, 0);
     a.flush(f).unwrap();
     assert_eq!(b.getattr(f).unwrap().size, model.len() as u64);
+    let gets = blobs.gets.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(read_all(b, f), model);
+    // A chunk is fetched once, not once per read (the cache of whole chunks).
+    let fetched = blobs.gets.load(std::sync::atomic::Ordering::Relaxed) - gets;
+    let with_data = model.len().div_ceil(DATA_CHUNK as usize);
+    assert!(
+        fetched as usize <= with_data,
+        "{fetched} GETs for {with_data} chunks"
+    );
     // One object per chunk with data: the chunks between are holes.
     let chunks: std::collections::BTreeSet<u64> = (0..model.len() as u64)
         .step_by(4096)

@@ -86,12 +86,7 @@ impl Seaweed {
         let child = Command::new("setsid")
             .args(["weed", "server"])
             .arg(format!("-dir={}", dir.display()))
-            .args([
-                "-ip=127.0.0.1",
-                "-ip.bind=127.0.0.1",
-                "-filer",
-                "-s3",
-            ])
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3"])
             // Volumes of 256 MiB, up to 64: its default (30 GB volumes, as
             // many as the free disk holds) leaves none for a new bucket on
             // a disk with less than about 60 GB free.

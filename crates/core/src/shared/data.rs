@@ -46,6 +46,10 @@ use std::sync::{Arc, Mutex};
 pub const DATA_CHUNK: u64 = 4 << 20;
 /// A file's dirty chunks in memory before a write uploads and commits them.
 const DIRTY_MAX: u64 = 32 << 20;
+/// Uploads of one flush in flight at once.
+const UPLOADS: usize = 4;
+/// Whole chunks a daemon keeps from its reads (4 MiB each at most).
+const CACHED_CHUNKS: usize = 16;
 /// The first byte of an encoded chunk table.
 const TABLE_TAG: u8 = b'C';
 
@@ -153,6 +157,30 @@ impl Table {
                 true
             }
         });
+    }
+}
+
+/// Chunks read whole from the object store, by object name, least
+/// recently used first. Objects never change, so an entry is never stale:
+/// a file's new bytes are a new object with a new name.
+#[derive(Default)]
+pub struct ChunkCache {
+    lru: std::collections::VecDeque<(String, Arc<Vec<u8>>)>,
+}
+
+impl ChunkCache {
+    fn get(&mut self, name: &str) -> Option<Arc<Vec<u8>>> {
+        let i = self.lru.iter().position(|(n, _)| n == name)?;
+        let e = self.lru.remove(i)?;
+        let v = e.1.clone();
+        self.lru.push_back(e);
+        Some(v)
+    }
+    fn put(&mut self, name: String, v: Arc<Vec<u8>>) {
+        if self.lru.len() >= CACHED_CHUNKS {
+            self.lru.pop_front();
+        }
+        self.lru.push_back((name, v));
     }
 }
 
@@ -296,16 +324,28 @@ impl SharedFs {
     /// A chunk's committed bytes (from its object, or an inline file's).
     fn chunk_bytes(&self, ino: Ino, t: &Table, inline: &[u8], chunk: u32) -> Result<Vec<u8>> {
         if let Some(p) = t.get(chunk) {
-            let v = self.blobs()?.get(&p.name(ino), 0, p.len as u64)?;
-            self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
-            let mut v = v;
-            v.resize(p.len as usize, 0);
-            Ok(v)
+            Ok(self.piece(ino, p)?.to_vec())
         } else if chunk == 0 {
             Ok(inline.to_vec())
         } else {
             Ok(vec![])
         }
+    }
+
+    /// A piece's bytes (its `len`), from the cache or read whole once.
+    fn piece(&self, ino: Ino, p: &Piece) -> Result<Arc<Vec<u8>>> {
+        let name = p.name(ino);
+        if let Some(v) = self.chunk_cache.lock().unwrap().get(&name) {
+            if v.len() >= p.len as usize {
+                return Ok(v);
+            }
+        }
+        let mut v = self.blobs()?.get(&name, 0, p.len as u64)?;
+        self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
+        v.resize(p.len as usize, 0);
+        let v = Arc::new(v);
+        self.chunk_cache.lock().unwrap().put(name, v.clone());
+        Ok(v)
     }
 
     /// Upload the buffered writes of `ino` and commit them (size, times and
@@ -335,17 +375,54 @@ impl SharedFs {
             return Ok(());
         }
         let blobs = self.blobs()?;
-        let mut pieces = Vec::with_capacity(b.dirty.len());
-        for (&chunk, bytes) in &b.dirty {
-            let p = Piece {
-                chunk,
-                sid: self.session(),
-                seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
-                len: bytes.len() as u32,
-            };
-            blobs.put(&p.name(ino), bytes)?;
-            self.stats.blob_puts.fetch_add(1, Ordering::Relaxed);
-            pieces.push(p);
+        let pieces: Vec<(Piece, &Vec<u8>)> = b
+            .dirty
+            .iter()
+            .map(|(&chunk, bytes)| {
+                let p = Piece {
+                    chunk,
+                    sid: self.session(),
+                    seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
+                    len: bytes.len() as u32,
+                };
+                (p, bytes)
+            })
+            .collect();
+        // Uploads run UPLOADS at a time: one PUT after another leaves the
+        // object store's latency unhidden (a 256 MiB file is 64 of them).
+        let mut failed = None;
+        for group in pieces.chunks(UPLOADS) {
+            let results: Vec<Result<()>> = std::thread::scope(|sc| {
+                let hs: Vec<_> = group
+                    .iter()
+                    .map(|(p, bytes)| sc.spawn(move || blobs.put(&p.name(ino), bytes)))
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(Error::Io("upload thread panicked".into())))
+                    })
+                    .collect()
+            });
+            for r in results {
+                match r {
+                    Ok(()) => {
+                        self.stats.blob_puts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        let pieces: Vec<Piece> = pieces.into_iter().map(|(p, _)| p).collect();
+        if let Some(e) = failed {
+            // Nothing names them: the ones that were made go now.
+            for p in &pieces {
+                self.delete_object(&p.name(ino));
+            }
+            return Err(e);
         }
         let t = b.mtime.unwrap();
         let r = self.run(|tx| {
@@ -435,10 +512,10 @@ impl SharedFs {
             } else if let Some(p) = t.get(chunk) {
                 let want = (p.len as u64).saturating_sub(at).min(n);
                 if want > 0 {
-                    let v = self.blobs()?.get(&p.name(ino), at, want)?;
-                    self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
-                    let k = v.len().min(want as usize);
-                    dst[..k].copy_from_slice(&v[..k]);
+                    // The whole chunk, once: the kernel reads 128 KiB at a
+                    // time, and a GET each would be 32 round trips a chunk.
+                    let v = self.piece(ino, p)?;
+                    dst[..want as usize].copy_from_slice(&v[at as usize..(at + want) as usize]);
                 }
             } else if chunk == 0 {
                 let s = (at as usize).min(inline.len());

@@ -308,6 +308,8 @@ pub struct SharedFs {
     pub(super) bufs: Mutex<HashMap<Ino, Arc<Mutex<FileBuf>>>>,
     /// This session's object counter (object names are unique per session).
     pub(super) blob_seq: AtomicU64,
+    /// Chunks read whole (`super::data`).
+    pub(super) chunk_cache: Mutex<super::data::ChunkCache>,
 }
 
 /// What `mknod` makes.
@@ -487,6 +489,7 @@ impl SharedFs {
             blobs,
             bufs: Mutex::new(HashMap::new()),
             blob_seq: AtomicU64::new(0),
+            chunk_cache: Mutex::new(Default::default()),
         });
         fs.reclaim_orphans()?;
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
