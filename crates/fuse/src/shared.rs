@@ -513,8 +513,11 @@ impl Filesystem for SharedFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The handle goes whatever the flush says (its count keeps an
+        // unlinked file alive); the flush's error, if any, is the answer.
         let flushed = self.fs.flush(ino.0);
-        Self::empty(reply, flushed.and_then(|()| self.fs.release(ino.0)))
+        let released = self.fs.release(ino.0);
+        Self::empty(reply, flushed.and(released))
     }
 
     /// Metadata operations were committed by the cluster before they
