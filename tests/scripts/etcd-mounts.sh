@@ -62,6 +62,12 @@ rm "$A/big"
 # Unlinked while open on the same mount: still readable there.
 exec 3<"$A/g"; rm "$A/g"; grep -qx again <&3 || fail "an unlinked open file lost its bytes"; exec 3<&-
 check "$U" "the cross-mount checks"
+# shoal stats and shoal sync on an etcd mount: the namespace's counters.
+st=$("$SHOAL" stats --json "$A") || fail "shoal stats on an etcd mount"
+python3 -c 'import json, sys; s = json.loads(sys.argv[1])["shared"]; assert s["commits"] > 0 and s["object_puts"] > 0 and "conflicts" in s, s' "$st" \
+  || fail "stats: $st"
+"$SHOAL" stats --count 1 --interval 0.2 "$B" | grep -q "commits per op" || fail "shoal stats text on an etcd mount"
+"$SHOAL" sync "$A" || fail "shoal sync on an etcd mount"
 # A mount killed -9: every acknowledged create is there for the other, and
 # every closed file whole; a file written but neither closed nor fsynced
 # keeps its committed size (0), as on NFS.

@@ -95,6 +95,54 @@ fn answer(
     c.write_all(reply.to_string().as_bytes())
 }
 
+/// Where the daemon of an etcd mount keeps its control socket: per mount,
+/// since several mounts of one namespace may run on one machine.
+pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
+    let name = format!("{}@{}", run_name(Path::new(src)), run_name(mnt));
+    for base in run_bases() {
+        let d = base.join(&name);
+        if std::fs::create_dir_all(&d).is_ok() {
+            return d;
+        }
+    }
+    std::env::temp_dir()
+}
+
+/// The control socket of an etcd mount's daemon: "stats" answers the
+/// namespace's counters (transactions, conflicts, retries, object store
+/// calls), "sync" commits every buffered write.
+pub fn serve_shared(fs: Arc<shoal_core::shared::ns::SharedFs>, dir: &Path) {
+    let path = dir.join(SOCKET);
+    let _ = std::fs::remove_file(&path);
+    let l = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(err) => {
+            tracing::warn!("no control socket at {}: {err}", path.display());
+            return;
+        }
+    };
+    std::thread::Builder::new()
+        .name("shoal-control".into())
+        .spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut line = String::new();
+                if BufReader::new(&c).read_line(&mut line).is_err() {
+                    continue;
+                }
+                let reply = match line.trim() {
+                    "sync" => match fs.flush_all() {
+                        Ok(()) => json!({"synced": true}),
+                        Err(err) => json!({"error": err.to_string()}),
+                    },
+                    _ => crate::stats::shared_snapshot(&fs),
+                };
+                let _ = c.write_all(reply.to_string().as_bytes());
+            }
+        })
+        .ok();
+}
+
 /// Send `what` to the daemon behind `sock` and return its answer.
 pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
     let mut c = UnixStream::connect(sock)
@@ -110,6 +158,15 @@ pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
 /// this returns 0.
 pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
+    if m.source.starts_with("etcd://") {
+        let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+        let sock = shared_run_dir(&m.source, &mnt).join(SOCKET);
+        let v = request(&sock, "sync")?;
+        return match v["error"].as_str() {
+            None => Ok(0),
+            Some(err) => Err(format!("{}: not synced: {err}", a.mountpoint.display())),
+        };
+    }
     let store = crate::mountinfo::store_of(&m.source);
     let v = request(&socket_of(&store), "sync")?;
     match v["error"].as_str() {

@@ -530,6 +530,7 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
         .map_err(|e| format!("{src}: {e}"))?;
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
+    crate::control::serve_shared(fs.clone(), &crate::control::shared_run_dir(&src, &mnt));
     let mopts = vec![
         MountOption::FSName(src.clone()),
         MountOption::Subtype("shoal".into()),

@@ -85,8 +85,67 @@ macro_rules! p {
     }};
 }
 
+/// The counters of an etcd mount's namespace.
+pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &fs.stats;
+    json!({"shared": {
+        "ops": s.ops.load(Relaxed),
+        "commits": s.commits.load(Relaxed),
+        "conflicts": s.conflicts.load(Relaxed),
+        "unknown": s.unknown.load(Relaxed),
+        "unavailable": s.unavailable.load(Relaxed),
+        "reads": s.reads.load(Relaxed),
+        "chunk_claims": s.chunk_claims.load(Relaxed),
+        "object_puts": s.blob_puts.load(Relaxed),
+        "object_gets": s.blob_gets.load(Relaxed),
+        "object_deletes": s.blob_deletes.load(Relaxed),
+        "session": format!("{:x}", fs.session()),
+    }})
+}
+
+/// `shoal stats` of an etcd mount: per interval, operations, their
+/// transactions, conflicts and retries, and object store calls.
+fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
+    if a.json {
+        emit(&format!("{}\n", crate::control::request(sock, "stats")?));
+        return Ok(0);
+    }
+    let mut prev = crate::control::request(sock, "stats")?;
+    let mut n = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs_f64(a.interval));
+        let cur = crate::control::request(sock, "stats")?;
+        let d = |k: &str| u(&cur, &["shared", k]) - u(&prev, &["shared", k]);
+        let ops = d("ops");
+        let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
+        emit(&format!(
+            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}\n",
+            ops as f64 / a.interval,
+            per(d("commits")),
+            per(d("conflicts")),
+            d("unknown"),
+            d("unavailable"),
+            per(d("reads")),
+            d("object_puts"),
+            d("object_gets"),
+            d("object_deletes"),
+        ));
+        prev = cur;
+        n += 1;
+        if a.count > 0 && n >= a.count {
+            return Ok(0);
+        }
+    }
+}
+
 pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
+    if m.source.starts_with("etcd://") {
+        let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+        let dir = crate::control::shared_run_dir(&m.source, &mnt);
+        return shared_stats(a, &dir.join(crate::control::SOCKET));
+    }
     let sock = crate::control::socket_of(&crate::mountinfo::store_of(&m.source));
     if a.json {
         emit(&format!("{}\n", crate::control::request(&sock, "stats")?));

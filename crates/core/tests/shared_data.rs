@@ -158,6 +158,23 @@ fn truncate_and_extend_read_zeros_never_old_bytes() {
         a.write(f, 0, &vec![0xab; size as usize]).unwrap();
         a.flush(f).unwrap();
     }
+    // The same with the chunk in the reading daemon's cache, and a write
+    // past the cut that reads the cut chunk back (found by fsx on a mount).
+    a.write(f, 0, &vec![0xcd; 50_000]).unwrap();
+    a.flush(f).unwrap();
+    assert_eq!(read_all(a, f)[..50_000], vec![0xcd; 50_000][..]);
+    truncate(a, f, 10_000);
+    a.write(f, 20_000, b"y").unwrap();
+    a.flush(f).unwrap();
+    for v in [read_all(a, f), read_all(b, f)] {
+        assert_eq!(v.len(), 20_001);
+        assert!(v[..10_000].iter().all(|&x| x == 0xcd));
+        assert!(
+            v[10_000..20_000].iter().all(|&x| x == 0),
+            "old bytes past a cut, at {:?}",
+            v[10_000..20_000].iter().position(|&x| x != 0)
+        );
+    }
     // An inline file grown by truncate keeps its bytes, then reads zeros.
     let g = a.create(ROOT_INO, b"g", 0o644).unwrap().ino;
     a.write(g, 0, b"small").unwrap();

@@ -324,7 +324,9 @@ impl SharedFs {
     /// A chunk's committed bytes (from its object, or an inline file's).
     fn chunk_bytes(&self, ino: Ino, t: &Table, inline: &[u8], chunk: u32) -> Result<Vec<u8>> {
         if let Some(p) = t.get(chunk) {
-            Ok(self.piece(ino, p)?.to_vec())
+            // The cached object may be longer than what counts of it now
+            // (a truncate cut `len`): only `len` bytes.
+            Ok(self.piece(ino, p)?[..p.len as usize].to_vec())
         } else if chunk == 0 {
             Ok(inline.to_vec())
         } else {
@@ -332,7 +334,23 @@ impl SharedFs {
         }
     }
 
-    /// A piece's bytes (its `len`), from the cache or read whole once.
+    /// Commit every file's buffered writes (`shoal sync`, unmount): the
+    /// first error, after trying them all.
+    pub fn flush_all(&self) -> Result<()> {
+        let inos: Vec<Ino> = self.bufs.lock().unwrap().keys().copied().collect();
+        let mut first = Ok(());
+        for ino in inos {
+            let r = self.flush(ino);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// A piece's object, at least its `len` bytes (maybe more: a cached
+    /// object read before a truncate cut `len`), from the cache or read
+    /// whole once.
     fn piece(&self, ino: Ino, p: &Piece) -> Result<Arc<Vec<u8>>> {
         let name = p.name(ino);
         if let Some(v) = self.chunk_cache.lock().unwrap().get(&name) {
