@@ -11,6 +11,7 @@ pub struct Cluster {
     dir: PathBuf,
     base: u16,
     members: Vec<Option<Child>>,
+    extra: Vec<String>,
 }
 
 /// The etcd binary: `SHOAL_ETCD_BIN`, else `etcd` on the PATH.
@@ -36,6 +37,12 @@ impl Cluster {
     /// ports `base+11..=base+13`; None (with a message) when etcd is not
     /// installed and not required.
     pub fn start(dir: &Path, base: u16) -> Option<Cluster> {
+        Self::start_with(dir, base, &[])
+    }
+
+    /// `start` with more etcd flags for every member (a small
+    /// `--quota-backend-bytes`, for the quota test).
+    pub fn start_with(dir: &Path, base: u16, extra: &[&str]) -> Option<Cluster> {
         let Some(_) = binary() else {
             assert!(
                 !required(),
@@ -52,6 +59,7 @@ impl Cluster {
             dir: dir.to_path_buf(),
             base,
             members: vec![None, None, None],
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         for i in 0..3 {
             c.spawn(i, true);
@@ -111,6 +119,7 @@ impl Cluster {
                 "--auto-compaction-retention",
                 "100000",
             ])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
