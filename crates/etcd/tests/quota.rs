@@ -1,7 +1,8 @@
 //! etcd's quota full (ports 23860-23873, members started with a 2 MiB
 //! `--quota-backend-bytes`): creates with 4 KiB of inline data until etcd
 //! answers NOSPACE. The namespace answers ENOSPC, every create it
-//! acknowledged is there with its bytes, reads still work, and the
+//! acknowledged is there with its bytes, reads still work, an unlink under
+//! the alarm gets ENOSPC too (it writes the directory's time), and the
 //! namespace checks clean. CI sets SHOAL_REQUIRE_ETCD=1.
 
 use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
@@ -61,6 +62,11 @@ fn a_full_etcd_quota_is_enospc_and_loses_nothing() {
             assert_eq!(i, made - 1, "only the last file may lack its bytes");
         }
     }
+    // An unlink while the alarm is on: whichever answer, a clear one and a
+    // whole namespace.
+    let u = fs.unlink(ROOT_INO, b"f0");
+    println!("quota: unlink under NOSPACE: {u:?}");
+    assert!(matches!(u, Ok(()) | Err(Error::NoSpace)), "{u:?}");
     let r = ns::check(&*store).unwrap();
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     drop(cluster);
