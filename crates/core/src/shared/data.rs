@@ -214,8 +214,10 @@ impl SharedFs {
     pub(super) fn with_buffered(&self, mut a: Attr) -> Attr {
         if let Some(b) = self.buffered(a.ino) {
             let b = b.lock().unwrap();
-            a.size = b.size;
+            // A buffer holds writes once it has a time (one whose first
+            // write failed before that holds none).
             if let Some(t) = b.mtime {
+                a.size = b.size;
                 a.mtime = a.mtime.max(t);
                 a.ctime = a.ctime.max(t);
             }
