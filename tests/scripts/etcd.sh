@@ -31,7 +31,8 @@ err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=http://127.0.0.1:1" 2>&1) &
 [ $(wc -l <<<"$err") -eq 1 ] || fail "object store error is not one line: $err"
 err=$("$SHOAL" mkfs "$WORK/etcd-local.store" --data file:///tmp/x 2>&1) && fail "--data was taken for a store directory"
 [[ $err == *"--data is for a filesystem on etcd"* ]] || fail "--data on a directory message: $err"
-"$SHOAL" fsck "$U-d" 2>&1 | grep -q "no shoal filesystem" || fail "a refused mkfs made something"
+err=$("$SHOAL" fsck "$U-d" 2>&1) && fail "fsck of a NAME with no filesystem succeeded"
+[[ $err == *"no shoal filesystem here"* ]] || fail "a refused mkfs made something: $err"
 "$SHOAL" bench shared-create --etcd "etcd://$EPS/bench" --daemons 1,2 --workers 2 --seconds 1 \
   || fail "shared-create bench"
 echo "etcd: ok"

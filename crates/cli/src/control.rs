@@ -98,7 +98,13 @@ fn answer(
 /// Where the daemon of an etcd mount keeps its control socket: per mount,
 /// since several mounts of one namespace may run on one machine.
 pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
-    let name = format!("{}@{}", run_name(Path::new(src)), run_name(mnt));
+    // A hash, not the names: a socket's path must fit in 108 bytes, and an
+    // etcd URL with three endpoints is most of that. The daemon and
+    // `shoal stats` are the same binary, so the same hasher.
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (src, mnt).hash(&mut h);
+    let name = format!("etcd-mount-{:016x}", h.finish());
     for base in run_bases() {
         let d = base.join(&name);
         if std::fs::create_dir_all(&d).is_ok() {
