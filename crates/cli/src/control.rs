@@ -23,8 +23,13 @@ pub fn run_dir(store: &Path, read_only: bool) -> std::path::PathBuf {
     if !read_only {
         return store.to_path_buf();
     }
+    run_dir_named(&run_name(store))
+}
+
+/// The first run directory `name` can be made in (see `run_dir`).
+fn run_dir_named(name: &str) -> std::path::PathBuf {
     for base in run_bases() {
-        let d = base.join(run_name(store));
+        let d = base.join(name);
         if std::fs::create_dir_all(&d).is_ok() {
             return d;
         }
@@ -57,70 +62,21 @@ pub fn socket_of(store: &Path) -> std::path::PathBuf {
 }
 
 pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
-    let path = store.join(SOCKET);
-    let _ = std::fs::remove_file(&path);
-    let l = match UnixListener::bind(&path) {
-        Ok(l) => l,
-        Err(err) => {
-            tracing::warn!("no control socket at {}: {err}", path.display());
-            return;
-        }
-    };
-    std::thread::Builder::new()
-        .name("shoal-control".into())
-        .spawn(move || {
-            for c in l.incoming().flatten() {
-                // One at a time: a sync waits for a commit, a few ms.
-                let _ = answer(c, &e, requests.as_deref());
-            }
-        })
-        .ok();
-}
-
-fn answer(
-    mut c: UnixStream,
-    e: &Engine,
-    requests: Option<&shoal_fuse::Requests>,
-) -> std::io::Result<()> {
-    c.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut line = String::new();
-    BufReader::new(&c).read_line(&mut line)?;
-    let reply = match line.trim() {
+    listen(&store.join(SOCKET), move |what| match what {
         "sync" => match e.sync() {
             Ok(()) => json!({"synced": true, "durable_epoch": e.committer.durable_epoch()}),
             Err(err) => json!({"error": err.to_string()}),
         },
-        _ => crate::stats::snapshot(e, requests),
-    };
-    c.write_all(reply.to_string().as_bytes())
+        _ => crate::stats::snapshot(&e, requests.as_deref()),
+    });
 }
 
-/// Where the daemon of an etcd mount keeps its control socket: per mount,
-/// since several mounts of one namespace may run on one machine.
-pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
-    // A hash, not the names: a socket's path must fit in 108 bytes, and an
-    // etcd URL with three endpoints is most of that. The daemon and
-    // `shoal stats` are the same binary, so the same hasher.
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (src, mnt).hash(&mut h);
-    let name = format!("etcd-mount-{:016x}", h.finish());
-    for base in run_bases() {
-        let d = base.join(&name);
-        if std::fs::create_dir_all(&d).is_ok() {
-            return d;
-        }
-    }
-    std::env::temp_dir()
-}
-
-/// The control socket of an etcd mount's daemon: "stats" answers the
-/// namespace's counters (transactions, conflicts, retries, object store
-/// calls), "sync" commits every buffered write.
-pub fn serve_shared(fs: Arc<shoal_core::shared::ns::SharedFs>, dir: &Path) {
-    let path = dir.join(SOCKET);
-    let _ = std::fs::remove_file(&path);
-    let l = match UnixListener::bind(&path) {
+/// Serve the control socket at `path` on a thread of its own: for each
+/// connection, one request line, `answer`'s JSON back. One at a time: a
+/// sync waits for a commit, a few ms.
+fn listen(path: &Path, answer: impl Fn(&str) -> Value + Send + 'static) {
+    let _ = std::fs::remove_file(path);
+    let l = match UnixListener::bind(path) {
         Ok(l) => l,
         Err(err) => {
             tracing::warn!("no control socket at {}: {err}", path.display());
@@ -136,17 +92,35 @@ pub fn serve_shared(fs: Arc<shoal_core::shared::ns::SharedFs>, dir: &Path) {
                 if BufReader::new(&c).read_line(&mut line).is_err() {
                     continue;
                 }
-                let reply = match line.trim() {
-                    "sync" => match fs.flush_all() {
-                        Ok(()) => json!({"synced": true}),
-                        Err(err) => json!({"error": err.to_string()}),
-                    },
-                    _ => crate::stats::shared_snapshot(&fs),
-                };
-                let _ = c.write_all(reply.to_string().as_bytes());
+                let _ = c.write_all(answer(line.trim()).to_string().as_bytes());
             }
         })
         .ok();
+}
+
+/// Where the daemon of an etcd mount keeps its control socket: per mount,
+/// since several mounts of one namespace may run on one machine.
+pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
+    // A hash, not the names: a socket's path must fit in 108 bytes, and an
+    // etcd URL with three endpoints is most of that. The daemon and
+    // `shoal stats` are the same binary, so the same hasher.
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (src, mnt).hash(&mut h);
+    run_dir_named(&format!("etcd-mount-{:016x}", h.finish()))
+}
+
+/// The control socket of an etcd mount's daemon: "stats" answers the
+/// namespace's counters (transactions, conflicts, retries, object store
+/// calls), "sync" commits every buffered write.
+pub fn serve_shared(fs: Arc<shoal_core::shared::ns::SharedFs>, dir: &Path) {
+    listen(&dir.join(SOCKET), move |what| match what {
+        "sync" => match fs.flush_all() {
+            Ok(()) => json!({"synced": true}),
+            Err(err) => json!({"error": err.to_string()}),
+        },
+        _ => crate::stats::shared_snapshot(&fs),
+    });
 }
 
 /// Send `what` to the daemon behind `sock` and return its answer.
