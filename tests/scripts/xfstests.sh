@@ -7,14 +7,19 @@
 # fails on any failure not in tests/xfstests/known-failures.txt (open bugs).
 #   XFSTESTS_GROUP=auto bash tests/scripts/xfstests.sh   # the long run
 #   bash tests/scripts/xfstests.sh generic/091 generic/099  # some tests
+#   XFSTESTS_TAG=-auto XFSTESTS=/var/tmp/xt-auto ...   # a second run beside
+#     one (its own stores, mountpoints, daemon copy and build of the suite)
 source "$(dirname "$0")/lib.sh"
 xfstests_build
 getent group fsgqa >/dev/null || groupadd fsgqa
 for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m -g fsgqa "$u"; done
 # The daemon the suite mounts: a copy, so a rebuild during a run changes nothing.
-install -m 755 "$SHOAL" /usr/local/bin/shoal-xfstests
-D=/var/tmp/shoal-xfstests
-unmount_stale /mnt/shoal-xt-test /mnt/shoal-xt-scratch; mkdir -p /mnt/shoal-xt-test /mnt/shoal-xt-scratch
+T=${XFSTESTS_TAG:-}
+BIN=/usr/local/bin/shoal-xfstests$T
+install -m 755 "$SHOAL" "$BIN"
+D=/var/tmp/shoal-xfstests$T
+MT=/mnt/shoal-xt$T
+unmount_stale $MT-test $MT-scratch; mkdir -p $MT-test $MT-scratch
 # Each store on a filesystem of its own, 8 GiB on a loop device, as ext4
 # runs the suite on loop devices: a test that fills its filesystem
 # (generic/103 fallocates all the free space, and shoal's fallocate
@@ -27,18 +32,18 @@ rm -rf "$D"; mkdir -p "$D"
 for fs in test scratch; do
   rm -f "$D.$fs.img"; truncate -s 8G "$D.$fs.img"; mkfs.ext4 -q -F "$D.$fs.img"
   mkdir -p "$D/$fs-fs"; mount -o loop "$D.$fs.img" "$D/$fs-fs"
-  shoal-xfstests mkfs "$D/$fs-fs/store" >/dev/null
+  "$BIN" mkfs "$D/$fs-fs/store" >/dev/null
 done
 cat >"$XFSTESTS/local.config" <<CFG
 export FSTYP=fuse
 export FUSE_SUBTYP=.shoal
 export TEST_DEV=shoal:$D/test-fs/store
-export TEST_DIR=/mnt/shoal-xt-test
+export TEST_DIR=$MT-test
 export SCRATCH_DEV=shoal:$D/scratch-fs/store
-export SCRATCH_MNT=/mnt/shoal-xt-scratch
+export SCRATCH_MNT=$MT-scratch
 export MOUNT_OPTIONS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
 export TEST_FS_MOUNT_OPTS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
-export SHOAL=/usr/local/bin/shoal-xfstests
+export SHOAL=$BIN
 CFG
 cd "$XFSTESTS"
 rm -rf results
@@ -58,8 +63,8 @@ for t in $failures; do
 done
 # shoal's umount waits until the daemon has closed its store, which lives
 # on the loop filesystems unmounted next.
-for m in /mnt/shoal-xt-test /mnt/shoal-xt-scratch; do
-  if grep -qs " $m " /proc/mounts; then shoal-xfstests umount "$m" || umount -l "$m"; fi
+for m in $MT-test $MT-scratch; do
+  if grep -qs " $m " /proc/mounts; then "$BIN" umount "$m" || umount -l "$m"; fi
 done
 for fs in test scratch; do
   # A daemon of the suite's last mount may still be exiting: a few tries.

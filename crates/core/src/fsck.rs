@@ -163,6 +163,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                     &ROOT_INO.to_le_bytes(),
                     &[],
                     None,
+                    0,
                 )),
             )],
             true,
@@ -427,6 +428,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                         &extra.blob,
                         &extra.xattrs,
                         primary,
+                        extra.flags,
                     )),
                 ));
             }
@@ -470,6 +472,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                         &ROOT_INO.to_le_bytes(),
                         &extra.xattrs,
                         None,
+                        extra.flags,
                     )),
                 ));
             } else {
@@ -479,7 +482,13 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                 let (_, extra) = schema::decode_inode(ino, &v)?;
                 fix.push((
                     schema::inode_key(ino),
-                    Some(schema::encode_inode(&a, &extra.blob, &extra.xattrs, None)),
+                    Some(schema::encode_inode(
+                        &a,
+                        &extra.blob,
+                        &extra.xattrs,
+                        None,
+                        extra.flags,
+                    )),
                 ));
             }
             root_changed = true;
@@ -494,6 +503,7 @@ pub fn fsck(store: &dyn Store, repair: bool) -> Result<Report> {
                     &extra.blob,
                     &extra.xattrs,
                     None,
+                    extra.flags,
                 )),
             ));
         }

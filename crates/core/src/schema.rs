@@ -9,7 +9,7 @@
 //! |---------------------------------------|-----------------------------------------|
 //! | `S`                                   | superblock: magic, format, AG count     |
 //! | `A` ag:u32                            | next inode sequence number of the AG    |
-//! | `I` ino:u64                           | inode record (attrs, inline data, xattrs, primary pointer) |
+//! | `I` ino:u64                           | inode record (attrs, inline data, xattrs, primary pointer, file flags) |
 //! | `E` parent:u64 hash:u64 name          | entry: child ino, kind, sole flag       |
 //! | `D` ino:u64 block:u64                 | one 4 KiB data block (files > 4 KiB)    |
 //! | `O` ino:u64                           | orphan: unlinked while open             |
@@ -240,10 +240,16 @@ pub struct InodeExtra {
     /// `(parent, name hash)` of the entry that names this inode with the
     /// sole flag set (see `encode_entry`), if one does.
     pub primary: Option<(Ino, u64)>,
+    /// chattr(1) flags (`FS_*_FL`, `engine::flags`); 0 for almost every inode.
+    pub flags: u32,
 }
 
 /// Tag of the optional primary-entry trailer of an inode record.
 const TAG_PRIMARY: u8 = b'P';
+/// Tag of the optional file-flags trailer (after the primary pointer when
+/// both are present; written only when the flags are not 0, so a store that
+/// never saw chattr has no such record and older binaries read it).
+const TAG_FLAGS: u8 = b'F';
 
 /// The compact layout: kind | COMPACT, then varints for the integers and
 /// seconds (nanoseconds stay 4 fixed bytes: they are uniformly spread), the
@@ -256,6 +262,7 @@ pub fn encode_inode(
     extra_blob: &[u8],
     xattrs: &[(Vec<u8>, Vec<u8>)],
     primary: Option<(Ino, u64)>,
+    flags: u32,
 ) -> Vec<u8> {
     let mut v = Vec::with_capacity(96 + extra_blob.len());
     v.extend_from_slice(&[0; 4]);
@@ -287,6 +294,10 @@ pub fn encode_inode(
         v.push(TAG_PRIMARY);
         put_var(&mut v, parent);
         v.extend_from_slice(&hash.to_le_bytes());
+    }
+    if flags != 0 {
+        v.push(TAG_FLAGS);
+        put_var(&mut v, flags as u64);
     }
     seal(v)
 }
@@ -348,6 +359,7 @@ pub fn decode_inode(ino: Ino, v: &[u8]) -> Result<(Attr, InodeExtra)> {
             blob,
             xattrs,
             primary: None,
+            flags: 0,
         },
     ))
 }
@@ -376,12 +388,15 @@ fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr
         xattrs.push((n, r.take(vl)?.to_vec()));
     }
     let mut primary = None;
-    if !r.b.is_empty() {
-        if r.u8()? != TAG_PRIMARY || kind == Kind::Dir {
-            return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
-        }
+    if r.b.first() == Some(&TAG_PRIMARY) && kind != Kind::Dir {
+        r.u8()?;
         let parent = r.var()?;
         primary = Some((parent, r.u64()?));
+    }
+    let mut flags = 0;
+    if r.b.first() == Some(&TAG_FLAGS) {
+        r.u8()?;
+        flags = r.var32()?;
     }
     if !r.b.is_empty() {
         return Err(Error::Corrupted(format!("inode {ino}: trailing bytes")));
@@ -407,6 +422,7 @@ fn decode_inode_compact(ino: Ino, kind: Kind, mut r: Reader<'_>) -> Result<(Attr
             blob,
             xattrs,
             primary,
+            flags,
         },
     ))
 }
@@ -520,14 +536,22 @@ mod tests {
             version: 9,
         };
         let x = vec![(b"user.a".to_vec(), b"v".to_vec())];
-        let mut v = encode_inode(&a, b"abc", &x, None);
+        let mut v = encode_inode(&a, b"abc", &x, None, 0);
         let (b, e) = decode_inode(7, &v).unwrap();
         assert_eq!(a, b);
         assert_eq!(e.blob, b"abc");
         assert_eq!(e.xattrs, x);
         assert_eq!(e.primary, None);
-        let (_, e) = decode_inode(7, &encode_inode(&a, b"abc", &x, Some((5, 99)))).unwrap();
-        assert_eq!(e.primary, Some((5, 99)));
+        let (_, e) = decode_inode(7, &encode_inode(&a, b"abc", &x, Some((5, 99)), 0)).unwrap();
+        assert_eq!((e.primary, e.flags), (Some((5, 99)), 0));
+        // File flags, with and without a primary pointer; a directory's too.
+        for (p, f) in [(Some((5, 99)), 0x30), (None, 0x10)] {
+            let (_, e) = decode_inode(7, &encode_inode(&a, b"", &x, p, f)).unwrap();
+            assert_eq!((e.primary, e.flags), (p, f));
+        }
+        let d = Attr { kind: Kind::Dir, ..a };
+        let (_, e) = decode_inode(7, &encode_inode(&d, b"", &[], None, 0x20)).unwrap();
+        assert_eq!(e.flags, 0x20);
         v[10] ^= 1;
         assert!(matches!(decode_inode(7, &v), Err(Error::Corrupted(_))));
         assert!(matches!(decode_inode(7, &v[..3]), Err(Error::Corrupted(_))));
@@ -552,7 +576,7 @@ mod tests {
             version: u64::MAX,
         };
         let x = vec![(b"user.k".to_vec(), vec![9u8; 300]), (vec![], vec![])];
-        let v = encode_inode(&a, &[1u8; 200], &x, Some((u64::MAX, 42)));
+        let v = encode_inode(&a, &[1u8; 200], &x, Some((u64::MAX, 42)), 0);
         let (b, e) = decode_inode(a.ino, &v).unwrap();
         assert_eq!(
             (a, e.blob.len(), e.xattrs, e.primary),
@@ -575,7 +599,7 @@ mod tests {
             ctime: f.crtime,
             ..f
         };
-        let small = encode_inode(&f, &[], &[], None).len();
+        let small = encode_inode(&f, &[], &[], None, 0).len();
         assert!(small <= 64, "{small} bytes");
         // A format-1 record (fixed layout, as format 1 wrote it).
         let mut old = vec![0; 4];

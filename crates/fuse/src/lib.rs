@@ -14,9 +14,9 @@
 pub mod shared;
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
@@ -221,7 +221,7 @@ pub struct Requests {
 
 /// The request types counted, in `Requests` order. `forget` counts inodes
 /// forgotten (the kernel batches them), not requests.
-pub const REQUEST_NAMES: [&str; 32] = [
+pub const REQUEST_NAMES: [&str; 33] = [
     "lookup",
     "forget",
     "getattr",
@@ -254,6 +254,7 @@ pub const REQUEST_NAMES: [&str; 32] = [
     "create",
     "fallocate",
     "lseek",
+    "ioctl",
 ];
 
 /// Indexes into `REQUEST_NAMES`.
@@ -290,6 +291,7 @@ mod req {
     pub const CREATE: usize = 29;
     pub const FALLOCATE: usize = 30;
     pub const LSEEK: usize = 31;
+    pub const IOCTL: usize = 32;
 }
 
 impl Default for Requests {
@@ -442,11 +444,14 @@ fn open_mask(flags: i32) -> u32 {
         libc::O_WRONLY => 2,
         _ => 6,
     };
+    let mut m = m;
     if flags & libc::O_TRUNC != 0 {
-        m | 2
-    } else {
-        m
+        m |= 2 | shoal_core::engine::OPEN_TRUNC;
     }
+    if flags & libc::O_APPEND != 0 {
+        m |= shoal_core::engine::OPEN_APPEND;
+    }
+    m
 }
 
 pub(crate) fn time(t: TimeOrNow) -> TimeSet {
@@ -1473,7 +1478,131 @@ impl Filesystem for ShoalFs {
         }
         Self::empty(reply, self.engine.fallocate(ino.0, offset, length, em));
     }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        reply.error(self.copy_file_range_answer(ino_out.0));
+    }
+
+    /// File flags (chattr, lsattr, xfs_io chattr): the kernel turns
+    /// `FS_IOC_GETFLAGS`/`SETFLAGS` and `FS_IOC_FSGETXATTR`/`FSSETXATTR` into
+    /// these requests (after its own checks of who may change which flag),
+    /// on a handle it opens for them. Any other ioctl: ENOTTY, as for a
+    /// file that has none.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        use shoal_core::engine::flags;
+        self.requests.count(req::IOCTL);
+        let word = |b: &[u8], at: usize| {
+            b.get(at..at + 4)
+                .map(|w| u32::from_ne_bytes(w.try_into().unwrap()))
+        };
+        let set = |f: u32| {
+            let r = self.engine.set_flags(&self.ctx(req), ino.0, f);
+            if r.is_ok() {
+                // The new ctime: the kernel keeps attributes for attr_ttl.
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
+            }
+            r
+        };
+        match cmd as libc::c_ulong {
+            libc::FS_IOC_GETFLAGS => match self.engine.flags(ino.0) {
+                Ok(f) => {
+                    let b = f.to_ne_bytes();
+                    reply.ioctl(0, &b[..b.len().min(out_size as usize)])
+                }
+                Err(e) => reply.error(errno(&e)),
+            },
+            libc::FS_IOC_SETFLAGS => match word(in_data, 0) {
+                Some(f) => match set(f) {
+                    Ok(()) => reply.ioctl(0, &[]),
+                    Err(e) => reply.error(errno(&e)),
+                },
+                None => reply.error(Errno::from_i32(libc::EINVAL)),
+            },
+            FS_IOC_FSGETXATTR => match self.engine.flags(ino.0) {
+                Ok(f) => {
+                    // struct fsxattr: xflags, extsize, nextents, projid,
+                    // cowextsize, 8 bytes of padding.
+                    let mut b = [0u8; FSXATTR_SIZE];
+                    b[..4].copy_from_slice(&flags::to_xflags(f).to_ne_bytes());
+                    reply.ioctl(0, &b[..b.len().min(out_size as usize)])
+                }
+                Err(e) => reply.error(errno(&e)),
+            },
+            FS_IOC_FSSETXATTR => {
+                let (Some(x), Some(ext), Some(proj), Some(cow)) = (
+                    word(in_data, 0),
+                    word(in_data, 4),
+                    word(in_data, 12),
+                    word(in_data, 16),
+                ) else {
+                    return reply.error(Errno::from_i32(libc::EINVAL));
+                };
+                // No extent size hints or project ids to keep.
+                if ext != 0 || proj != 0 || cow != 0 {
+                    return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+                }
+                let r = self
+                    .engine
+                    .flags(ino.0)
+                    .and_then(|old| flags::from_xflags(x, old))
+                    .and_then(set);
+                match r {
+                    Ok(()) => reply.ioctl(0, &[]),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            }
+            _ => reply.error(Errno::from_i32(libc::ENOTTY)),
+        }
+    }
 }
+
+impl ShoalFs {
+    /// The copy_file_range request's one answer of shoal's own: EPERM into
+    /// an immutable file. Any other copy the kernel makes itself (it splices
+    /// through read and write on EOPNOTSUPP, as when the request was not
+    /// implemented), because its writes may go through a passthrough handle
+    /// opened before chattr +i, where the engine never sees them.
+    fn copy_file_range_answer(&self, ino_out: u64) -> Errno {
+        match self.engine.flags(ino_out) {
+            Ok(f) if f & shoal_core::engine::flags::IMMUTABLE != 0 => {
+                Errno::from_i32(libc::EPERM)
+            }
+            Ok(_) => Errno::from_i32(libc::EOPNOTSUPP),
+            Err(e) => errno(&e),
+        }
+    }
+}
+
+/// `FS_IOC_FSGETXATTR`, `_IOR('X', 31, struct fsxattr)` (not in `libc`).
+const FS_IOC_FSGETXATTR: libc::c_ulong = 0x801c_581f;
+/// `FS_IOC_FSSETXATTR`, `_IOW('X', 32, struct fsxattr)`.
+const FS_IOC_FSSETXATTR: libc::c_ulong = 0x401c_5820;
+/// `sizeof(struct fsxattr)`.
+const FSXATTR_SIZE: usize = 28;
 
 #[cfg(test)]
 mod tests {

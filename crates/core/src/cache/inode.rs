@@ -36,6 +36,9 @@ pub struct InodeState {
     /// directly (FUSE passthrough, `Engine::pin_data`): while any is open the
     /// bytes stay in the object whatever the size.
     pub pinned: u32,
+    /// chattr(1) flags (`engine::flags`), kept in the record; mirrored in
+    /// `Inode::flags` for checks that take no lock.
+    pub flags: u32,
 }
 
 impl InodeState {
@@ -64,6 +67,9 @@ pub struct Inode {
     pub st: Mutex<InodeState>,
     pub ino: Ino,
     pub kind: Kind,
+    /// `InodeState::flags`, written under the state's lock: checks read it
+    /// without one (in the padding after `kind`: the object stays 296 bytes).
+    pub flags: AtomicU32,
     /// Boxed: a file does not carry an (empty, padded) directory index.
     pub dir: Option<Box<Dir>>,
     /// References held by the kernel (FUSE lookup count). Pinned while > 0.
@@ -99,6 +105,7 @@ impl Inode {
             } else {
                 None
             },
+            flags: AtomicU32::new(st.flags),
             st: Mutex::new(LockClass::Inode, st),
             lookups: AtomicU64::new(0),
             opens: AtomicU32::new(0),

@@ -304,6 +304,7 @@ mod tests {
             destroyed: false,
             primary: None,
             pinned: 0,
+            flags: 0,
         };
         Inode::new(st, true, None)
     }

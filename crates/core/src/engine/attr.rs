@@ -35,6 +35,19 @@ impl Engine {
             // an unlink): nothing is left to change.
             return Ok(st.attr);
         }
+        // Immutable: nothing changes; append-only: only times, to now
+        // (notify_change's and do_truncate's rules, for every caller).
+        if flags::immutable(&i)
+            || flags::append_only(&i)
+                && (sa.mode.is_some()
+                    || sa.uid.is_some()
+                    || sa.gid.is_some()
+                    || sa.size.is_some()
+                    || matches!(sa.atime, Some(TimeSet::At(_)))
+                    || matches!(sa.mtime, Some(TimeSet::At(_))))
+        {
+            return Err(Error::NotPermitted);
+        }
         // A directory's pending stripe deltas first, so the record is whole.
         Self::dir_fold(&i, &mut st);
         if ctx.check_perms {

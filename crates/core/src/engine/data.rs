@@ -14,12 +14,22 @@ pub(super) fn is_ext(st: &InodeState) -> bool {
 
 impl Engine {
     /// Open a file for I/O: the inode stays alive (even unlinked) until `release`.
+    /// `mask`: the access wanted (R_OK, W_OK), with `OPEN_APPEND` and
+    /// `OPEN_TRUNC` for those open flags (checked against the file's flags).
     pub fn open_file(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Open);
         let i = self.inode(ino)?;
         let a = i.st.lock().attr;
         if ctx.check_perms {
-            check_access(ctx, &a, mask)?;
+            check_access(ctx, &a, mask & (R_OK | W_OK | X_OK))?;
+        }
+        if mask & (W_OK | OPEN_TRUNC) != 0 {
+            // may_open's rules for immutable and append-only files.
+            if flags::immutable(&i)
+                || flags::append_only(&i) && (mask & OPEN_APPEND == 0 || mask & OPEN_TRUNC != 0)
+            {
+                return Err(Error::NotPermitted);
+            }
         }
         i.opens.fetch_add(1, Ordering::AcqRel);
         Ok(a)
@@ -115,7 +125,10 @@ impl Engine {
 
     /// The access time after a read or a listing, per `Config::atime`.
     pub(super) fn touch_atime(&self, i: &Inode) -> Result<()> {
-        if self.cfg.atime == Atime::Never || self.cfg.read_only {
+        if self.cfg.atime == Atime::Never
+            || self.cfg.read_only
+            || i.flags.load(Ordering::Relaxed) & flags::NOATIME != 0
+        {
             return Ok(());
         }
         let t = now();
@@ -151,6 +164,10 @@ impl Engine {
         }
         if data.is_empty() {
             return Ok(0);
+        }
+        // Through a handle opened before chattr +i too (as Linux since 5.3).
+        if flags::immutable(&i) {
+            return Err(Error::NotPermitted);
         }
         let end = off
             .checked_add(data.len() as u64)
@@ -303,6 +320,11 @@ impl Engine {
             } else {
                 Error::NotSupported
             });
+        }
+        // vfs_fallocate: nothing on an immutable file, only allocation on
+        // an append-only one.
+        if flags::immutable(&i) || flags::append_only(&i) && mode & !FALLOC_KEEP_SIZE != 0 {
+            return Err(Error::NotPermitted);
         }
         let size = {
             let mut st = i.st.lock();

@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 mod alloc;
 mod attr;
 mod data;
+pub mod flags;
 mod lookup;
 mod namespace;
 mod readdir;
@@ -81,6 +82,10 @@ pub const FALLOC_ZERO_RANGE: u32 = 0x10;
 pub const R_OK: u32 = 4;
 pub const W_OK: u32 = 2;
 pub const X_OK: u32 = 1;
+/// With `R_OK`/`W_OK` in `Engine::open_file`'s mask: the open has `O_APPEND`.
+pub const OPEN_APPEND: u32 = 0x100;
+/// With `R_OK`/`W_OK` in `Engine::open_file`'s mask: the open has `O_TRUNC`.
+pub const OPEN_TRUNC: u32 = 0x200;
 
 static ENGINE_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -286,6 +291,7 @@ impl Engine {
                     &ROOT_INO.to_le_bytes(),
                     &[],
                     None,
+                    0,
                 )),
             ),
         ];
@@ -495,6 +501,7 @@ impl Engine {
             destroyed: false,
             primary: None,
             pinned: 0,
+            flags: 0,
         }
     }
 

@@ -98,6 +98,7 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
         }
+        flags::check_add(&p)?;
         let pdir = p.dir.as_ref().expect("directory");
         // The directory's default ACL replaces the umask (acl(5)); read only
         // when the directory has one, so a plain create takes no extra lock.
@@ -234,6 +235,7 @@ impl Engine {
         if kind == Kind::Dir {
             return Err(Error::IsDir);
         }
+        flags::check_remove(&p, None)?;
         // A sole entry's inode, if nothing holds it (the kernel's and open
         // handles' inodes are pinned in the cache), is deleted unread: it has
         // no record but its `I` key. This is rm -rf's store read per file saved.
@@ -244,6 +246,7 @@ impl Engine {
         let c = if unread { None } else { Some(self.inode(ino)?) };
         if let Some(c) = &c {
             self.check_delete(ctx, &p, c)?;
+            flags::check_remove(&p, Some(c))?;
         }
         let mut g = self.committer.enter()?;
         let t = now();
@@ -436,6 +439,7 @@ impl Engine {
         }
         let c = self.inode(ino)?;
         self.check_delete(ctx, &p, &c)?;
+        flags::check_remove(&p, Some(&c))?;
         let mut g = self.committer.enter()?;
         let t = now();
         Self::dir_kill_if_empty(&c)?;
@@ -459,6 +463,10 @@ impl Engine {
             check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
         }
         let c = self.inode(ino)?;
+        flags::check_add(&np)?;
+        if flags::pinned(&c) {
+            return Err(Error::NotPermitted);
+        }
         // Before the name lock (unshare takes the old name's). A no-op for
         // directories, which are never sole.
         self.unshare(&c)?;
@@ -590,6 +598,16 @@ impl Engine {
         ));
         if let Some(d) = &d {
             self.check_delete(ctx, &np, d)?;
+        }
+        // Moving out of `p` is removing a name, into `np` adding one (and
+        // removing the replaced one's); an exchange does both both ways.
+        flags::check_remove(&p, Some(&s))?;
+        flags::check_add(&np)?;
+        if let Some(d) = &d {
+            flags::check_remove(&np, Some(d))?;
+            if exchange {
+                flags::check_add(&p)?;
+            }
         }
         // A directory may not move under itself.
         if cross && skind == Kind::Dir && self.is_ancestor(sino, newparent)? {

@@ -31,6 +31,7 @@ impl Engine {
         let mut st = self.new_state(attr, Vec::new());
         st.xattrs = extra.xattrs;
         st.primary = extra.primary;
+        st.flags = extra.flags;
         match attr.kind {
             Kind::File => {
                 // Past INLINE_MAX the bytes are in the data object.
@@ -398,7 +399,7 @@ impl Engine {
         (
             schema::inode_key(a.ino),
             a.version,
-            schema::encode_inode(a, b, &st.xattrs, st.primary),
+            schema::encode_inode(a, b, &st.xattrs, st.primary, st.flags),
         )
     }
 

@@ -33,6 +33,9 @@ impl Engine {
                 Err(Error::PermissionDenied)
             };
         }
+        if flags::pinned(&i) {
+            return Err(Error::NotPermitted);
+        }
         let g = self.committer.enter()?;
         let mut st = i.st.lock();
         if st.destroyed {
@@ -101,6 +104,9 @@ impl Engine {
         self.writable()?;
         check_xattr_name(ctx, name)?;
         let i = self.inode(ino)?;
+        if flags::pinned(&i) {
+            return Err(Error::NotPermitted);
+        }
         let g = self.committer.enter()?;
         let mut st = i.st.lock();
         if st.destroyed {

@@ -137,7 +137,7 @@ pub struct Node {
 
 impl Node {
     fn encode(&self) -> Vec<u8> {
-        encode_inode(&self.attr, &self.blob, &[], None)
+        encode_inode(&self.attr, &self.blob, &[], None, 0)
     }
     fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
         let (attr, extra) = decode_inode(ino, v)?;
