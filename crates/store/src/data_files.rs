@@ -38,11 +38,15 @@ struct Object {
     fresh: AtomicBool,
 }
 
+/// The two answers of the filesystem under the store that are the caller's
+/// to hear: it is full, or the offset is past its largest file (ext4 with 4
+/// KiB blocks: 16 TiB; a write there is EFBIG, as on ext4 itself, not EIO:
+/// xfstests generic/285). Anything else is an I/O error naming the object.
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    if e.raw_os_error() == Some(libc::ENOSPC) {
-        Error::NoSpace
-    } else {
-        Error::Io(format!("{what} {}: {e}", path.display()))
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => Error::NoSpace,
+        Some(libc::EFBIG) => Error::FileTooBig,
+        _ => Error::Io(format!("{what} {}: {e}", path.display())),
     }
 }
 
@@ -371,5 +375,16 @@ mod tests {
         assert_eq!(d.read(7, 0, &mut buf).unwrap(), 0);
         let ro = DataFiles::new(tmp.path(), true);
         assert_eq!(ro.write(8, 0, b"x"), Err(Error::ReadOnly));
+    }
+
+    /// Past the largest file of the filesystem under the store (ext4: 16
+    /// TiB) the caller hears EFBIG, as on that filesystem, not EIO.
+    #[test]
+    fn file_too_big_and_full_are_the_callers_to_hear() {
+        let p = Path::new("/x");
+        let os = std::io::Error::from_raw_os_error;
+        assert_eq!(io_err("write", p, os(libc::EFBIG)), Error::FileTooBig);
+        assert_eq!(io_err("write", p, os(libc::ENOSPC)), Error::NoSpace);
+        assert!(matches!(io_err("write", p, os(libc::EIO)), Error::Io(_)));
     }
 }
