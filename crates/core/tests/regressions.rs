@@ -260,3 +260,42 @@ fn format_2_data_records_move_to_data_objects() {
     assert_eq!(schema::decode_super_format(&sb).unwrap().1, schema::FORMAT);
     assert!(Engine::open(store.clone() as Arc<dyn shoal_core::Store>, ro).is_ok());
 }
+
+/// renameat2(RENAME_WHITEOUT), which overlayfs uses on its upper layer
+/// (xfstests generic/078, 626 and 700 did not run without it): the old name
+/// becomes a character device 0:0 in the rename's commit, in the same or
+/// another directory, over a target or not; with RENAME_EXCHANGE it is EINVAL.
+#[test]
+fn rename_whiteout_leaves_a_whiteout_at_the_old_name() {
+    use shoal_core::engine::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
+    use shoal_core::{Error, Kind};
+    let (store, e) = fresh();
+    let r = Ctx::user(1000, 1000);
+    let root = Ctx::root();
+    let d = e.mkdir(&root, ROOT_INO, b"d", 0o777).unwrap();
+    e.setattr(&root, ROOT_INO, &SetAttr { mode: Some(0o777), ..Default::default() }).unwrap();
+    let a = e.create(&r, ROOT_INO, b"a", 0o644).unwrap();
+    e.write(a.ino, 0, b"aaa").unwrap();
+    e.create(&r, ROOT_INO, b"b", 0o644).unwrap();
+    e.create(&r, ROOT_INO, b"c", 0o644).unwrap();
+    // Same directory, over a target; then across directories, no target.
+    e.rename(&r, ROOT_INO, b"a", ROOT_INO, b"b", RENAME_WHITEOUT).unwrap();
+    e.rename(&r, ROOT_INO, b"c", d.ino, b"c", RENAME_WHITEOUT | RENAME_NOREPLACE).unwrap();
+    assert!(matches!(
+        e.rename(&r, ROOT_INO, b"b", d.ino, b"c", RENAME_WHITEOUT | RENAME_EXCHANGE),
+        Err(Error::Invalid)
+    ));
+    check_before_and_after_reopen(&store, e, |e| {
+        for name in [&b"a"[..], b"c"] {
+            let w = e.lookup(&root, ROOT_INO, name).unwrap();
+            assert_eq!((w.kind, w.rdev, w.perm, w.nlink, w.uid), (Kind::CharDev, 0, 0, 1, 1000));
+        }
+        let b = e.lookup(&root, ROOT_INO, b"b").unwrap();
+        assert_eq!((b.ino, e.read(b.ino, 0, 10).unwrap()), (a.ino, b"aaa".to_vec()));
+        assert_eq!(e.lookup(&root, d.ino, b"c").unwrap().kind, Kind::File);
+        // The directory counts the whiteouts: a, b, c, d.
+        let names = e.readdir(ROOT_INO, 0, 100).unwrap().len();
+        assert_eq!(e.getattr(ROOT_INO).unwrap().nlink, 3);
+        assert!(names >= 4, "{names}");
+    });
+}

@@ -72,6 +72,9 @@ pub enum TimeSet {
 
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
+/// renameat2's `RENAME_WHITEOUT`: the old name becomes a whiteout (a
+/// character device 0:0, as overlayfs makes them) in the same commit.
+pub const RENAME_WHITEOUT: u32 = 4;
 pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
 pub const FALLOC_KEEP_SIZE: u32 = 1;

@@ -545,10 +545,14 @@ impl Engine {
         self.throttle();
         let _t = self.stats.start(Op::Rename);
         self.writable()?;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
-            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
+            || flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0
         {
             return Err(Error::Invalid);
+        }
+        let whiteout = flags & RENAME_WHITEOUT != 0;
+        if whiteout {
+            self.room(RECORD_ROOM + name.len() as u64)?;
         }
         if is_dot(name) || is_dot(newname) {
             return Err(Error::Invalid);
@@ -677,7 +681,11 @@ impl Engine {
                 self.emit_inode(&mut g, &mut st);
             }
         } else {
-            self.put_entry(&mut g, &p, name, 0, None, skind, false, false);
+            if whiteout {
+                self.put_whiteout(&mut g, ctx, &p, name, t)?;
+            } else {
+                self.put_entry(&mut g, &p, name, 0, None, skind, false, false);
+            }
             self.put_entry(
                 &mut g,
                 &np,
@@ -688,10 +696,12 @@ impl Engine {
                 ssole,
                 d.is_none(),
             );
+            // A whiteout keeps the old name in its directory.
+            let w = whiteout as i64;
             if cross {
-                self.dir_update(&mut g, &p, -1, -(sdir as i64), t)?;
+                self.dir_update(&mut g, &p, w - 1, -(sdir as i64), t)?;
             } else {
-                self.dir_update(&mut g, &p, -(d.is_some() as i64), -(replaced_dir as i64), t)?;
+                self.dir_update(&mut g, &p, w - d.is_some() as i64, -(replaced_dir as i64), t)?;
             }
             {
                 let mut ss = s.st.lock();
@@ -710,5 +720,49 @@ impl Engine {
             }
         }
         self.leave(g)
+    }
+
+    /// The whiteout a `RENAME_WHITEOUT` leaves at the old name, in the
+    /// rename's own commit: a new character device 0:0, mode 0, owned by
+    /// the caller (the directory's group under setgid), with a sole entry.
+    /// The caller holds the name's lock and has checked the directory.
+    fn put_whiteout(
+        &self,
+        g: &mut Gate<'_>,
+        ctx: &Ctx,
+        p: &Inode,
+        name: &[u8],
+        t: Ts,
+    ) -> Result<()> {
+        let pdir = p.dir.as_ref().expect("directory");
+        let ino = self.alloc_ino(g, p.ino, Kind::CharDev)?;
+        g.born(ino);
+        let gid = if pdir.sgid.load(Ordering::Relaxed) {
+            pdir.gid.load(Ordering::Relaxed)
+        } else {
+            ctx.gid
+        };
+        let attr = Attr {
+            ino,
+            kind: Kind::CharDev,
+            perm: 0,
+            nlink: 1,
+            uid: ctx.uid,
+            gid,
+            rdev: 0,
+            size: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            version: 1,
+        };
+        let mut st = self.new_state(attr, Vec::new());
+        st.primary = Some((p.ino, name_hash(name)));
+        self.emit_inode(g, &mut st);
+        let node = Inode::new(st, false, Some(&self.evicted_filter_bytes));
+        self.inodes.insert(node.clone());
+        self.put_entry(g, p, name, ino, Some(&node), Kind::CharDev, true, false);
+        Ok(())
     }
 }
