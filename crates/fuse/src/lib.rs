@@ -1418,6 +1418,31 @@ impl Filesystem for ShoalFs {
         }
     }
 
+    /// open(2) with O_TMPFILE: an unnamed file, open, with nlink 0 (as ext4
+    /// shows it); linkat(AT_EMPTY_PATH) names it through `link`.
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        self.requests.count(req::CREATE);
+        let c = self.ctx_umask(req, umask);
+        match self.engine.tmpfile(&c, parent.0, mode) {
+            Ok(a) => reply.created(
+                &self.opts.entry_ttl,
+                &self.fattr(&a),
+                Generation(0),
+                FileHandle(a.ino),
+                self.fopen(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     /// SEEK_DATA and SEEK_HOLE (the kernel does SEEK_SET, SEEK_CUR and
     /// SEEK_END itself).
     fn lseek(

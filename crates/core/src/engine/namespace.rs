@@ -11,6 +11,8 @@ pub(super) struct New {
     target: Vec<u8>,
     /// Open the new file too (`create_open`).
     open: bool,
+    /// No name: an `O_TMPFILE` (`tmpfile`), open and with nlink 0.
+    unnamed: bool,
 }
 
 impl New {
@@ -22,6 +24,7 @@ impl New {
             rdev,
             target: Vec::new(),
             open,
+            unnamed: false,
         }
     }
 }
@@ -56,6 +59,20 @@ impl Engine {
         self.make(ctx, parent, name, New::node(kind, mode, 0, true))
     }
 
+    /// An unnamed regular file in `parent`, open (open(2) with O_TMPFILE):
+    /// nlink 0 and an orphan from birth (its `O` record commits with its
+    /// inode record, so a crash before its last close reclaims it, as for a
+    /// file unlinked while open). `link` may give it a name (linkat with
+    /// AT_EMPTY_PATH; the kernel refuses that after O_EXCL).
+    pub fn tmpfile(&self, ctx: &Ctx, parent: Ino, mode: u32) -> Result<Attr> {
+        let _t = self.stats.start(Op::Create);
+        let new = New {
+            unnamed: true,
+            ..New::node(Kind::File, mode, 0, true)
+        };
+        self.make(ctx, parent, b"", new)
+    }
+
     pub fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let _t = self.stats.start(Op::Mkdir);
         self.make(ctx, parent, name, New::node(Kind::Dir, perm, 0, false))
@@ -75,6 +92,7 @@ impl Engine {
             rdev: 0,
             target: target.to_vec(),
             open: false,
+            unnamed: false,
         };
         self.make(ctx, parent, name, new)
     }
@@ -86,13 +104,16 @@ impl Engine {
             rdev,
             target,
             open,
+            unnamed,
         } = new;
         self.throttle();
         self.writable()?;
         if is_dot(name) {
             return Err(Error::Exists);
         }
-        check_name(name)?;
+        if !unnamed {
+            check_name(name)?;
+        }
         self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
         let p = self.dir_ref(parent)?;
         if ctx.check_perms {
@@ -127,13 +148,20 @@ impl Engine {
             }
             None => perm &= !(ctx.umask as u16 & 0o777),
         }
-        let _n = self.names.lock(&p, name);
-        if self.find(&p, name)?.is_some() {
-            return Err(Error::Exists);
-        }
+        let _n = if unnamed {
+            None
+        } else {
+            let n = self.names.lock(&p, name);
+            if self.find(&p, name)?.is_some() {
+                return Err(Error::Exists);
+            }
+            Some(n)
+        };
         let mut g = self.committer.enter()?;
         let t = now();
-        self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
+        if !unnamed {
+            self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
+        }
         let (pgid, psgid) = (
             pdir.gid.load(Ordering::Relaxed),
             pdir.sgid.load(Ordering::Relaxed),
@@ -148,7 +176,11 @@ impl Engine {
             ino,
             kind,
             perm,
-            nlink: if kind == Kind::Dir { 2 } else { 1 },
+            nlink: if kind == Kind::Dir {
+                2
+            } else {
+                !unnamed as u32
+            },
             uid: ctx.uid,
             gid,
             rdev,
@@ -171,18 +203,23 @@ impl Engine {
         let mut st = self.new_state(attr, blob);
         st.xattrs = xattrs;
         // A new non-directory has one name and no data blocks: its entry is sole.
-        let sole = kind != Kind::Dir;
+        let sole = kind != Kind::Dir && !unnamed;
         if sole {
             st.primary = Some((parent, name_hash(name)));
         }
         self.emit_inode(&mut g, &mut st);
+        if unnamed {
+            g.put(schema::orphan_key(ino), 1, schema::encode_u64(ino));
+        }
         let node = Inode::new(
             st,
             self.cfg.name_cache == NameCache::Primed,
             Some(&self.evicted_filter_bytes),
         );
         self.inodes.insert(node.clone());
-        self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
+        if !unnamed {
+            self.put_entry(&mut g, &p, name, ino, Some(&node), kind, sole, true);
+        }
         self.leave(g)?;
         // Still under the name's lock: no unlink can come between the
         // entry and the caller's references.
@@ -483,7 +520,10 @@ impl Engine {
         // unlink of the last other name cannot destroy the inode in between.
         let attr = {
             let mut cs = c.st.lock();
-            if cs.attr.nlink == 0 {
+            // nlink 0: only an open file keeps its records (an O_TMPFILE,
+            // which the kernel lets linkat name, or a file unlinked while
+            // open, which it does not).
+            if cs.attr.nlink == 0 && (cs.destroyed || c.opens.load(Ordering::Acquire) == 0) {
                 return Err(Error::NotFound);
             }
             if cs.attr.nlink >= LINK_MAX {
@@ -505,6 +545,10 @@ impl Engine {
             Self::bump(&mut cs);
             self.emit_inode(&mut g, &mut cs);
             return Err(e);
+        }
+        if attr.nlink == 1 {
+            // Named at last: no longer an orphan.
+            g.del(schema::orphan_key(ino), attr.version);
         }
         self.put_entry(&mut g, &np, newname, ino, Some(&c), c.kind, false, true);
         self.leave(g)?;
