@@ -549,7 +549,10 @@ mod tests {
             let (_, e) = decode_inode(7, &encode_inode(&a, b"", &x, p, f)).unwrap();
             assert_eq!((e.primary, e.flags), (p, f));
         }
-        let d = Attr { kind: Kind::Dir, ..a };
+        let d = Attr {
+            kind: Kind::Dir,
+            ..a
+        };
         let (_, e) = decode_inode(7, &encode_inode(&d, b"", &[], None, 0x20)).unwrap();
         assert_eq!(e.flags, 0x20);
         v[10] ^= 1;

@@ -5,7 +5,9 @@
 //! 545, 553 and 555 run the same rules through a mount.
 
 use shoal_core::engine::flags::{self, APPEND, IMMUTABLE, NOATIME, NODUMP};
-use shoal_core::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, OPEN_APPEND, OPEN_TRUNC, R_OK, W_OK};
+use shoal_core::engine::{
+    FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, OPEN_APPEND, OPEN_TRUNC, R_OK, W_OK,
+};
 use shoal_core::{Config, Ctx, Engine, Error, SetAttr, TimeSet, ROOT_INO};
 use shoal_testkit::setup::{self, assert_fsck_clean, fresh};
 
@@ -29,10 +31,22 @@ fn immutable_file_refuses(e: &Engine, ino: u64) {
     eperm(e.write(ino, 0, b"x"), "write through an older handle");
     eperm(e.fallocate(ino, 0, 4096, 0), "fallocate");
     for sa in [
-        SetAttr { size: Some(0), ..Default::default() },
-        SetAttr { mode: Some(0o600), ..Default::default() },
-        SetAttr { uid: Some(5), ..Default::default() },
-        SetAttr { mtime: Some(TimeSet::Now), ..Default::default() },
+        SetAttr {
+            size: Some(0),
+            ..Default::default()
+        },
+        SetAttr {
+            mode: Some(0o600),
+            ..Default::default()
+        },
+        SetAttr {
+            uid: Some(5),
+            ..Default::default()
+        },
+        SetAttr {
+            mtime: Some(TimeSet::Now),
+            ..Default::default()
+        },
     ] {
         eperm(e.setattr(&r, ino, &sa), &format!("setattr {sa:?}"));
     }
@@ -42,7 +56,10 @@ fn immutable_file_refuses(e: &Engine, ino: u64) {
     eperm(e.rename(&r, ROOT_INO, b"f", ROOT_INO, b"g", 0), "rename");
     eperm(e.link(&r, ino, ROOT_INO, b"h"), "link");
     e.create(&r, ROOT_INO, b"other", 0o644).unwrap();
-    eperm(e.rename(&r, ROOT_INO, b"other", ROOT_INO, b"f", 0), "rename over it");
+    eperm(
+        e.rename(&r, ROOT_INO, b"other", ROOT_INO, b"f", 0),
+        "rename over it",
+    );
     e.unlink(&r, ROOT_INO, b"other").unwrap();
     e.open_file(&r, ino, R_OK).unwrap();
     e.release(ino).unwrap();
@@ -63,7 +80,10 @@ fn immutable_file_is_kept_for_root_and_after_a_reopen() {
     let ctime = e.getattr(f.ino).unwrap().ctime;
     std::thread::sleep(std::time::Duration::from_millis(5));
     set(&e, f.ino, IMMUTABLE);
-    assert!(e.getattr(f.ino).unwrap().ctime > ctime, "chattr changes ctime");
+    assert!(
+        e.getattr(f.ino).unwrap().ctime > ctime,
+        "chattr changes ctime"
+    );
     immutable_file_refuses(&e, f.ino);
     e.release(f.ino).unwrap();
     e.shutdown().unwrap();
@@ -87,21 +107,65 @@ fn append_only_file_grows_only_by_appending() {
     let f = e.create(&r, ROOT_INO, b"f", 0o644).unwrap();
     e.write(f.ino, 0, b"log1\n").unwrap();
     set(&e, f.ino, APPEND);
-    eperm(e.open_file(&r, f.ino, W_OK), "open for write without O_APPEND");
-    eperm(e.open_file(&r, f.ino, W_OK | OPEN_APPEND | OPEN_TRUNC), "O_APPEND|O_TRUNC");
+    eperm(
+        e.open_file(&r, f.ino, W_OK),
+        "open for write without O_APPEND",
+    );
+    eperm(
+        e.open_file(&r, f.ino, W_OK | OPEN_APPEND | OPEN_TRUNC),
+        "O_APPEND|O_TRUNC",
+    );
     e.open_file(&r, f.ino, W_OK | OPEN_APPEND).unwrap();
     e.write(f.ino, 5, b"log2\n").unwrap();
     e.release(f.ino).unwrap();
-    eperm(e.setattr(&r, f.ino, &SetAttr { size: Some(0), ..Default::default() }), "truncate");
-    eperm(e.setattr(&r, f.ino, &SetAttr { mode: Some(0o600), ..Default::default() }), "chmod");
     eperm(
-        e.setattr(&r, f.ino, &SetAttr { mtime: Some(TimeSet::At(f.mtime)), ..Default::default() }),
+        e.setattr(
+            &r,
+            f.ino,
+            &SetAttr {
+                size: Some(0),
+                ..Default::default()
+            },
+        ),
+        "truncate",
+    );
+    eperm(
+        e.setattr(
+            &r,
+            f.ino,
+            &SetAttr {
+                mode: Some(0o600),
+                ..Default::default()
+            },
+        ),
+        "chmod",
+    );
+    eperm(
+        e.setattr(
+            &r,
+            f.ino,
+            &SetAttr {
+                mtime: Some(TimeSet::At(f.mtime)),
+                ..Default::default()
+            },
+        ),
         "utimes to a given time",
     );
     // touch (times to now) is allowed, as is plain allocation.
-    e.setattr(&r, f.ino, &SetAttr { mtime: Some(TimeSet::Now), ..Default::default() }).unwrap();
+    e.setattr(
+        &r,
+        f.ino,
+        &SetAttr {
+            mtime: Some(TimeSet::Now),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.fallocate(f.ino, 0, 8192, FALLOC_KEEP_SIZE).unwrap();
-    eperm(e.fallocate(f.ino, 0, 4096, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE), "punch hole");
+    eperm(
+        e.fallocate(f.ino, 0, 4096, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE),
+        "punch hole",
+    );
     eperm(e.unlink(&r, ROOT_INO, b"f"), "unlink");
     eperm(e.setxattr(&r, f.ino, b"user.a", b"1", 0), "setxattr");
     assert_eq!(e.read(f.ino, 0, 100).unwrap(), b"log1\nlog2\n");
@@ -119,10 +183,16 @@ fn directories_immutable_and_append_only() {
     let a = e.create(&r, d.ino, b"a", 0o644).unwrap();
     let out = e.create(&r, ROOT_INO, b"out", 0o644).unwrap();
     set(&e, d.ino, IMMUTABLE);
-    eperm(e.create(&r, d.ino, b"b", 0o644), "create in an immutable directory");
+    eperm(
+        e.create(&r, d.ino, b"b", 0o644),
+        "create in an immutable directory",
+    );
     eperm(e.mkdir(&r, d.ino, b"b", 0o755), "mkdir in it");
     eperm(e.unlink(&r, d.ino, b"a"), "unlink in it");
-    eperm(e.rename(&r, ROOT_INO, b"out", d.ino, b"in", 0), "rename into it");
+    eperm(
+        e.rename(&r, ROOT_INO, b"out", d.ino, b"in", 0),
+        "rename into it",
+    );
     eperm(e.link(&r, out.ino, d.ino, b"in"), "link into it");
     eperm(e.rmdir(&r, ROOT_INO, b"d"), "rmdir of it");
     // Its files themselves may change.
@@ -131,9 +201,18 @@ fn directories_immutable_and_append_only() {
     set(&e, d.ino, APPEND);
     e.create(&r, d.ino, b"b", 0o644).unwrap();
     e.rename(&r, ROOT_INO, b"out", d.ino, b"in", 0).unwrap();
-    eperm(e.unlink(&r, d.ino, b"a"), "unlink in an append-only directory");
-    eperm(e.rename(&r, d.ino, b"a", ROOT_INO, b"a", 0), "rename out of it");
-    eperm(e.rename(&r, d.ino, b"a", d.ino, b"c", 0), "rename inside it");
+    eperm(
+        e.unlink(&r, d.ino, b"a"),
+        "unlink in an append-only directory",
+    );
+    eperm(
+        e.rename(&r, d.ino, b"a", ROOT_INO, b"a", 0),
+        "rename out of it",
+    );
+    eperm(
+        e.rename(&r, d.ino, b"a", d.ino, b"c", 0),
+        "rename inside it",
+    );
     set(&e, d.ino, 0);
     for n in [&b"a"[..], b"b", b"in"] {
         e.unlink(&r, d.ino, n).unwrap();
@@ -148,20 +227,40 @@ fn who_may_set_which_flags() {
     let (_store, e) = fresh();
     let r = Ctx::root();
     let f = e.create(&r, ROOT_INO, b"f", 0o666).unwrap();
-    e.setattr(&r, f.ino, &SetAttr { uid: Some(1000), ..Default::default() }).unwrap();
+    e.setattr(
+        &r,
+        f.ino,
+        &SetAttr {
+            uid: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let owner = Ctx::user(1000, 1000);
     let other = Ctx::user(1001, 1001);
     e.set_flags(&owner, f.ino, NODUMP | NOATIME).unwrap();
     eperm(e.set_flags(&other, f.ino, 0), "a non-owner");
-    eperm(e.set_flags(&owner, f.ino, IMMUTABLE), "+i without CAP_LINUX_IMMUTABLE");
+    eperm(
+        e.set_flags(&owner, f.ino, IMMUTABLE),
+        "+i without CAP_LINUX_IMMUTABLE",
+    );
     set(&e, f.ino, APPEND);
-    eperm(e.set_flags(&owner, f.ino, 0), "-a without CAP_LINUX_IMMUTABLE");
+    eperm(
+        e.set_flags(&owner, f.ino, 0),
+        "-a without CAP_LINUX_IMMUTABLE",
+    );
     // Flags shoal cannot keep (compression, 0x4) are refused, as ext4 does.
-    assert!(matches!(e.set_flags(&r, f.ino, 0x4), Err(Error::NotSupported)));
+    assert!(matches!(
+        e.set_flags(&r, f.ino, 0x4),
+        Err(Error::NotSupported)
+    ));
     assert_eq!(e.flags(f.ino).unwrap(), APPEND);
     // Symlinks have no flags (lsattr does not ask; the ioctl needs an open).
     let s = e.symlink(&r, ROOT_INO, b"s", b"f").unwrap();
-    assert!(matches!(e.set_flags(&r, s.ino, NODUMP), Err(Error::NotSupported)));
+    assert!(matches!(
+        e.set_flags(&r, s.ino, NODUMP),
+        Err(Error::NotSupported)
+    ));
 }
 
 #[test]
@@ -181,7 +280,13 @@ fn xflags_spell_the_same_flags() {
 #[test]
 fn noatime_flag_keeps_atime() {
     let store = setup::fresh_store();
-    let e = setup::open(&store, Config { atime: shoal_core::Atime::Strict, ..Config::default() });
+    let e = setup::open(
+        &store,
+        Config {
+            atime: shoal_core::Atime::Strict,
+            ..Config::default()
+        },
+    );
     let r = Ctx::root();
     let f = e.create(&r, ROOT_INO, b"f", 0o644).unwrap();
     e.write(f.ino, 0, b"data").unwrap();

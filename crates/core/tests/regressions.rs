@@ -273,25 +273,55 @@ fn rename_whiteout_leaves_a_whiteout_at_the_old_name() {
     let r = Ctx::user(1000, 1000);
     let root = Ctx::root();
     let d = e.mkdir(&root, ROOT_INO, b"d", 0o777).unwrap();
-    e.setattr(&root, ROOT_INO, &SetAttr { mode: Some(0o777), ..Default::default() }).unwrap();
+    e.setattr(
+        &root,
+        ROOT_INO,
+        &SetAttr {
+            mode: Some(0o777),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let a = e.create(&r, ROOT_INO, b"a", 0o644).unwrap();
     e.write(a.ino, 0, b"aaa").unwrap();
     e.create(&r, ROOT_INO, b"b", 0o644).unwrap();
     e.create(&r, ROOT_INO, b"c", 0o644).unwrap();
     // Same directory, over a target; then across directories, no target.
-    e.rename(&r, ROOT_INO, b"a", ROOT_INO, b"b", RENAME_WHITEOUT).unwrap();
-    e.rename(&r, ROOT_INO, b"c", d.ino, b"c", RENAME_WHITEOUT | RENAME_NOREPLACE).unwrap();
+    e.rename(&r, ROOT_INO, b"a", ROOT_INO, b"b", RENAME_WHITEOUT)
+        .unwrap();
+    e.rename(
+        &r,
+        ROOT_INO,
+        b"c",
+        d.ino,
+        b"c",
+        RENAME_WHITEOUT | RENAME_NOREPLACE,
+    )
+    .unwrap();
     assert!(matches!(
-        e.rename(&r, ROOT_INO, b"b", d.ino, b"c", RENAME_WHITEOUT | RENAME_EXCHANGE),
+        e.rename(
+            &r,
+            ROOT_INO,
+            b"b",
+            d.ino,
+            b"c",
+            RENAME_WHITEOUT | RENAME_EXCHANGE
+        ),
         Err(Error::Invalid)
     ));
     check_before_and_after_reopen(&store, e, |e| {
         for name in [&b"a"[..], b"c"] {
             let w = e.lookup(&root, ROOT_INO, name).unwrap();
-            assert_eq!((w.kind, w.rdev, w.perm, w.nlink, w.uid), (Kind::CharDev, 0, 0, 1, 1000));
+            assert_eq!(
+                (w.kind, w.rdev, w.perm, w.nlink, w.uid),
+                (Kind::CharDev, 0, 0, 1, 1000)
+            );
         }
         let b = e.lookup(&root, ROOT_INO, b"b").unwrap();
-        assert_eq!((b.ino, e.read(b.ino, 0, 10).unwrap()), (a.ino, b"aaa".to_vec()));
+        assert_eq!(
+            (b.ino, e.read(b.ino, 0, 10).unwrap()),
+            (a.ino, b"aaa".to_vec())
+        );
         assert_eq!(e.lookup(&root, d.ino, b"c").unwrap().kind, Kind::File);
         // The directory counts the whiteouts: a, b, c, d.
         let names = e.readdir(ROOT_INO, 0, 100).unwrap().len();
@@ -312,7 +342,8 @@ fn tmpfile_is_an_orphan_until_linked() {
     let named = e.tmpfile(&r, ROOT_INO, 0o600).unwrap();
     assert_eq!(named.nlink, 0);
     assert!(e.readdir(ROOT_INO, 0, 100).unwrap().is_empty());
-    e.write(named.ino, 0, &vec![7u8; 3 * BLOCK as usize]).unwrap();
+    e.write(named.ino, 0, &vec![7u8; 3 * BLOCK as usize])
+        .unwrap();
     assert_eq!(e.link(&r, named.ino, ROOT_INO, b"n").unwrap().nlink, 1);
     e.release(named.ino).unwrap();
     let closed = e.tmpfile(&r, ROOT_INO, 0o600).unwrap();
@@ -323,9 +354,13 @@ fn tmpfile_is_an_orphan_until_linked() {
     // engine says ENOENT too.
     let f = e.create(&r, ROOT_INO, b"f", 0o644).unwrap();
     e.unlink(&r, ROOT_INO, b"f").unwrap();
-    assert!(matches!(e.link(&r, f.ino, ROOT_INO, b"f2"), Err(Error::NotFound)));
+    assert!(matches!(
+        e.link(&r, f.ino, ROOT_INO, b"f2"),
+        Err(Error::NotFound)
+    ));
     let open = e.tmpfile(&r, ROOT_INO, 0o600).unwrap();
-    e.write(open.ino, 0, &vec![1u8; 2 * BLOCK as usize]).unwrap();
+    e.write(open.ino, 0, &vec![1u8; 2 * BLOCK as usize])
+        .unwrap();
     check_before_and_after_reopen(&store, e, |e| {
         let n = e.lookup(&r, ROOT_INO, b"n").unwrap();
         assert_eq!((n.ino, n.nlink, n.size), (named.ino, 1, 3 * BLOCK));

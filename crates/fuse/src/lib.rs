@@ -14,10 +14,10 @@
 pub mod shared;
 
 use fuser::{
-    CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
 use std::ffi::OsStr;
@@ -512,6 +512,16 @@ impl ShoalFs {
             let _ = n.inval_inode(INodeNo(a.ino), -1, 0);
         }
         o.backing.clone()
+    }
+
+    /// A handle the kernel holds in its cached mode from a create (CREATE,
+    /// TMPFILE): counted as `open_handle`'s plain ones are. The kernel
+    /// refuses (EIO) a passthrough open of an inode that has a cached one,
+    /// so a second open of a file still open from its create, once past
+    /// INLINE_MAX, must be plain too (xfstests generic/464 found it).
+    fn created_handle(&self, ino: u64) {
+        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        shard.entry(ino).or_default().plain += 1;
     }
 
     /// A handle closed: take what the kernel wrote through the backing
@@ -1405,6 +1415,7 @@ impl Filesystem for ShoalFs {
         let c = self.ctx_umask(req, umask);
         match self.engine.create_open(&c, parent.0, name.as_bytes(), mode) {
             Ok(a) => {
+                self.created_handle(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
                 reply.created(
                     &self.opts.entry_ttl,
@@ -1432,13 +1443,16 @@ impl Filesystem for ShoalFs {
         self.requests.count(req::CREATE);
         let c = self.ctx_umask(req, umask);
         match self.engine.tmpfile(&c, parent.0, mode) {
-            Ok(a) => reply.created(
-                &self.opts.entry_ttl,
-                &self.fattr(&a),
-                Generation(0),
-                FileHandle(a.ino),
-                self.fopen(),
-            ),
+            Ok(a) => {
+                self.created_handle(a.ino);
+                reply.created(
+                    &self.opts.entry_ttl,
+                    &self.fattr(&a),
+                    Generation(0),
+                    FileHandle(a.ino),
+                    self.fopen(),
+                )
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -1613,9 +1627,7 @@ impl ShoalFs {
     /// opened before chattr +i, where the engine never sees them.
     fn copy_file_range_answer(&self, ino_out: u64) -> Errno {
         match self.engine.flags(ino_out) {
-            Ok(f) if f & shoal_core::engine::flags::IMMUTABLE != 0 => {
-                Errno::from_i32(libc::EPERM)
-            }
+            Ok(f) if f & shoal_core::engine::flags::IMMUTABLE != 0 => Errno::from_i32(libc::EPERM),
             Ok(_) => Errno::from_i32(libc::EOPNOTSUPP),
             Err(e) => errno(&e),
         }

@@ -745,7 +745,13 @@ impl Engine {
             if cross {
                 self.dir_update(&mut g, &p, w - 1, -(sdir as i64), t)?;
             } else {
-                self.dir_update(&mut g, &p, w - d.is_some() as i64, -(replaced_dir as i64), t)?;
+                self.dir_update(
+                    &mut g,
+                    &p,
+                    w - d.is_some() as i64,
+                    -(replaced_dir as i64),
+                    t,
+                )?;
             }
             {
                 let mut ss = s.st.lock();
