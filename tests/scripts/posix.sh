@@ -80,8 +80,37 @@ mknod "$M/null" c 1 3; chmod 666 "$M/null"
 (echo fred >"$M/null") 2>/dev/null && fail "a device node was usable on a nodev mount"
 unmount_check nodev >/dev/null || fail "fsck after nodev"
 
+# chattr: immutable and append-only hold for root too, and survive a remount;
+# O_TMPFILE names through linkat; RENAME_WHITEOUT; statx's birth time.
+M=$(mount_fresh flags)
+echo data >"$M/imm"; chattr +i "$M/imm" || fail "chattr +i"
+{ echo more >>"$M/imm"; } 2>/dev/null && fail "append to an immutable file"
+rm -f "$M/imm" 2>/dev/null || true; [ -e "$M/imm" ] || fail "rm of an immutable file"
+mkdir "$M/ad"; chattr +a "$M/ad"; touch "$M/ad/x" || fail "create in an append-only directory"
+rm "$M/ad/x" 2>/dev/null && fail "rm in an append-only directory"
+lsattr -d "$M/ad" | grep -q '^-----a' || fail "lsattr -d: $(lsattr -d "$M/ad")"
+python3 - "$M" <<'EOF' || fail "O_TMPFILE"
+import ctypes, os, sys
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)
+os.write(fd, b"t" * 9000)
+assert os.fstat(fd).st_nlink == 0
+assert ctypes.CDLL(None).linkat(fd, b"", -100, (sys.argv[1] + "/tmpf").encode(), 0x1000) == 0
+assert os.stat(sys.argv[1] + "/tmpf").st_size == 9000
+EOF
+touch "$M/wa" "$M/wb"
+python3 -c "
+import ctypes, sys
+sys.exit(ctypes.CDLL(None).renameat2(-100, b'$M/wa', -100, b'$M/wb', 4))" || fail "renameat2 RENAME_WHITEOUT"
+[ "$(stat -c '%F %t:%T' "$M/wa")" = "character special file 0:0" ] || fail "whiteout: $(stat -c '%F %t:%T' "$M/wa")"
+[ "$(stat -c %W "$M/wb")" -gt 0 ] || fail "no birth time in statx"
+unmount_check flags >/dev/null || fail "fsck after chattr, O_TMPFILE, whiteout"
+"$SHOAL" mount -d "$WORK/flags.store" "$M" -o allow_other >/dev/null
+rm -f "$M/imm" 2>/dev/null || true; [ -e "$M/imm" ] || fail "immutable lost at remount"
+chattr -i "$M/imm"; chattr -a "$M/ad"; rm -r "$M/imm" "$M/ad" || fail "rm after chattr -i, -a"
+unmount_check flags >/dev/null || fail "fsck after chattr -i, -a"
+
 # The writeback cache: a deleted file is gone from the store too.
 M=$(mount_fresh wb allow_other,writeback_cache)
 for i in $(seq 20); do echo data >"$M/f$i"; rm "$M/f$i"; done
 unmount_check wb >/dev/null || fail "writeback_cache leaked deleted files (fsck)"
-echo "posix: truncate, ACLs, setuid, dev/suid, xattr namespaces, atime, remount, handles, writeback cache: ok"
+echo "posix: truncate, ACLs, setuid, dev/suid, xattr namespaces, atime, remount, handles, chattr, O_TMPFILE, whiteout, btime, writeback cache: ok"

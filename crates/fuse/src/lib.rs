@@ -888,6 +888,38 @@ impl Filesystem for ShoalFs {
         }
     }
 
+    /// statx asking for the creation time or file attributes: getattr's
+    /// answer with the inode's crtime and the chattr flags statx shows
+    /// (immutable, append-only, nodump; the kernel fills these from the
+    /// reply only here, never from GETATTR).
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        _flags: u32,
+        _mask: u32,
+        reply: fuser::ReplyStatx,
+    ) {
+        use shoal_core::engine::flags;
+        self.requests.count(req::GETATTR);
+        let ttl = if self.refresh(ino.0) {
+            Duration::ZERO
+        } else {
+            self.opts.attr_ttl
+        };
+        // STATX_ATTR_IMMUTABLE, _APPEND, _NODUMP: the same bits as the flags'.
+        let known = (flags::IMMUTABLE | flags::APPEND | flags::NODUMP) as u64;
+        match self
+            .engine
+            .getattr(ino.0)
+            .and_then(|a| Ok((a, self.engine.flags(ino.0)?)))
+        {
+            Ok((a, f)) => reply.statx(&ttl, &self.fattr(&a), f as u64 & known, known),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn setattr(
         &self,
         req: &Request,

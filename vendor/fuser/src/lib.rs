@@ -58,6 +58,7 @@ pub use crate::passthrough::BackingId;
 pub use crate::poll_events::PollEvents;
 pub use crate::rename_flags::RenameFlags;
 pub use crate::reply::ReplyAttr;
+pub use crate::reply::ReplyStatx;
 pub use crate::reply::ReplyBmap;
 pub use crate::reply::ReplyCreate;
 pub use crate::reply::ReplyData;
@@ -436,6 +437,22 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Get file attributes.
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         warn!("[Not Implemented] getattr(ino: {ino:#x?}, fh: {fh:#x?})");
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// statx(2) asking for more than the basic fields (FUSE_STATX: the
+    /// creation time, file attributes). ENOSYS makes the kernel answer such
+    /// calls from GETATTR from then on. shoal addition.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        flags: u32,
+        mask: u32,
+        reply: ReplyStatx,
+    ) {
+        warn!("[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x}, mask: {mask:#x})");
         reply.error(Errno::ENOSYS);
     }
 

@@ -306,6 +306,41 @@ impl ReplyAttr {
 }
 
 ///
+/// Statx Reply (shoal addition)
+///
+#[derive(Debug)]
+pub struct ReplyStatx {
+    reply: ReplyRaw,
+}
+
+impl Reply for ReplyStatx {
+    fn new(unique: ll::RequestId, sender: ReplySender) -> ReplyStatx {
+        ReplyStatx {
+            reply: Reply::new(unique, sender),
+        }
+    }
+}
+
+impl ReplyStatx {
+    /// Reply with every basic field and the creation time of `attr`, and
+    /// statx's `attributes` (STATX_ATTR_*) with the mask of those the
+    /// filesystem knows.
+    pub fn statx(self, ttl: &Duration, attr: &FileAttr, attributes: u64, attributes_mask: u64) {
+        self.reply.send_ll(&ll::ResponseStruct::new_statx(
+            ttl,
+            attr,
+            attributes,
+            attributes_mask,
+        ));
+    }
+
+    /// Reply to a request with the given error code
+    pub fn error(self, err: Errno) {
+        self.reply.error(err);
+    }
+}
+
+///
 /// XTimes Reply
 ///
 #[cfg(target_os = "macos")]

@@ -109,6 +109,56 @@ impl ResponseStruct<abi::fuse_entry_out> {
     }
 }
 
+impl ResponseStruct<abi::fuse_statx_out> {
+    pub(crate) fn new_statx(
+        ttl: &Duration,
+        attr: &crate::FileAttr,
+        attributes: u64,
+        attributes_mask: u64,
+    ) -> Self {
+        let t = |s: &std::time::SystemTime| {
+            let (tv_sec, tv_nsec) = time_from_system_time(s);
+            abi::fuse_sx_time {
+                tv_sec,
+                tv_nsec,
+                reserved: 0,
+            }
+        };
+        // STATX_BASIC_STATS | STATX_BTIME
+        const MASK: u32 = 0x7ff | 0x800;
+        #[allow(clippy::unnecessary_cast)]
+        ResponseStruct(abi::fuse_statx_out {
+            attr_valid: ttl.as_secs(),
+            attr_valid_nsec: ttl.subsec_nanos(),
+            flags: 0,
+            spare: [0; 2],
+            stat: abi::fuse_statx {
+                mask: MASK,
+                blksize: attr.blksize,
+                attributes,
+                nlink: attr.nlink,
+                uid: attr.uid,
+                gid: attr.gid,
+                mode: mode_from_kind_and_perm(attr.kind, attr.perm) as u16,
+                spare0: 0,
+                ino: attr.ino.0,
+                size: attr.size,
+                blocks: attr.blocks,
+                attributes_mask,
+                atime: t(&attr.atime),
+                btime: t(&attr.crtime),
+                ctime: t(&attr.ctime),
+                mtime: t(&attr.mtime),
+                rdev_major: libc::major(attr.rdev as libc::dev_t) as u32,
+                rdev_minor: libc::minor(attr.rdev as libc::dev_t) as u32,
+                dev_major: 0,
+                dev_minor: 0,
+                spare2: [0; 14],
+            },
+        })
+    }
+}
+
 impl ResponseStruct<abi::fuse_attr_out> {
     pub(crate) fn new_attr(ttl: &Duration, attr: &Attr) -> Self {
         ResponseStruct(abi::fuse_attr_out {

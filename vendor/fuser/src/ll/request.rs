@@ -341,6 +341,33 @@ mod op {
         }
     }
 
+    /// statx(2) asking for more than the basic fields (FUSE_STATX). shoal addition.
+    #[derive(Debug)]
+    pub(crate) struct Statx<'a> {
+        #[expect(dead_code)]
+        header: &'a fuse_in_header,
+        arg: &'a fuse_statx_in,
+    }
+
+    impl Statx<'_> {
+        pub(crate) fn file_handle(&self) -> Option<FileHandle> {
+            if GetattrFlags::from_bits_retain(self.arg.getattr_flags)
+                .contains(GetattrFlags::FUSE_GETATTR_FH)
+            {
+                Some(FileHandle(self.arg.fh))
+            } else {
+                None
+            }
+        }
+        /// statx's `flags` (AT_STATX_SYNC_TYPE...) and `mask` (STATX_*).
+        pub(crate) fn flags(&self) -> u32 {
+            self.arg.sx_flags
+        }
+        pub(crate) fn mask(&self) -> u32 {
+            self.arg.sx_mask
+        }
+    }
+
     /// Set file attributes.
     #[derive(Debug)]
     pub(crate) struct SetAttr<'a> {
@@ -1821,6 +1848,10 @@ mod op {
                 arg: data.fetch()?,
                 name: data.fetch_str()?.as_ref(),
             }),
+            fuse_opcode::FUSE_STATX => Operation::Statx(Statx {
+                header,
+                arg: data.fetch()?,
+            }),
             fuse_opcode::FUSE_TMPFILE => Operation::TmpFile(TmpFile {
                 header,
                 arg: data.fetch()?,
@@ -1942,6 +1973,7 @@ pub(crate) enum Operation<'a> {
     Access(Access<'a>),
     Create(Create<'a>),
     TmpFile(TmpFile<'a>),
+    Statx(Statx<'a>),
     Interrupt(Interrupt<'a>),
     BMap(BMap<'a>),
     Destroy(Destroy<'a>),
@@ -2093,6 +2125,7 @@ impl fmt::Display for Operation<'_> {
                 x.mode(),
                 x.flags()
             ),
+            Operation::Statx(x) => write!(f, "STATX mask {:#x}, flags {:#x}", x.mask(), x.flags()),
             Operation::TmpFile(x) => write!(
                 f,
                 "TMPFILE mode {:#05o}, flags {:#x}",
