@@ -108,12 +108,17 @@ impl ObjectBlobs {
         }
     }
 
+    /// Where this filesystem's objects are listed from: the URL's prefix,
+    /// or the bucket's root.
+    fn root(&self) -> Option<Path> {
+        (!self.prefix.is_empty()).then(|| Path::from(self.prefix.as_str()))
+    }
+
     /// Check that the store answers (a list of at most one object): mkfs
     /// and mount fail early, with the URL, when it does not.
     pub fn probe(&self) -> Result<()> {
         use futures::StreamExt;
-        let prefix = (!self.prefix.is_empty()).then(|| Path::from(self.prefix.as_str()));
-        let mut s = self.store.list(prefix.as_ref());
+        let mut s = self.store.list(self.root().as_ref());
         match self.rt.block_on(s.next()) {
             None | Some(Ok(_)) => Ok(()),
             Some(Err(e)) => Err(Error::Io(format!(
@@ -158,10 +163,9 @@ impl Blobs for ObjectBlobs {
     }
     fn list(&self) -> Result<Vec<(String, u64)>> {
         use futures::TryStreamExt;
-        let prefix = (!self.prefix.is_empty()).then(|| Path::from(self.prefix.as_str()));
         let metas: Vec<object_store::ObjectMeta> = self
             .rt
-            .block_on(self.store.list(prefix.as_ref()).try_collect())
+            .block_on(self.store.list(self.root().as_ref()).try_collect())
             .map_err(err)?;
         let skip = if self.prefix.is_empty() {
             0
