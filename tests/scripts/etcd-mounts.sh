@@ -2,7 +2,7 @@
 # Two FUSE mounts of one namespace on a three-member etcd cluster (started
 # here, ports 24201-24213), file data on SeaweedFS (ports 24251-24254 and
 # 34251-34254): what one does the other sees (create, write, rename,
-# unlink, a directory removed on A takes no new entries from B), files past
+# unlink, a directory removed on A takes no new entries from B, xattrs), files past
 # the inline size written on one and read on the other after close
 # (overwrite, truncate, unlink frees their objects), an unlinked file stays
 # readable on the mount that has it open, a mount killed -9 leaves exactly
@@ -46,6 +46,11 @@ mkdir "$A/d"; within 2 test -d "$B/d" || fail "B does not see A's directory"
 rmdir "$A/d"
 within 2 test ! -e "$B/d" || fail "B still sees a directory A removed"
 touch "$B/d/x" 2>/dev/null && fail "B made an entry in a directory A removed"
+# Extended attributes: set on A, read on B; a POSIX ACL is refused (these
+# mounts do not enforce ACLs), not stored and ignored.
+setfattr -n user.origin -v mount-a "$A/g" || fail "setfattr on an etcd mount"
+[ "$(getfattr --only-values -n user.origin "$B/g" 2>/dev/null)" = mount-a ] || fail "B does not read A's xattr"
+setfacl -m u:nobody:r "$A/g" 2>/dev/null && fail "an ACL was accepted on an etcd mount"
 # File data past the inline size, through the object store: written on A,
 # read on B after A's close; overwritten on B, truncated on A.
 head -c 20M /dev/urandom > "$WORK/etcd-big"

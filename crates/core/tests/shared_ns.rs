@@ -37,6 +37,12 @@ fn one_mount_sees_another_mounts_changes() {
 }
 
 #[test]
+fn xattrs_are_shared() {
+    let (s, fss) = daemons(2);
+    checks::xattrs_are_shared(&fss, &*s);
+}
+
+#[test]
 fn races_between_daemons_have_posix_answers() {
     let (s, fss) = daemons(3);
     checks::races_between_daemons_have_posix_answers(&fss, &*s);

@@ -60,6 +60,7 @@ fn shared_namespace_on_etcd() {
     println!("etcd: two mounts see each other's changes: ok");
     let (s, fss) = daemons(&f, "races", 3, ttl);
     checks::races_between_daemons_have_posix_answers(&fss, &*s);
+    checks::xattrs_are_shared(&fss, &*s);
     println!("etcd: races between three daemons: ok");
     let (s, fss) = daemons(&f, "hot", 2, ttl);
     checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);

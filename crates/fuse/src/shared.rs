@@ -2,21 +2,23 @@
 //! (`shoal_core::shared::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
 //!
 //! Deliberately small beside `ShoalFs`: the kernel checks permissions
-//! (default_permissions, mode bits; no ACLs or xattrs yet), every request
+//! (default_permissions, mode bits; xattrs are kept, POSIX ACLs are not
+//! enforced and so refused), every request
 //! is one read or one transaction on the shared store, and the only cache
 //! is the kernel's. The kernel's entries and attributes live
 //! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
 //! the change stream: a thread follows the store's watch and invalidates
 //! the kernel's entry for every name another daemon (or this one) changed
 //! and the attributes and pages of every inode changed. File data up to
-//! `SHARED_INLINE_MAX` lives in the inode record; larger writes get EFBIG
-//! until the object store behind the data seam is built.
+//! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
+//! the object store behind the data seam (`shoal_core::shared::data`).
 
 use crate::{errno, file_attr, kind, time};
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use shoal_core::shared::ns::{NewNode, SharedFs};
 use shoal_core::shared::{KvError, SharedStore};
@@ -269,6 +271,53 @@ impl Filesystem for SharedFuse {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _pos: u32,
+        reply: ReplyEmpty,
+    ) {
+        let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
+        Self::empty(reply, self.fs.setxattr(ino.0, name.as_bytes(), value, f));
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.fs.getxattr(ino.0, name.as_bytes()) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(fuser::Errno::from_i32(libc::ERANGE)),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.fs.listxattr(ino.0) {
+            Ok(names) => {
+                let mut buf = Vec::new();
+                for n in names {
+                    buf.extend_from_slice(&n);
+                    buf.push(0);
+                }
+                if size == 0 {
+                    reply.size(buf.len() as u32)
+                } else if buf.len() > size as usize {
+                    reply.error(fuser::Errno::from_i32(libc::ERANGE))
+                } else {
+                    reply.data(&buf)
+                }
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {

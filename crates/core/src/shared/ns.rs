@@ -127,23 +127,48 @@ fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
     Ok((ino, kind))
 }
 
+/// The most bytes of names and values of one inode's xattrs on a shared
+/// namespace: the record rides in etcd transactions (1.5 MiB), and every
+/// operation on the inode rewrites it.
+pub const XATTRS_MAX: usize = 64 << 10;
+
+/// The xattr namespaces a shared namespace keeps: ext4's, without POSIX
+/// ACLs (not enforced on these mounts, so not stored: EOPNOTSUPP).
+fn check_xattr_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > 255 {
+        return Err(Error::Range);
+    }
+    if [&b"user."[..], b"trusted.", b"security."]
+        .iter()
+        .any(|p| name.starts_with(p) && name.len() > p.len())
+    {
+        Ok(())
+    } else {
+        Err(Error::NotSupported)
+    }
+}
+
 /// An inode as the shared namespace keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
     pub attr: Attr,
     /// A small file's bytes, a symlink's target, a directory's parent (8 bytes LE).
     pub blob: Vec<u8>,
+    /// Extended attributes (`user.`, `trusted.`, `security.`), in the
+    /// inode's record as the embedded engine keeps them.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Node {
     fn encode(&self) -> Vec<u8> {
-        encode_inode(&self.attr, &self.blob, &[], None, 0)
+        encode_inode(&self.attr, &self.blob, &self.xattrs, None, 0)
     }
     fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
         let (attr, extra) = decode_inode(ino, v)?;
         Ok(Node {
             attr,
             blob: extra.blob,
+            xattrs: extra.xattrs,
         })
     }
     pub fn parent(&self) -> Ino {
@@ -365,6 +390,7 @@ pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()>
     let root = Node {
         attr: Attr::root(t),
         blob: ROOT_INO.to_le_bytes().to_vec(),
+        xattrs: vec![],
     };
     let ops = vec![
         Op::Put(
@@ -865,7 +891,11 @@ impl SharedFs {
             } else {
                 0
             };
-            let mut n = Node { attr: a, blob };
+            let mut n = Node {
+                attr: a,
+                blob,
+                xattrs: vec![],
+            };
             tx.put_node(&mut n);
             tx.put_entry(parent, name, ino, kind);
             tx.touch_dir(parent, t);
@@ -1125,6 +1155,67 @@ impl SharedFs {
             }
         }
         r.map(|a| as_seen(self.with_buffered(a)))
+    }
+
+    /// Set an extended attribute (`XATTR_CREATE`/`XATTR_REPLACE` in
+    /// `flags`). The kernel has checked who may (trusted.* needs
+    /// CAP_SYS_ADMIN, user.* only on files and directories); the namespaces
+    /// are ext4's but for POSIX ACLs, which these mounts do not enforce and
+    /// so refuse (EOPNOTSUPP) rather than keep and ignore. All of an inode's
+    /// xattrs ride in its record, one transaction: at most `XATTRS_MAX`
+    /// bytes (ext4 keeps 4 KiB in an inode's block; ENOSPC past it, too).
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        check_xattr_name(name)?;
+        if value.len() > crate::XATTR_SIZE_MAX {
+            return Err(Error::Range);
+        }
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            let pos = n.xattrs.iter().position(|(k, _)| k == name);
+            match (pos, flags) {
+                (Some(_), crate::XATTR_CREATE) => return Err(Error::Exists),
+                (None, crate::XATTR_REPLACE) => return Err(Error::NoAttr),
+                (Some(p), _) => n.xattrs[p].1 = value.to_vec(),
+                (None, _) => n.xattrs.push((name.to_vec(), value.to_vec())),
+            }
+            let total: usize = n.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum();
+            if total > XATTRS_MAX {
+                return Err(Error::NoSpace);
+            }
+            n.attr.ctime = Ts::now();
+            tx.put_node(&mut n);
+            Ok(())
+        })
+    }
+
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        check_xattr_name(name)?;
+        let n = self.load(ino)?;
+        n.xattrs
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .ok_or(Error::NoAttr)
+    }
+
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
+        Ok(self.load(ino)?.xattrs.into_iter().map(|(k, _)| k).collect())
+    }
+
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        check_xattr_name(name)?;
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            let pos = n
+                .xattrs
+                .iter()
+                .position(|(k, _)| k == name)
+                .ok_or(Error::NoAttr)?;
+            n.xattrs.remove(pos);
+            n.attr.ctime = Ts::now();
+            tx.put_node(&mut n);
+            Ok(())
+        })
     }
 
     /// An inode's record, read outside any transaction.
