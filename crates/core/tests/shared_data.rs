@@ -242,3 +242,58 @@ fn without_an_object_store_large_writes_are_refused() {
     );
     assert_eq!(read_all(&a, f), b"ok");
 }
+
+/// Buffered writes of many files stay within the daemon's bound: each file
+/// alone stays under its own 32 MiB, together they pass `dirty_max`, and the
+/// write that crosses it commits its file. After a flush of all, nothing is
+/// buffered and every byte reads back on the other daemon.
+#[test]
+fn buffered_writes_of_many_files_stay_within_the_bound() {
+    let s = SimStore::new();
+    ns::mkfs_with_data(&*s, Some("mem:")).unwrap();
+    let b = Arc::new(MemBlobs::default());
+    let bound = 8 << 20;
+    let open = |dirty_max| {
+        SharedFs::open_with_data(
+            s.clone() as Arc<dyn SharedStore>,
+            Some(b.clone() as Arc<dyn Blobs>),
+            SessionOpts {
+                dirty_max,
+                ..SessionOpts::default()
+            },
+        )
+        .unwrap()
+    };
+    let (a, other) = (open(bound), open(256 << 20));
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut files = vec![];
+    let mut peak = 0;
+    for i in 0..20 {
+        let f = a
+            .create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
+            .unwrap();
+        for m in 0..2u64 {
+            a.write(f.ino, m << 20, &chunk).unwrap();
+            peak = peak.max(a.dirty_bytes());
+        }
+        files.push(f.ino);
+    }
+    // The bound, plus at most the one write that crossed it.
+    assert!(
+        peak <= bound + (1 << 20),
+        "{peak} bytes buffered, bound {bound}"
+    );
+    assert!(
+        a.dirty_bytes() > 0,
+        "nothing buffered: the bound is not what flushed"
+    );
+    a.flush_all().unwrap();
+    assert_eq!(a.dirty_bytes(), 0);
+    for ino in files {
+        assert_eq!(
+            read_all(&other, ino),
+            [chunk.clone(), chunk.clone()].concat()
+        );
+    }
+    assert_clean(&*s);
+}

@@ -20,8 +20,9 @@
 //!
 //! **Writes are buffered per file on the daemon** ([`FileBuf`]): a write
 //! changes the chunk in memory (read from its object first when the write
-//! covers only part of it); close, fsync, a truncate, or 32 MiB of dirty
-//! chunks upload them and commit the table and size in one transaction.
+//! covers only part of it); close, fsync, a truncate, 32 MiB of the file's
+//! dirty chunks, or the daemon's bound on all files' (`SessionOpts::dirty_max`,
+//! 256 MiB) upload them and commit the table and size in one transaction.
 //! This is close-to-open: another mount sees the bytes after the writer's
 //! close or fsync, as with NFS and JuiceFS. Two daemons writing one file at
 //! once: the last commit wins per chunk (documented in docs/design.md).
@@ -273,6 +274,10 @@ impl SharedFs {
                     self.chunk_bytes(ino, &b.base, &b.inline, chunk)?
                 };
                 b.dirty_bytes += old.len() as u64;
+                // Counted as the buffer grows: a write that fails halfway
+                // keeps what it added, and the flush takes it all back.
+                self.dirty_total
+                    .fetch_add(old.len() as u64, Ordering::Relaxed);
                 b.dirty.insert(chunk, old);
             }
             let v = b.dirty.get_mut(&chunk).unwrap();
@@ -282,12 +287,17 @@ impl SharedFs {
             }
             v[at..at + n].copy_from_slice(&rest[..n]);
             b.dirty_bytes += grow as u64;
+            self.dirty_total.fetch_add(grow as u64, Ordering::Relaxed);
             pos += n as u64;
             rest = &rest[n..];
         }
         b.size = b.size.max(end);
         b.mtime = Some(Ts::now());
-        let full = b.dirty_bytes >= DIRTY_MAX;
+        let total = self.dirty_total.load(Ordering::Relaxed);
+        // This file's buffer is full, or all files' are: the write that
+        // crosses the bound commits its own file (so the total stays within
+        // the bound plus one write per writing thread).
+        let full = b.dirty_bytes >= DIRTY_MAX || total > self.dirty_max;
         drop(b);
         if full {
             self.flush(ino)?;
@@ -338,6 +348,11 @@ impl SharedFs {
 
     /// Commit every file's buffered writes (`shoal sync`, unmount): the
     /// first error, after trying them all.
+    /// Bytes of every file's buffered writes on this daemon.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dirty_total.load(Ordering::Relaxed)
+    }
+
     pub fn flush_all(&self) -> Result<()> {
         let inos: Vec<Ino> = self.bufs.lock().unwrap().keys().copied().collect();
         let mut first = Ok(());
@@ -377,6 +392,7 @@ impl SharedFs {
         let mut b = buf.lock().unwrap();
         let r = self.commit_buffer(ino, &b);
         if matches!(r, Ok(()) | Err(Error::NotFound)) {
+            self.dirty_total.fetch_sub(b.dirty_bytes, Ordering::Relaxed);
             *b = FileBuf::default();
             drop(b);
             let mut m = self.bufs.lock().unwrap();

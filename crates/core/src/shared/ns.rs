@@ -333,6 +333,9 @@ pub struct SharedFs {
     pub(super) bufs: Mutex<HashMap<Ino, Arc<Mutex<FileBuf>>>>,
     /// This session's object counter (object names are unique per session).
     pub(super) blob_seq: AtomicU64,
+    /// Bytes of every file's buffered writes (`super::data`), and their bound.
+    pub(super) dirty_total: AtomicU64,
+    pub(super) dirty_max: u64,
     /// Chunks read whole (`super::data`).
     pub(super) chunk_cache: Mutex<super::data::ChunkCache>,
 }
@@ -362,6 +365,9 @@ pub struct SessionOpts {
     /// How long an operation waits for an unavailable store (an election,
     /// lost quorum) before it fails.
     pub unavailable_wait: Duration,
+    /// Buffered writes of all files together before a write commits its
+    /// file's (each file's alone: 32 MiB): the daemon's memory for them.
+    pub dirty_max: u64,
 }
 
 impl Default for SessionOpts {
@@ -373,6 +379,7 @@ impl Default for SessionOpts {
             dir_time: Duration::ZERO,
             who: format!("pid {}", std::process::id()),
             unavailable_wait: Duration::from_secs(30),
+            dirty_max: 256 << 20,
         }
     }
 }
@@ -515,6 +522,8 @@ impl SharedFs {
             blobs,
             bufs: Mutex::new(HashMap::new()),
             blob_seq: AtomicU64::new(0),
+            dirty_total: AtomicU64::new(0),
+            dirty_max: opts.dirty_max,
             chunk_cache: Mutex::new(Default::default()),
         });
         fs.reclaim_orphans()?;
