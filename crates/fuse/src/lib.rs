@@ -1125,7 +1125,7 @@ impl Filesystem for ShoalFs {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _wf: WriteFlags,
+        wf: WriteFlags,
         _flags: OpenFlags,
         _lock: Option<fuser::LockOwner>,
         reply: ReplyWrite,
@@ -1134,7 +1134,12 @@ impl Filesystem for ShoalFs {
         if let Err(e) = self.drop_privileges(req, ino.0) {
             return reply.error(errno(&e));
         }
-        match self.engine.write(ino.0, offset, data) {
+        let r = if wf.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            self.engine.write_back(ino.0, offset, data)
+        } else {
+            self.engine.write(ino.0, offset, data)
+        };
+        match r {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
         }

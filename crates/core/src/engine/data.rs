@@ -155,6 +155,18 @@ impl Engine {
     }
 
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        self.write_as(ino, off, data, false)
+    }
+
+    /// The kernel's writeback of pages it cached (FUSE's writeback cache):
+    /// accepted before any chattr +i since (the kernel cannot know the
+    /// flag), so written whatever the flags now, as ext4 writes back pages
+    /// dirtied before the flag was set. Only opens are refused after it.
+    pub fn write_back(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
+        self.write_as(ino, off, data, true)
+    }
+
+    fn write_as(&self, ino: Ino, off: u64, data: &[u8], cached: bool) -> Result<u32> {
         self.throttle();
         let _t = self.stats.start(Op::Write);
         self.writable()?;
@@ -166,7 +178,7 @@ impl Engine {
             return Ok(0);
         }
         // Through a handle opened before chattr +i too (as Linux since 5.3).
-        if flags::immutable(&i) {
+        if !cached && flags::immutable(&i) {
             return Err(Error::NotPermitted);
         }
         let end = off
