@@ -223,6 +223,27 @@ fn io_err(what: &str, p: &Path, e: std::io::Error) -> Error {
     Error::Io(format!("{what} {}: {e}", p.display()))
 }
 
+/// Is the store at `path` the source of a mount (`PATH` or `shoal:PATH`)?
+/// From /proc/self/mountinfo: the source is the field after the type,
+/// which follows the " - " separator; spaces in it are escaped as \040.
+fn mounted(path: &Path) -> bool {
+    let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines().any(|line| {
+        let Some((_, after)) = line.split_once(" - ") else {
+            return false;
+        };
+        let mut f = after.split(' ');
+        let (Some(fstype), Some(src)) = (f.next(), f.next()) else {
+            return false;
+        };
+        let src = src.replace("\\040", " ");
+        let src = Path::new(src.strip_prefix("shoal:").unwrap_or(&src));
+        fstype.starts_with("fuse")
+            && std::fs::canonicalize(src).unwrap_or_else(|_| src.to_path_buf()) == want
+    })
+}
+
 impl FjallStore {
     /// Create a new store directory (mkfs) and format it with `format` (the
     /// engine's records); the store counts as made only once that is
@@ -381,8 +402,12 @@ impl FjallStore {
     }
 
     fn flock_or_wait(lock: &File, path: &Path) -> Result<()> {
-        // A daemon that was just unmounted or killed may still be exiting (its
-        // threads hold the lock a moment after the leader is gone): wait a little.
+        // A daemon that was just unmounted or killed may still be exiting:
+        // its last commit and the store's close hold the lock after the
+        // kernel's umount returned (`umount M; mount S M` in a script, as
+        // xfstests' cycle mounts do: generic/754 on a loaded machine). While
+        // no mount serves the store, the holder is such a daemon: wait for
+        // it up to a minute. A store that is mounted is refused after 3 s.
         let t0 = std::time::Instant::now();
         loop {
             // SAFETY: flock on a file descriptor we own.
@@ -390,9 +415,12 @@ impl FjallStore {
             if rc == 0 {
                 return Ok(());
             }
-            if t0.elapsed() > std::time::Duration::from_secs(3) {
+            let waited = t0.elapsed();
+            if waited > std::time::Duration::from_secs(3)
+                && (waited > std::time::Duration::from_secs(60) || mounted(path))
+            {
                 return Err(Error::Io(format!(
-                    "{} is in use by another shoal daemon",
+                    "{} is in use by another shoal daemon (unmount it, or stop the `shoal` process that has it open)",
                     path.display()
                 )));
             }
