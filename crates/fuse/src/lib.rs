@@ -319,6 +319,34 @@ impl Requests {
 }
 
 /// The one place an engine error becomes an errno.
+/// Answer getxattr with a value: its size when the caller asked (size 0),
+/// ERANGE when it does not fit, else the bytes. Both adapters answer so.
+pub(crate) fn reply_xattr_value(reply: ReplyXattr, r: shoal_core::Result<Vec<u8>>, size: u32) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+/// Answer listxattr with names, each NUL-terminated, as `reply_xattr_value`.
+pub(crate) fn reply_xattr_names(reply: ReplyXattr, r: shoal_core::Result<Vec<Vec<u8>>>, size: u32) {
+    reply_xattr_value(
+        reply,
+        r.map(|names| {
+            names
+                .into_iter()
+                .flat_map(|mut n| {
+                    n.push(0);
+                    n
+                })
+                .collect()
+        }),
+        size,
+    )
+}
+
 pub fn errno(e: &Error) -> Errno {
     let code = match e {
         Error::NotFound => libc::ENOENT,
@@ -522,6 +550,19 @@ impl ShoalFs {
     fn created_handle(&self, ino: u64) {
         let mut shard = self.opened[ino as usize % 16].lock().unwrap();
         shard.entry(ino).or_default().plain += 1;
+    }
+
+    /// The answer to CREATE and TMPFILE: the new inode, open in the
+    /// kernel's cached mode (counted first: `created_handle`).
+    fn reply_created(&self, a: &Attr, reply: ReplyCreate) {
+        self.created_handle(a.ino);
+        reply.created(
+            &self.opts.entry_ttl,
+            &self.fattr(a),
+            Generation(0),
+            FileHandle(a.ino),
+            self.fopen(),
+        );
     }
 
     /// A handle closed: take what the kernel wrote through the backing
@@ -1391,12 +1432,7 @@ impl Filesystem for ShoalFs {
         if let Err(e) = self.xattr_check(req, ino.0, name, false) {
             return reply.error(errno(&e));
         }
-        match self.engine.getxattr(ino.0, name.as_bytes()) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(errno(&e)),
-        }
+        reply_xattr_value(reply, self.engine.getxattr(ino.0, name.as_bytes()), size);
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -1404,23 +1440,7 @@ impl Filesystem for ShoalFs {
         if !self.opts.xattr {
             return reply.error(Errno::ENOSYS);
         }
-        match self.engine.listxattr(ino.0) {
-            Ok(names) => {
-                let mut buf = Vec::new();
-                for n in names {
-                    buf.extend_from_slice(&n);
-                    buf.push(0);
-                }
-                if size == 0 {
-                    reply.size(buf.len() as u32)
-                } else if buf.len() > size as usize {
-                    reply.error(Errno::from_i32(libc::ERANGE))
-                } else {
-                    reply.data(&buf)
-                }
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        reply_xattr_names(reply, self.engine.listxattr(ino.0), size);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -1452,15 +1472,8 @@ impl Filesystem for ShoalFs {
         let c = self.ctx_umask(req, umask);
         match self.engine.create_open(&c, parent.0, name.as_bytes(), mode) {
             Ok(a) => {
-                self.created_handle(a.ino);
                 self.handed.push(parent.0, name.as_bytes());
-                reply.created(
-                    &self.opts.entry_ttl,
-                    &self.fattr(&a),
-                    Generation(0),
-                    FileHandle(a.ino),
-                    self.fopen(),
-                );
+                self.reply_created(&a, reply);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -1480,16 +1493,7 @@ impl Filesystem for ShoalFs {
         self.requests.count(req::CREATE);
         let c = self.ctx_umask(req, umask);
         match self.engine.tmpfile(&c, parent.0, mode) {
-            Ok(a) => {
-                self.created_handle(a.ino);
-                reply.created(
-                    &self.opts.entry_ttl,
-                    &self.fattr(&a),
-                    Generation(0),
-                    FileHandle(a.ino),
-                    self.fopen(),
-                )
-            }
+            Ok(a) => self.reply_created(&a, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -13,7 +13,7 @@
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
 //! the object store behind the data seam (`shoal_core::shared::data`).
 
-use crate::{errno, file_attr, kind, time};
+use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -288,32 +288,11 @@ impl Filesystem for SharedFuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.fs.getxattr(ino.0, name.as_bytes()) {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(fuser::Errno::from_i32(libc::ERANGE)),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(errno(&e)),
-        }
+        reply_xattr_value(reply, self.fs.getxattr(ino.0, name.as_bytes()), size);
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.fs.listxattr(ino.0) {
-            Ok(names) => {
-                let mut buf = Vec::new();
-                for n in names {
-                    buf.extend_from_slice(&n);
-                    buf.push(0);
-                }
-                if size == 0 {
-                    reply.size(buf.len() as u32)
-                } else if buf.len() > size as usize {
-                    reply.error(fuser::Errno::from_i32(libc::ERANGE))
-                } else {
-                    reply.data(&buf)
-                }
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        reply_xattr_names(reply, self.fs.listxattr(ino.0), size);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
