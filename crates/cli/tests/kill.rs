@@ -217,40 +217,46 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
         // at = (index of the last whole op kept, the state recovered).
         // File data past the inline size is in data objects, written in
         // place: its bytes follow the rule of `shoal_testkit::crash`.
-        let states: Vec<_> = models.iter().map(|mm| mm.state(&own)).collect();
+        // States after a page-aligned prefix of a split write (above) follow
+        // the same rule: they go after the history states, each naming the
+        // state it followed.
+        let partials = partials.lock().unwrap();
+        let mut states: Vec<_> = models.iter().map(|mm| mm.state(&own)).collect();
+        states.extend(partials.iter().map(|(_, mm)| mm.state(&own)));
         let nodes: Vec<_> = models
             .iter()
+            .chain(partials.iter().map(|(_, mm)| mm))
             .zip(&states)
             .map(|(mm, s)| shoal_testkit::crash::nodes_of(mm, s))
             .collect();
-        let mut at = (0..states.len())
-            .rev()
-            .find(|&j| shoal_testkit::crash::may_be(&got, &states, &nodes, j, &[]))
-            .map(|j| {
-                // Go on from what is there: the model takes the recovered bytes.
-                let mut mm = models[j].clone();
-                for (p, k, _, c) in &got {
-                    let same = states[j].iter().any(|e| &e.0 == p && &e.3 == c);
-                    if *k == model::K::File && !same {
-                        mm.apply(&Op::Write(p.clone(), 0, c.clone())).unwrap();
-                    }
+        let keep = |j: usize| {
+            // Go on from what is there: the model takes the recovered bytes.
+            let (i, mut mm) = match j.checked_sub(models.len()) {
+                None => (j, models[j].clone()),
+                Some(p) => {
+                    let exact = if states[j] == got {
+                        ""
+                    } else {
+                        " (bytes past the inline size as the rule allows)"
+                    };
+                    println!("kill point {point}: the write after state {} was kept up to a page boundary{exact}", partials[p].0);
+                    (partials[p].0, partials[p].1.clone())
                 }
-                (j, mm)
-            });
-        if at.is_none() {
-            if let Some((i, mm)) = partials
-                .lock()
-                .unwrap()
-                .iter()
-                .rev()
-                .find(|(_, mm)| mm.state(&own) == got)
-            {
-                println!(
-                    "kill point {point}: the write after state {i} was kept up to a page boundary"
-                );
-                at = Some((*i, mm.clone()));
+            };
+            for (p, k, _, c) in &got {
+                let same = states[j].iter().any(|e| &e.0 == p && &e.3 == c);
+                if *k == model::K::File && !same {
+                    mm.apply(&Op::Write(p.clone(), 0, c.clone())).unwrap();
+                }
             }
-        }
+            (i, mm)
+        };
+        let may_be = |j: usize| shoal_testkit::crash::may_be(&got, &states, &nodes, j, &[]);
+        let at = (0..models.len())
+            .rev()
+            .find(|&j| may_be(j))
+            .or_else(|| (models.len()..states.len()).rev().find(|&j| may_be(j)))
+            .map(keep);
         let kept = match at {
             Some((j, mm)) if j >= synced => {
                 m = mm;
@@ -258,19 +264,30 @@ fn sigkill_recovers_a_prefix_with_fsynced_data() {
             }
             Some((j, _)) => panic!("seed={seed}: kill point {point}: recovered state {j} is older than the last fsync {synced}"),
             None => {
-                // Name the closest prefix state and how the recovered tree differs from it.
+                // Name the closest prefix state and how the recovered tree differs
+                // from it, and why each state since the last fsync is not it.
                 let (k, d) = models
                     .iter()
                     .enumerate()
                     .map(|(k, mm)| (k, model::diff(&got, &mm.state(&own))))
                     .min_by_key(|(_, d)| d.lines().count())
                     .unwrap();
+                let why: Vec<String> = (synced..states.len())
+                    .map(|j| {
+                        let r = shoal_testkit::crash::why_not(&got, &states, &nodes, j, &[]);
+                        match j.checked_sub(models.len()) {
+                            None => format!("  state {j}: {}", r.unwrap_or_default()),
+                            Some(p) => format!("  split write after state {}: {}", partials[p].0, r.unwrap_or_default()),
+                        }
+                    })
+                    .collect();
                 let ops = ops.lock().unwrap();
                 let from = synced.saturating_sub(3);
                 let tail: Vec<String> = ops.iter().enumerate().skip(from).map(|(i, o)| format!("  op {}: {o}", i + 1)).collect();
                 panic!(
-                    "seed={seed}: kill point {point}: recovered tree is no prefix state ({} ops, synced {synced}); closest is state {k}:\n{d}ops from {}:\n{}",
+                    "seed={seed}: kill point {point}: recovered tree is no prefix state ({} ops, synced {synced}); closest is state {k}:\n{d}why not each state since the fsync:\n{}\nops from {}:\n{}",
                     models.len() - 1,
+                    why.join("\n"),
                     from + 1,
                     tail.join("\n")
                 )

@@ -31,29 +31,55 @@ pub fn may_be(
     j: usize,
     fsynced: &[(usize, String)],
 ) -> bool {
+    why_not(got, states, inos, j, fsynced).is_none()
+}
+
+/// Why the recovered tree `got` cannot be history state `j` (the first rule
+/// of `may_be` it breaks), or None if it can.
+pub fn why_not(
+    got: &State,
+    states: &[State],
+    inos: &[Nodes],
+    j: usize,
+    fsynced: &[(usize, String)],
+) -> Option<String> {
     let want = &states[j];
     if got.len() != want.len() {
-        return false;
+        return Some(format!("{} entries, state has {}", got.len(), want.len()));
     }
     for (g, w) in got.iter().zip(want) {
         if (&g.0, &g.1, g.2) != (&w.0, &w.1, w.2) || g.3.len() != w.3.len() {
-            return false;
+            return Some(format!(
+                "{}: {:?} nlink {} len {}, state has {}: {:?} nlink {} len {}",
+                g.0,
+                g.1,
+                g.2,
+                g.3.len(),
+                w.0,
+                w.1,
+                w.2,
+                w.3.len()
+            ));
         }
         if g.3 == w.3 {
             continue;
         }
+        let first = g.3.iter().zip(&w.3).position(|(a, b)| a != b);
         if g.3.len() as u64 <= shoal_core::INLINE_MAX {
-            return false;
+            return Some(format!("{}: inline bytes differ at {first:?}", g.0));
         }
         let content = |s: &State, p: &str| s.iter().find(|e| e.0 == p).map(|e| e.3.clone());
         let synced_unchanged = fsynced.iter().any(|(f, p)| {
             *p == g.0 && *f <= j && (*f..=j).all(|k| content(&states[k], p).as_ref() == Some(&w.3))
         });
         if synced_unchanged {
-            return false;
+            return Some(format!(
+                "{}: fsync'ed and unchanged, bytes differ at {first:?}",
+                g.0
+            ));
         }
         let Some(&ino) = inos[j].get(&g.0) else {
-            return false;
+            return Some(format!("{}: no model inode", g.0));
         };
         let same_inode: Vec<Vec<u8>> = (0..states.len())
             .flat_map(|k| {
@@ -64,12 +90,15 @@ pub fn may_be(
                     .collect::<Vec<_>>()
             })
             .collect();
-        let ok = g.3.iter().enumerate().all(|(i, &b)| {
-            b == 0 || b == w.3[i] || same_inode.iter().any(|c| c.get(i) == Some(&b))
+        let bad = g.3.iter().enumerate().position(|(i, &b)| {
+            !(b == 0 || b == w.3[i] || same_inode.iter().any(|c| c.get(i) == Some(&b)))
         });
-        if !ok {
-            return false;
+        if let Some(i) = bad {
+            return Some(format!(
+                "{}: byte {i} is {:#x}: neither zero, the state's {:#x}, nor one its inode held",
+                g.0, g.3[i], w.3[i]
+            ));
         }
     }
-    true
+    None
 }
