@@ -11,6 +11,17 @@ bash scripts/install-deps.sh
 cargo build --release -q -p shoal
 install -m 755 target/release/shoal /usr/local/bin/shoal
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
+# FUSE over io_uring, shoal's default transport, is behind a kernel switch
+# (Linux 6.14+): turn it on now and at every boot. Without it mounts serve
+# /dev/fuse (slower with several processes; docs/BENCHMARKS.md, "Levers").
+P=/sys/module/fuse/parameters/enable_uring
+if [ -e $P ] && [ "$(cat $P)" != Y ]; then
+  echo Y > $P
+  echo "options fuse enable_uring=1" > /etc/modprobe.d/shoal-fuse-uring.conf
+  echo "w $P - - - - Y" > /etc/tmpfiles.d/shoal-fuse-uring.conf
+  echo "enabled FUSE over io_uring (fuse.enable_uring=Y), now and at boot:" \
+    "/etc/modprobe.d/shoal-fuse-uring.conf, /etc/tmpfiles.d/shoal-fuse-uring.conf (delete both to undo)"
+fi
 [ -e "$STORE/SHOAL" ] || shoal mkfs "$STORE"
 mkdir -p "$MNT"
 if mountpoint -q "$MNT"; then

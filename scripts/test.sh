@@ -8,6 +8,10 @@ export PATH="$HOME/.cargo/bin:$PATH"
 bash scripts/install-deps.sh --tests
 cargo build --release --workspace -q
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
+# The suites run on the default transport, FUSE over io_uring, which
+# scripts/setup.sh enables (tests/scripts/transport.sh covers /dev/fuse).
+P=/sys/module/fuse/parameters/enable_uring
+[ -e $P ] && echo Y > $P && echo "fuse.enable_uring=Y, as scripts/setup.sh sets it"
 # A run that was killed leaves mounts whose daemons are gone.
 bash -c "source tests/scripts/lib.sh; unmount_leftovers"
 # SHOAL_REQUIRE_ETCD, _WEED: tests that start an etcd cluster or SeaweedFS fail, not skip, without it.
@@ -46,7 +50,7 @@ suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/s
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "fsx through a passthrough handle (truncates to inline sizes and back)" env FSX_PASSTHROUGH=1 FSX_OPS=30000 bash tests/scripts/fsx.sh
-suite "FUSE over io_uring (-o uring): queues used, pjdfstest, fsx, SIGKILL" bash tests/scripts/uring.sh
+suite "FUSE transports: io_uring used by default with passthrough; pjdfstest, fsx, SIGKILL on /dev/fuse (nouring)" bash tests/scripts/transport.sh
 suite "tree" bash tests/scripts/tree.sh
 suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh
 echo

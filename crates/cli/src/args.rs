@@ -71,8 +71,9 @@ pub struct MountArgs {
     /// noreaddirplus, keep_cache (keep cached file pages across opens), verify (walk the store with fsck's checks before serving),
     /// memory_mb=N, noxattr, readdirplus_always, placement=near|spread (where
     /// new directories go: the parent's allocation group, or round-robin),
-    /// uring (FUSE over io_uring: per-CPU request queues, Linux 6.14+ with
-    /// the fuse module's enable_uring=Y).
+    /// nouring (serve /dev/fuse instead of FUSE over io_uring's per-CPU
+    /// request queues, the default where the kernel offers them: Linux
+    /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough.
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

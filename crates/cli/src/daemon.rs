@@ -111,6 +111,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
+            "nouring" => p.fuse.uring = false,
             "passthrough" => p.fuse.passthrough = true,
             "nopassthrough" => p.fuse.passthrough = false,
             "placement" => {

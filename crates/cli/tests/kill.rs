@@ -23,8 +23,8 @@ fn can_mount() -> bool {
     Path::new("/dev/fuse").exists() && unsafe { libc::geteuid() } == 0
 }
 
-/// `SHOAL_TEST_MOUNT_OPTS`: extra mount options (tests/scripts/uring.sh
-/// runs this test again with `uring`).
+/// `SHOAL_TEST_MOUNT_OPTS`: extra mount options (tests/scripts/transport.sh
+/// runs this test again with `nouring`, on /dev/fuse).
 fn mount(store: &Path, mnt: &Path) {
     let mut cmd = shoal();
     cmd.arg("mount").arg("-d").arg(store).arg(mnt);

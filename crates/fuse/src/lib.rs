@@ -63,18 +63,20 @@ pub struct FuseOptions {
     /// system.posix_acl_access; FUSE caches neither). Users then get
     /// EOPNOTSUPP for xattrs.
     pub xattr: bool,
-    /// FUSE over io_uring (`uring`; Linux 6.14+ with `fuse.enable_uring=Y`):
+    /// FUSE over io_uring (on by default; `nouring` turns it off; Linux
+    /// 6.14+ with `fuse.enable_uring=Y`, which `scripts/setup.sh` sets):
     /// the kernel queues each request on the CPU its caller runs on, and a
     /// daemon thread pinned to that CPU serves it, so requests do not wake
-    /// a thread on the other vCPU (vendor/fuser/PATCHED.md). Off by default
-    /// until it has run the conformance suites as long as the default
-    /// transport has. Without kernel support the mount uses /dev/fuse.
+    /// a thread on the other vCPU (vendor/fuser/PATCHED.md). Where the
+    /// kernel does not offer it, the mount serves /dev/fuse and says so in
+    /// its log. Measured as a lever: docs/BENCHMARKS.md, "Levers".
     pub uring: bool,
     /// FUSE passthrough (`nopassthrough` turns it off): an open of a file
     /// whose bytes are in a data object hands the kernel that object's
     /// file, and reads and writes go to it without a round trip through
     /// the daemon (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH; the daemon needs
-    /// CAP_SYS_ADMIN). Not with `uring` or `writeback_cache`. Where the
+    /// CAP_SYS_ADMIN). Not with `writeback_cache` (the kernel refuses the
+    /// two together); with `uring` it works as on /dev/fuse. Where the
     /// kernel refuses, opens are served by the daemon as before.
     pub passthrough: bool,
 }
@@ -100,7 +102,7 @@ impl Default for FuseOptions {
             no_opendir: true,
             daemon_permissions: false,
             keep_cache: false,
-            uring: false,
+            uring: true,
             passthrough: true,
         }
     }
@@ -866,7 +868,13 @@ impl Filesystem for ShoalFs {
             .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_ok();
         let _ = config.set_max_write(1 << 20);
-        if self.opts.passthrough && !self.opts.uring && !self.opts.writeback_cache {
+        if self.opts.uring && !have.contains(InitFlags::from_bits_retain(1 << 41)) {
+            tracing::info!(
+                "FUSE over io_uring not offered by the kernel (Linux 6.14+ with \
+                 `echo Y > /sys/module/fuse/parameters/enable_uring`): serving /dev/fuse"
+            );
+        }
+        if self.opts.passthrough && !self.opts.writeback_cache {
             // One level: the backing files are on an ordinary filesystem.
             self.passthrough = have.contains(InitFlags::FUSE_PASSTHROUGH)
                 && config.set_max_stack_depth(1).is_ok()
