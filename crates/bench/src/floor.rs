@@ -190,8 +190,8 @@ impl Filesystem for Floor {
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO;
         if self.uring {
-            // FUSE_OVER_IO_URING (vendor/fuser/PATCHED.md).
-            want |= InitFlags::from_bits_retain(1 << 41);
+            // Served by the vendored fuser's rings (vendor/fuser/PATCHED.md).
+            want |= InitFlags::FUSE_OVER_IO_URING;
         }
         let _ = config.add_capabilities(want & config.capabilities());
         let _ = config.set_max_write(1 << 20);

@@ -859,8 +859,7 @@ impl Filesystem for ShoalFs {
         // NFS export) stay valid across the kernel's inode cache.
         want |= InitFlags::FUSE_EXPORT_SUPPORT;
         if self.opts.uring {
-            // FUSE_OVER_IO_URING (fuser has no name for it).
-            want |= InitFlags::from_bits_retain(1 << 41);
+            want |= InitFlags::FUSE_OVER_IO_URING;
         }
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
@@ -868,7 +867,7 @@ impl Filesystem for ShoalFs {
             .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_ok();
         let _ = config.set_max_write(1 << 20);
-        if self.opts.uring && !have.contains(InitFlags::from_bits_retain(1 << 41)) {
+        if self.opts.uring && !have.contains(InitFlags::FUSE_OVER_IO_URING) {
             tracing::info!(
                 "FUSE over io_uring not offered by the kernel (Linux 6.14+ with \
                  `echo Y > /sys/module/fuse/parameters/enable_uring`): serving /dev/fuse"

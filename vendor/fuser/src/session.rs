@@ -509,8 +509,8 @@ impl<FS: Filesystem> Session<FS> {
             );
 
             let negotiated = init.capabilities() & config.requested;
-            if negotiated.contains(InitFlags::from_bits_retain(1 << 41)) {
-                // FUSE_OVER_IO_URING. The kernel's largest request payload:
+            if negotiated.contains(InitFlags::FUSE_OVER_IO_URING) {
+                // The kernel's largest request payload:
                 // max(8 KiB, max_write, max_pages pages).
                 let pages = config.max_pages() as usize * page_size::get();
                 self.uring_payload = Some((config.max_write as usize).max(pages).max(8192));
