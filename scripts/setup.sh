@@ -13,14 +13,15 @@ install -m 755 target/release/shoal /usr/local/bin/shoal
 install -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal
 # FUSE over io_uring, shoal's default transport, is behind a kernel switch
 # (Linux 6.14+): turn it on now and at every boot. Without it mounts serve
-# /dev/fuse (slower with several processes; docs/BENCHMARKS.md, "Levers").
+# /dev/fuse (slower with several processes; docs/BENCHMARKS.md, "Through FUSE").
 P=/sys/module/fuse/parameters/enable_uring
-if [ -e $P ] && [ "$(cat $P)" != Y ]; then
+BOOT=(/etc/modprobe.d/shoal-fuse-uring.conf /etc/tmpfiles.d/shoal-fuse-uring.conf)
+if [ -e $P ] && { [ "$(cat $P)" != Y ] || [ ! -e "${BOOT[0]}" ] || [ ! -e "${BOOT[1]}" ]; }; then
   echo Y > $P
-  echo "options fuse enable_uring=1" > /etc/modprobe.d/shoal-fuse-uring.conf
-  echo "w $P - - - - Y" > /etc/tmpfiles.d/shoal-fuse-uring.conf
+  echo "options fuse enable_uring=1" > "${BOOT[0]}"
+  echo "w $P - - - - Y" > "${BOOT[1]}"
   echo "enabled FUSE over io_uring (fuse.enable_uring=Y), now and at boot:" \
-    "/etc/modprobe.d/shoal-fuse-uring.conf, /etc/tmpfiles.d/shoal-fuse-uring.conf (delete both to undo)"
+    "${BOOT[*]} (delete both to undo)"
 fi
 [ -e "$STORE/SHOAL" ] || shoal mkfs "$STORE"
 mkdir -p "$MNT"
