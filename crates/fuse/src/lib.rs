@@ -75,8 +75,8 @@ pub struct FuseOptions {
     /// whose bytes are in a data object hands the kernel that object's
     /// file, and reads and writes go to it without a round trip through
     /// the daemon (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH; the daemon needs
-    /// CAP_SYS_ADMIN). Not with `writeback_cache` (the kernel refuses the
-    /// two together); with `uring` it works as on /dev/fuse. Where the
+    /// CAP_SYS_ADMIN). Not with `writeback_cache` (the kernel does not
+    /// combine the two); with `uring` it works as on /dev/fuse. Where the
     /// kernel refuses, opens are served by the daemon as before.
     pub passthrough: bool,
 }
