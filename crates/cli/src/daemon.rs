@@ -140,9 +140,18 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
     Ok(p)
 }
 
+/// Whether a stat of a FUSE mountpoint failed because its daemon is gone
+/// (kill -9, a crash): ENOTCONN once the kernel has aborted the connection,
+/// and ECONNABORTED for a request that was in flight when it did (with FUSE
+/// over io_uring the daemon's exit tears its rings down after the process
+/// is gone, so a stat right after a kill can meet that window).
+fn daemon_gone(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED))
+}
+
 fn check_mountpoint(m: &Path) -> Result<(), String> {
     let md = std::fs::metadata(m).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOTCONN) {
+        if daemon_gone(&e) {
             // A FUSE mount whose daemon died (kill -9, crash): the kernel keeps
             // the mount until someone unmounts it.
             format!(
@@ -417,8 +426,7 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     let m = mountinfo::shoal_at(&a.mountpoint)?;
     // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
     // there is to do; the next mount recovers the store.
-    let dead =
-        std::fs::metadata(&a.mountpoint).is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN));
+    let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| daemon_gone(&e));
     let c = std::ffi::CString::new(a.mountpoint.as_os_str().as_encoded_bytes())
         .map_err(|e| e.to_string())?;
     // SAFETY: c is a valid path string.
