@@ -512,9 +512,10 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
             "ttl_ms" => fuse.ttl = Duration::from_millis(num(v)?),
             "threads" => fuse.threads = num(v)?.max(1) as usize,
             "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
+            "nodirlease" => session.dir_leases = false,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N)"
+                    "option '{o}' is not supported on an etcd mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease)"
                 ))
             }
         }

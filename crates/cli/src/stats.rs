@@ -100,6 +100,11 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "object_puts": s.blob_puts.load(Relaxed),
         "object_gets": s.blob_gets.load(Relaxed),
         "object_deletes": s.blob_deletes.load(Relaxed),
+        "leases_taken": s.leases_taken.load(Relaxed),
+        "leases_given": s.leases_given.load(Relaxed),
+        "lease_creates": s.lease_creates.load(Relaxed),
+        "lease_batches": s.lease_batches.load(Relaxed),
+        "lease_waits": s.lease_waits.load(Relaxed),
         "session": format!("{:x}", fs.session()),
     }})
 }
@@ -120,7 +125,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
         let ops = d("ops");
         let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
         emit(&format!(
-            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}\n",
+            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {}\n",
             ops as f64 / a.interval,
             per(d("commits")),
             per(d("conflicts")),
@@ -130,6 +135,11 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
             d("object_puts"),
             d("object_gets"),
             d("object_deletes"),
+            d("lease_creates"),
+            d("lease_batches"),
+            d("leases_taken"),
+            d("leases_given"),
+            d("lease_waits"),
         ));
         prev = cur;
         n += 1;

@@ -99,6 +99,100 @@ fn creates_of_different_names_in_one_directory_never_conflict() {
 }
 
 #[test]
+fn a_leased_directory_answers_from_memory_and_gives_it_back() {
+    let (s, fss) = daemons(2);
+    checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
+}
+
+#[test]
+fn one_winner_per_name_with_leases() {
+    let (s, fss) = daemons(2);
+    checks::one_winner_per_name_with_leases(&fss, &*s);
+}
+
+/// A daemon cut off past its lease while creates it acknowledged from
+/// memory are queued: the other daemon sees a prefix of them (in the order
+/// they were acknowledged), never one without the ones before; the names
+/// of the rest are free; the cut-off daemon answers "remount".
+#[test]
+fn a_lost_session_loses_a_suffix_of_the_queued_creates() {
+    let s = SimStore::new();
+    s.set_delay(Duration::from_micros(100));
+    ns::mkfs(&*s).unwrap();
+    let open = |ttl| {
+        let opts = SessionOpts {
+            ttl,
+            ..SessionOpts::default()
+        };
+        SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap()
+    };
+    // A's lease is short in real time: it stops answering from memory
+    // half of it after its last renewal.
+    let (a, b) = (open(Duration::from_secs(1)), open(Duration::from_secs(10)));
+    let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    // Slow commits, so that creates queue up behind the flusher.
+    s.set_delay(Duration::from_millis(200));
+    for i in 0..300 {
+        a.create(d.ino, format!("{i:03}").as_bytes(), 0o644)
+            .unwrap();
+    }
+    assert!(
+        a.stats
+            .lease_creates
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 200
+    );
+    a.stop_renewing();
+    std::thread::sleep(Duration::from_millis(600));
+    for _ in 0..10 {
+        s.advance(Duration::from_secs(2));
+        s.lease_renew(b.session() as i64).unwrap();
+    }
+    s.set_delay(Duration::from_micros(100));
+    let e = a.create(d.ino, b"after", 0o644).unwrap_err();
+    assert!(matches!(&e, Error::Io(m) if m.contains("remount")), "{e:?}");
+    let seen: Vec<Vec<u8>> = b
+        .readdir(d.ino, None, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|(n, ..)| n)
+        .collect();
+    let prefix: Vec<Vec<u8>> = (0..seen.len())
+        .map(|i| format!("{i:03}").into_bytes())
+        .collect();
+    assert_eq!(seen, prefix, "not a prefix of the acknowledged creates");
+    assert!(
+        seen.len() < 300,
+        "nothing was queued when the session ended"
+    );
+    b.create(d.ino, b"299", 0o644).unwrap();
+    assert_clean(&*s);
+}
+
+/// With `dir_leases` off no lease is taken: every create commits before
+/// it answers.
+#[test]
+fn without_leases_every_create_commits() {
+    let s = SimStore::new();
+    ns::mkfs(&*s).unwrap();
+    let opts = SessionOpts {
+        dir_leases: false,
+        ..SessionOpts::default()
+    };
+    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap();
+    for i in 0..20 {
+        a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
+            .unwrap();
+    }
+    let st = &a.stats;
+    assert_eq!(
+        st.leases_taken.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(st.commits.load(std::sync::atomic::Ordering::Relaxed), 20);
+}
+
+#[test]
 fn a_daemon_whose_session_ended_cannot_commit() {
     let (s, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);

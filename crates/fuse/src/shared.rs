@@ -548,8 +548,8 @@ impl Filesystem for SharedFuse {
         Self::empty(reply, flushed.and(released))
     }
 
-    /// Metadata operations were committed by the cluster before they
-    /// returned; a file's buffered writes are uploaded and committed now.
+    /// A file's buffered writes are uploaded and committed now, and every
+    /// create acknowledged from memory in a leased directory before.
     fn fsync(
         &self,
         _req: &Request,
@@ -558,7 +558,20 @@ impl Filesystem for SharedFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        Self::empty(reply, self.fs.flush(ino.0))
+        Self::empty(reply, self.fs.fsync(ino.0))
+    }
+
+    /// Every create acknowledged from memory is committed (other
+    /// operations were committed before they answered).
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.fs.fsyncdir())
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

@@ -248,3 +248,85 @@ pub fn creates_of_different_names_in_one_directory_never_conflict(
     assert_eq!(fss[1].readdir(d.ino, None, 10_000).unwrap().len(), 800);
     assert_clean(s);
 }
+
+fn count(fs: &SharedFs, c: impl Fn(&ns::SharedStats) -> &std::sync::atomic::AtomicU64) -> u64 {
+    c(&fs.stats).load(Ordering::Relaxed)
+}
+
+/// Directory leases (`SessionOpts::dir_leases`): a daemon creating in a
+/// directory takes its lease and answers creates from memory, committed
+/// in batches; another daemon that writes the directory asks for it back
+/// and gets it; what the first acknowledged is there for the second, and a
+/// name the first made is EEXIST for the second.
+pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"leased", 0o755).unwrap();
+    let commits = count(a, |s| &s.commits);
+    let mut made = vec![];
+    for i in 0..100 {
+        made.push(a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap());
+    }
+    assert_eq!(count(a, |s| &s.leases_taken), 1, "no lease taken");
+    let from_memory = count(a, |s| &s.lease_creates);
+    assert!(
+        from_memory >= 90,
+        "{from_memory} of 100 creates from memory"
+    );
+    // Answers from memory are the same as the store's later.
+    assert_eq!(a.lookup(d.ino, b"a99").unwrap().ino, made[99].ino);
+    assert_eq!(a.lookup(d.ino, b"zz"), Err(Error::NotFound));
+    assert_eq!(a.create(d.ino, b"a5", 0o644), Err(Error::Exists));
+    a.fsyncdir().unwrap();
+    let commits = count(a, |s| &s.commits) - commits;
+    assert!(commits < 50, "{commits} commits for 100 creates");
+    for (i, m) in made.iter().enumerate() {
+        assert_eq!(
+            b.lookup(d.ino, format!("a{i}").as_bytes()).unwrap().ino,
+            m.ino
+        );
+    }
+    // B writes the directory: A gives the lease back (with its queue).
+    assert_eq!(b.create(d.ino, b"a7", 0o644), Err(Error::Exists));
+    b.create(d.ino, b"b0", 0o644).unwrap();
+    assert!(count(b, |s| &s.lease_waits) >= 1, "B never met A's lease");
+    assert_eq!(count(a, |s| &s.leases_given), 1, "A did not give it back");
+    assert_eq!(a.create(d.ino, b"b0", 0o644), Err(Error::Exists));
+    assert_eq!(a.readdir(d.ino, None, 1000).unwrap().len(), 101);
+    // A's own unlink in a directory it holds gives the lease back first.
+    let e = a.mkdir(ROOT_INO, b"own", 0o755).unwrap();
+    for i in 0..10 {
+        a.create(e.ino, format!("f{i}").as_bytes(), 0o644).unwrap();
+    }
+    a.unlink(e.ino, b"f9").unwrap();
+    a.rename(e.ino, b"f8", d.ino, b"moved").unwrap();
+    assert_eq!(b.readdir(e.ino, None, 100).unwrap().len(), 8);
+    assert_eq!(b.lookup(d.ino, b"moved").unwrap().kind, Kind::File);
+    assert_clean(s);
+}
+
+/// Every daemon's threads create the same names in one directory, with
+/// leases taken and given back between them: one winner per name.
+pub fn one_winner_per_name_with_leases(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let d = fss[0].mkdir(ROOT_INO, b"contended", 0o755).unwrap();
+    let won = race(fss, 4, |_, fs| {
+        (0..150)
+            .filter(
+                |i| match fs.create(d.ino, format!("n{i}").as_bytes(), 0o644) {
+                    Ok(_) => true,
+                    Err(Error::Exists) => false,
+                    Err(e) => panic!("create: {e:?}"),
+                },
+            )
+            .count()
+    });
+    assert_eq!(
+        won.iter().sum::<usize>(),
+        150,
+        "winners per thread: {won:?}"
+    );
+    assert_eq!(fss[1].readdir(d.ino, None, 1000).unwrap().len(), 150);
+    assert_clean(s);
+}

@@ -328,7 +328,7 @@ impl SharedFs {
             let t = Ts::now();
             n.attr.mtime = t;
             n.attr.ctime = t;
-            tx.put_node(&mut n);
+            tx.put_node(&mut n)?;
             Ok(data.len() as u32)
         })
     }
@@ -361,6 +361,11 @@ impl SharedFs {
             if first.is_ok() {
                 first = r;
             }
+        }
+        // And every create acknowledged from memory.
+        let r = self.settle();
+        if first.is_ok() {
+            first = r;
         }
         first
     }
@@ -474,7 +479,7 @@ impl SharedFs {
             n.blob = table.encode();
             n.attr.mtime = n.attr.mtime.max(t);
             n.attr.ctime = n.attr.ctime.max(t);
-            tx.put_node(&mut n);
+            tx.put_node(&mut n)?;
             Ok(())
         });
         if r.is_err() {

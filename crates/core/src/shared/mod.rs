@@ -30,6 +30,7 @@
 
 pub mod blob;
 pub mod data;
+mod lease;
 pub mod ns;
 pub mod sim;
 

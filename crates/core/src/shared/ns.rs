@@ -75,24 +75,24 @@ fn as_seen(mut a: Attr) -> Attr {
     a
 }
 
-fn ikey(ino: Ino) -> Vec<u8> {
+pub(super) fn ikey(ino: Ino) -> Vec<u8> {
     let mut k = vec![b'I'];
     k.extend_from_slice(&ino.to_be_bytes());
     k
 }
-fn tkey(ino: Ino) -> Vec<u8> {
+pub(super) fn tkey(ino: Ino) -> Vec<u8> {
     let mut k = vec![b'T'];
     k.extend_from_slice(&ino.to_be_bytes());
     k
 }
-fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
+pub(super) fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
     let mut k = vec![b'E'];
     k.extend_from_slice(&parent.to_be_bytes());
     k.extend_from_slice(name);
     k
 }
 /// Every entry of `dir`: `[E dir, E dir+1)`.
-fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
+pub(super) fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
     (ekey(dir, b""), ekey(dir + 1, b""))
 }
 /// An inode this daemon holds open after its last name went (`O sid ino`).
@@ -102,9 +102,23 @@ fn okey(sid: u64, ino: Ino) -> Vec<u8> {
     k.extend_from_slice(&ino.to_be_bytes());
     k
 }
-fn skey(sid: u64) -> Vec<u8> {
+pub(super) fn skey(sid: u64) -> Vec<u8> {
     let mut k = vec![b'S'];
     k.extend_from_slice(&sid.to_be_bytes());
+    k
+}
+
+/// A directory's lease (`super::lease`): the holder's session.
+pub(super) fn lkey(dir: Ino) -> Vec<u8> {
+    let mut k = vec![b'L'];
+    k.extend_from_slice(&dir.to_be_bytes());
+    k
+}
+
+/// Another daemon asks for a directory's lease back.
+pub(super) fn rkey(dir: Ino) -> Vec<u8> {
+    let mut k = vec![b'R'];
+    k.extend_from_slice(&dir.to_be_bytes());
     k
 }
 const NEXT_CHUNK: &[u8] = b"N";
@@ -112,12 +126,12 @@ const FORMAT_KEY: &[u8] = b"V";
 /// Where file data past the inline size goes (a URL, given to mkfs).
 const DATA_KEY: &[u8] = b"D";
 
-fn enc_entry(ino: Ino, kind: Kind) -> Vec<u8> {
+pub(super) fn enc_entry(ino: Ino, kind: Kind) -> Vec<u8> {
     let mut v = ino.to_le_bytes().to_vec();
     v.push(kind as u8);
     v
 }
-fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
+pub(super) fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
     if v.len() != 9 {
         return Err(Error::Corrupted("shared entry: bad length".into()));
     }
@@ -160,10 +174,10 @@ pub struct Node {
 }
 
 impl Node {
-    fn encode(&self) -> Vec<u8> {
+    pub(super) fn encode(&self) -> Vec<u8> {
         encode_inode(&self.attr, &self.blob, &self.xattrs, None, 0)
     }
-    fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
+    pub(super) fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
         let (attr, extra) = decode_inode(ino, v)?;
         Ok(Node {
             attr,
@@ -195,6 +209,14 @@ pub struct SharedStats {
     pub blob_puts: AtomicU64,
     pub blob_gets: AtomicU64,
     pub blob_deletes: AtomicU64,
+    /// Directory leases (`super::lease`): taken, given back, creates
+    /// acknowledged from memory, their batch commits, and commits that
+    /// found another daemon's lease (and asked for it).
+    pub leases_taken: AtomicU64,
+    pub leases_given: AtomicU64,
+    pub lease_creates: AtomicU64,
+    pub lease_batches: AtomicU64,
+    pub lease_waits: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -206,11 +228,17 @@ pub struct Tx<'a> {
     ops: Vec<Op>,
     /// Objects this transaction stops naming: deleted once it committed.
     doomed: Vec<String>,
+    /// A create: it counts towards taking its directory's lease, where
+    /// any other change of the directory counts against.
+    creating: bool,
 }
 
 impl Tx<'_> {
     /// Read a key; the commit requires it unchanged.
     pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
+        // Creates acknowledged from memory commit first: this operation
+        // reads after them, and commits after them.
+        self.fs.settle()?;
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let v = self.fs.patient(|| self.fs.store.get(&key))?;
         self.require(key, &v)?;
@@ -218,6 +246,7 @@ impl Tx<'_> {
     }
     /// Several keys in one round trip, each a condition like `get`'s.
     pub fn get_many(&mut self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Versioned>>> {
+        self.fs.settle()?;
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let vs = self.fs.patient(|| self.fs.store.get_many(&keys))?;
         for (key, v) in keys.into_iter().zip(&vs) {
@@ -245,7 +274,11 @@ impl Tx<'_> {
     }
 
     /// The commit requires `[lo, hi)` to have no key.
-    pub fn require_empty(&mut self, lo: Vec<u8>, hi: Vec<u8>) -> Result<bool> {
+    /// The commit requires directory `dir` to have no entry.
+    pub fn require_empty(&mut self, dir: Ino) -> Result<bool> {
+        self.guard(dir)?;
+        self.fs.settle()?;
+        let (lo, hi) = erange(dir);
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let (keys, _) = self.fs.patient(|| self.fs.store.scan(&lo, &hi, 1))?;
         self.conds.push(Cond::Empty(lo, hi));
@@ -274,13 +307,41 @@ impl Tx<'_> {
     pub(super) fn forget(&mut self, ino: Ino, pieces: &[Piece]) {
         self.doomed.extend(pieces.iter().map(|p| p.name(ino)));
     }
-    pub(super) fn put_node(&mut self, n: &mut Node) {
+    pub(super) fn put_node(&mut self, n: &mut Node) -> Result<()> {
+        if n.attr.kind == Kind::Dir {
+            self.guard(n.attr.ino)?;
+        }
         n.attr.version += 1;
         self.ops.push(Op::Put(ikey(n.attr.ino), n.encode(), None));
+        Ok(())
     }
-    fn put_entry(&mut self, parent: Ino, name: &[u8], ino: Ino, kind: Kind) {
+    fn put_entry(&mut self, parent: Ino, name: &[u8], ino: Ino, kind: Kind) -> Result<()> {
+        self.guard(parent)?;
         self.ops
             .push(Op::Put(ekey(parent, name), enc_entry(ino, kind), None));
+        Ok(())
+    }
+    fn del_entry(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.guard(parent)?;
+        self.ops.push(Op::Delete(ekey(parent, name)));
+        Ok(())
+    }
+    /// This commit changes `dir` (an entry, its record, its emptiness):
+    /// it requires that no other daemon holds `dir`'s lease, and this
+    /// daemon gives back its own first (`super::lease`).
+    fn guard(&mut self, dir: Ino) -> Result<()> {
+        if self.fs.holds(dir) {
+            self.fs.release_lease(dir, false)?;
+        }
+        if !self.creating {
+            self.fs.not_streaking(dir);
+        }
+        let k = lkey(dir);
+        if !self.seen.contains_key(&k) {
+            self.seen.insert(k.clone(), 0);
+            self.conds.push(Cond::Absent(k));
+        }
+        Ok(())
     }
     fn del(&mut self, key: Vec<u8>) {
         self.ops.push(Op::Delete(key));
@@ -297,25 +358,27 @@ impl Tx<'_> {
 
 /// The marker of a transaction to run again (a key changed between two reads).
 const RETRY: &str = "shoal: retry";
+/// The marker of a create whose directory this daemon took meanwhile.
+const LEASED: &str = "shoal: leased";
 
 fn kv(e: KvError) -> Error {
     Error::from(e)
 }
 
 pub struct SharedFs {
-    store: Arc<dyn SharedStore>,
-    sid: u64,
-    lease: LeaseId,
+    pub(super) store: Arc<dyn SharedStore>,
+    pub(super) sid: u64,
+    pub(super) lease: LeaseId,
     chunk: Mutex<(u64, u64)>,
     /// Directory -> when this daemon last wrote its time.
     touched: Mutex<HashMap<Ino, Instant>>,
     dir_time: Duration,
-    unavailable_wait: Duration,
+    pub(super) unavailable_wait: Duration,
     pub stats: SharedStats,
-    stop: Arc<AtomicBool>,
+    pub(super) stop: Arc<AtomicBool>,
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The session's lease ended: every later commit would be fenced.
-    lost: Arc<AtomicBool>,
+    pub(super) lost: Arc<AtomicBool>,
     /// Open handles per inode on this daemon: an inode whose last name goes
     /// while it is open here stays, as an orphan of this session.
     opens: Mutex<HashMap<Ino, u32>>,
@@ -338,6 +401,14 @@ pub struct SharedFs {
     pub(super) dirty_max: u64,
     /// Chunks read whole (`super::data`).
     pub(super) chunk_cache: Mutex<super::data::ChunkCache>,
+    /// Directory leases and the creates acknowledged under them.
+    pub(super) leases: super::lease::Leases,
+    /// The session lease's time to live.
+    pub(super) ttl: Duration,
+    /// When the last renewal that succeeded was sent: the lease lives at
+    /// least `ttl` past it (`super::lease` acknowledges from memory only
+    /// within half of that).
+    pub(super) renewed: Arc<Mutex<Instant>>,
 }
 
 /// What `mknod` makes.
@@ -368,6 +439,10 @@ pub struct SessionOpts {
     /// Buffered writes of all files together before a write commits its
     /// file's (each file's alone: 32 MiB): the daemon's memory for them.
     pub dirty_max: u64,
+    /// Take directory leases: creates in a directory this daemon alone
+    /// writes are acknowledged from memory and committed in batches
+    /// (`super::lease`). Off: every operation commits before it answers.
+    pub dir_leases: bool,
 }
 
 impl Default for SessionOpts {
@@ -380,6 +455,7 @@ impl Default for SessionOpts {
             who: format!("pid {}", std::process::id()),
             unavailable_wait: Duration::from_secs(30),
             dirty_max: 256 << 20,
+            dir_leases: true,
         }
     }
 }
@@ -492,6 +568,13 @@ impl SharedFs {
             }
             Some(_) => {}
         }
+        // Leases are given back on request, which needs a change stream
+        // (TiKV has none: no leases there).
+        let has_watch = !matches!(
+            store.watch(b"R", store.revision().map_err(kv)? + 1),
+            Err(KvError::Unsupported(_))
+        );
+        let granted = Instant::now();
         let lease = store.lease_grant(opts.ttl).map_err(kv)?;
         let sid = lease as u64;
         match store
@@ -525,9 +608,14 @@ impl SharedFs {
             dirty_total: AtomicU64::new(0),
             dirty_max: opts.dirty_max,
             chunk_cache: Mutex::new(Default::default()),
+            leases: super::lease::Leases::new(opts.dir_leases && has_watch),
+            ttl: opts.ttl,
+            renewed: Arc::new(Mutex::new(granted)),
         });
         fs.reclaim_orphans()?;
+        SharedFs::start_leases(&fs);
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
+        let renewed = fs.renewed.clone();
         let h = std::thread::Builder::new()
             .name("shoal-session".into())
             .spawn(move || {
@@ -540,8 +628,12 @@ impl SharedFs {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
+                    let sent = Instant::now();
                     match store.lease_renew(lease) {
-                        Ok(()) => wait = every,
+                        Ok(()) => {
+                            *renewed.lock().unwrap() = sent;
+                            wait = every;
+                        }
                         Err(KvError::LeaseExpired(_)) => {
                             tracing::error!("session lease {lease:x} expired: remount");
                             lost.store(true, Ordering::SeqCst);
@@ -561,7 +653,7 @@ impl SharedFs {
         Ok(fs)
     }
 
-    fn note_own(&self, rev: u64) {
+    pub(super) fn note_own(&self, rev: u64) {
         let mut o = self.own.lock().unwrap();
         let (ring, set) = &mut *o;
         if ring.len() >= 4096 {
@@ -581,7 +673,7 @@ impl SharedFs {
     /// Run a read, waiting while the store is unavailable (no quorum, no
     /// leader, an election), up to `SessionOpts::unavailable_wait`; then
     /// fail with an error that says the mount recovers by itself.
-    fn patient<T>(&self, mut f: impl FnMut() -> super::KvResult<T>) -> Result<T> {
+    pub(super) fn patient<T>(&self, mut f: impl FnMut() -> super::KvResult<T>) -> Result<T> {
         let since = Instant::now();
         loop {
             match f() {
@@ -593,7 +685,7 @@ impl SharedFs {
 
     /// After an `Unavailable` answer: sleep a little, or fail once the
     /// store was unavailable for `unavailable_wait` since `since`.
-    fn wait_available(&self, since: Instant, m: &str) -> Result<()> {
+    pub(super) fn wait_available(&self, since: Instant, m: &str) -> Result<()> {
         self.stats.unavailable.fetch_add(1, Ordering::Relaxed);
         if since.elapsed() >= self.unavailable_wait {
             return Err(Error::Io(format!(
@@ -612,12 +704,14 @@ impl SharedFs {
 
     /// Leave: stop renewing and end the session now.
     pub fn close(&self) -> Result<()> {
+        // Creates acknowledged from memory are committed first.
+        let released = self.release_all();
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.keeper.lock().unwrap().take() {
             let _ = h.join();
         }
         match self.store.lease_revoke(self.lease) {
-            Ok(()) | Err(KvError::LeaseExpired(_)) => Ok(()),
+            Ok(()) | Err(KvError::LeaseExpired(_)) => released,
             Err(e) => Err(kv(e)),
         }
     }
@@ -697,7 +791,11 @@ impl SharedFs {
         self.stats.ops.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
         let mut backoff = Duration::from_micros(50);
-        for _ in 0..MAX_TRIES {
+        let mut lease_wait = Duration::from_micros(200);
+        let mut asked: Option<Instant> = None;
+        let mut tries = 0;
+        while tries < MAX_TRIES {
+            tries += 1;
             if self.lost.load(Ordering::Relaxed) {
                 return Err(Error::Io(
                     "this mount's etcd session expired (cut off longer than its lease): remount"
@@ -710,6 +808,7 @@ impl SharedFs {
                 seen: HashMap::new(),
                 ops: vec![],
                 doomed: vec![],
+                creating: false,
             };
             let out = match body(&mut tx) {
                 Err(Error::Io(m)) if m == RETRY => {
@@ -731,6 +830,36 @@ impl SharedFs {
                 Ok(Outcome::Conflict(failed)) => {
                     if failed.contains(&0) {
                         self.lost.store(true, Ordering::SeqCst);
+                        continue;
+                    }
+                    let leased: Vec<Ino> = failed
+                        .iter()
+                        .filter_map(|&i| tx.conds.get(i))
+                        .filter(|c| c.key().len() == 9 && c.key()[0] == b'L')
+                        .map(|c| u64::from_be_bytes(c.key()[1..9].try_into().unwrap()))
+                        .collect();
+                    if !leased.is_empty() {
+                        // Another daemon holds a directory this changes:
+                        // ask for it (again every 100 ms) and wait, up to
+                        // twice the session's lease (a holder that froze
+                        // loses its lease by then), not counted as tries.
+                        if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
+                            for &d in &leased {
+                                if !self.holds(d) {
+                                    self.request_lease(d);
+                                }
+                            }
+                            asked = Some(Instant::now());
+                        }
+                        if since.elapsed() > self.ttl * 2 + Duration::from_secs(5) {
+                            return Err(Error::Io(format!(
+                                "another mount holds directory {:?} and did not give it back within {:?}: try again",
+                                leased, self.ttl * 2
+                            )));
+                        }
+                        tries -= 1;
+                        std::thread::sleep(lease_wait);
+                        lease_wait = (lease_wait * 2).min(Duration::from_millis(10));
                         continue;
                     }
                     self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -768,7 +897,7 @@ impl SharedFs {
 
     /// Whether a commit whose answer was lost applied: every put key holds
     /// what it wrote, every deleted key is gone.
-    fn applied(&self, ops: &[Op]) -> Result<bool> {
+    pub(super) fn applied(&self, ops: &[Op]) -> Result<bool> {
         for op in ops {
             let now = self.patient(|| self.store.get(op.key()))?;
             let ok = match op {
@@ -783,6 +912,10 @@ impl SharedFs {
     }
 
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        if let Some(n) = self.pending_node(ino) {
+            // Made here from memory, not committed yet (`super::lease`).
+            return Ok(as_seen(self.with_buffered(n.attr)));
+        }
         // The record and, for a directory, its time key: one round trip.
         let keys = [ikey(ino), tkey(ino)];
         let mut vs = self.patient(|| self.store.get_many(&keys))?;
@@ -811,6 +944,12 @@ impl SharedFs {
         if name.len() > NAME_MAX {
             return Err(Error::NameTooLong);
         }
+        // In a directory this daemon holds, its listing knows.
+        match self.known(parent, name) {
+            Some(super::lease::Known::Absent) => return Err(Error::NotFound),
+            Some(super::lease::Known::At(ino)) => return self.getattr(ino),
+            None => {}
+        }
         let key = ekey(parent, name);
         let v = self
             .patient(|| self.store.get(&key))?
@@ -827,6 +966,8 @@ impl SharedFs {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
+        // Creates acknowledged from memory are in the listing.
+        self.settle()?;
         let (lo, hi) = erange(dir);
         let lo = match after {
             Some(a) => {
@@ -859,58 +1000,82 @@ impl SharedFs {
     /// a directory, or a symlink to `target`.
     pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
         Self::check_name(name)?;
-        let (kind, perm, target) = (new.kind, new.perm, new.target);
         let ino = self.new_ino()?;
-        self.run(|tx| {
-            // The parent and the name in one round trip.
-            let vs = tx.get_many(vec![ikey(parent), ekey(parent, name)])?;
-            let p = match &vs[0] {
-                Some(v) => Node::decode(parent, &v.value)?,
-                None => return Err(Error::NotFound),
-            };
-            if p.attr.kind != Kind::Dir {
-                return Err(Error::NotDir);
+        let make = |p: &Node, t: Ts| Self::new_node(ctx, p, ino, new, t);
+        let mut redirect = true;
+        loop {
+            // In a directory this daemon holds: from memory.
+            if let Some(a) = self.lease_create(parent, name, ino, &make)? {
+                return Ok(as_seen(a));
             }
-            if vs[1].is_some() {
-                return Err(Error::Exists);
-            }
-            let t = Ts::now();
-            let mut a = Attr::root(t);
-            a.ino = ino;
-            a.kind = kind;
-            a.perm = perm & 0o7777;
-            a.uid = ctx.uid;
-            a.gid = ctx.gid;
-            a.nlink = 1;
-            a.rdev = new.rdev;
-            if p.attr.perm & 0o2000 != 0 {
-                // A setgid directory: its group, and setgid on subdirectories.
-                a.gid = p.attr.gid;
-                if kind == Kind::Dir {
-                    a.perm |= 0o2000;
+            let r = self.run(|tx| {
+                // (Once: a lease held but not answering from memory, the
+                // store being slow, is given back by this transaction.)
+                if redirect && self.holds(parent) {
+                    // Taken meanwhile by another thread of this daemon.
+                    return Err(Error::Io(LEASED.into()));
                 }
+                tx.creating = true;
+                // The parent and the name in one round trip.
+                let vs = tx.get_many(vec![ikey(parent), ekey(parent, name)])?;
+                let p = match &vs[0] {
+                    Some(v) => Node::decode(parent, &v.value)?,
+                    None => return Err(Error::NotFound),
+                };
+                if p.attr.kind != Kind::Dir {
+                    return Err(Error::NotDir);
+                }
+                if vs[1].is_some() {
+                    return Err(Error::Exists);
+                }
+                let t = Ts::now();
+                let mut n = make(&p, t);
+                let kind = n.attr.kind;
+                tx.put_node(&mut n)?;
+                tx.put_entry(parent, name, ino, kind)?;
+                tx.touch_dir(parent, t);
+                Ok(n.attr)
+            });
+            match r {
+                Err(Error::Io(m)) if m == LEASED => redirect = false,
+                r => return r.map(as_seen),
             }
-            let blob = match kind {
-                Kind::Dir => parent.to_le_bytes().to_vec(),
-                Kind::Symlink => target.to_vec(),
-                _ => vec![],
-            };
-            a.size = if kind == Kind::Symlink {
-                target.len() as u64
-            } else {
-                0
-            };
-            let mut n = Node {
-                attr: a,
-                blob,
-                xattrs: vec![],
-            };
-            tx.put_node(&mut n);
-            tx.put_entry(parent, name, ino, kind);
-            tx.touch_dir(parent, t);
-            Ok(n.attr)
-        })
-        .map(as_seen)
+        }
+    }
+
+    /// A new inode's record, in directory `p`.
+    fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Node {
+        let (kind, perm, target) = (new.kind, new.perm, new.target);
+        let mut a = Attr::root(t);
+        a.ino = ino;
+        a.kind = kind;
+        a.perm = perm & 0o7777;
+        a.uid = ctx.uid;
+        a.gid = ctx.gid;
+        a.nlink = 1;
+        a.rdev = new.rdev;
+        if p.attr.perm & 0o2000 != 0 {
+            // A setgid directory: its group, and setgid on subdirectories.
+            a.gid = p.attr.gid;
+            if kind == Kind::Dir {
+                a.perm |= 0o2000;
+            }
+        }
+        let blob = match kind {
+            Kind::Dir => p.attr.ino.to_le_bytes().to_vec(),
+            Kind::Symlink => target.to_vec(),
+            _ => vec![],
+        };
+        a.size = if kind == Kind::Symlink {
+            target.len() as u64
+        } else {
+            0
+        };
+        Node {
+            attr: a,
+            blob,
+            xattrs: vec![],
+        }
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
@@ -942,8 +1107,8 @@ impl SharedFs {
                 return Err(Error::IsDir);
             }
             let mut n = tx.node(ino)?;
-            tx.del(ekey(parent, name));
-            self.drop_link(tx, &mut n);
+            tx.del_entry(parent, name)?;
+            self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
@@ -958,12 +1123,12 @@ impl SharedFs {
         }
     }
 
-    fn drop_link(&self, tx: &mut Tx, n: &mut Node) {
+    fn drop_link(&self, tx: &mut Tx, n: &mut Node) -> Result<()> {
         if n.attr.nlink <= 1 && self.is_open(n.attr.ino) {
             // Open here: it stays, nameless, until its last close.
             n.attr.nlink = 0;
             n.attr.ctime = Ts::now();
-            tx.put_node(n);
+            tx.put_node(n)?;
             // Not on the lease: when the session dies, survivors find it and reclaim.
             tx.ops
                 .push(Op::Put(okey(self.sid, n.attr.ino), vec![], None));
@@ -975,8 +1140,9 @@ impl SharedFs {
         } else {
             n.attr.nlink -= 1;
             n.attr.ctime = Ts::now();
-            tx.put_node(n);
+            tx.put_node(n)?;
         }
+        Ok(())
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
@@ -987,11 +1153,10 @@ impl SharedFs {
                 return Err(Error::NotDir);
             }
             tx.dir(ino)?;
-            let (lo, hi) = erange(ino);
-            if !tx.require_empty(lo, hi)? {
+            if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
-            tx.del(ekey(parent, name));
+            tx.del_entry(parent, name)?;
             tx.del(ikey(ino));
             tx.del(tkey(ino));
             tx.touch_dir(parent, Ts::now());
@@ -1012,8 +1177,8 @@ impl SharedFs {
             }
             n.attr.nlink += 1;
             n.attr.ctime = Ts::now();
-            tx.put_node(&mut n);
-            tx.put_entry(parent, name, ino, n.attr.kind);
+            tx.put_node(&mut n)?;
+            tx.put_entry(parent, name, ino, n.attr.kind)?;
             tx.touch_dir(parent, n.attr.ctime);
             Ok(n.attr)
         })
@@ -1064,8 +1229,7 @@ impl SharedFs {
                     (false, true) => return Err(Error::IsDir),
                     (true, true) => {
                         tx.dir(t)?;
-                        let (lo, hi) = erange(t);
-                        if !tx.require_empty(lo, hi)? {
+                        if !tx.require_empty(t)? {
                             return Err(Error::NotEmpty);
                         }
                         tx.del(ikey(t));
@@ -1073,7 +1237,7 @@ impl SharedFs {
                     }
                     (false, false) => {
                         let mut tn = tx.node(t)?;
-                        self.drop_link(tx, &mut tn);
+                        self.drop_link(tx, &mut tn)?;
                     }
                 }
             }
@@ -1083,9 +1247,9 @@ impl SharedFs {
             if kind == Kind::Dir && p1 != p2 {
                 n.blob = p2.to_le_bytes().to_vec();
             }
-            tx.put_node(&mut n);
-            tx.del(ekey(p1, n1));
-            tx.put_entry(p2, n2, ino, kind);
+            tx.put_node(&mut n)?;
+            tx.del_entry(p1, n1)?;
+            tx.put_entry(p2, n2, ino, kind)?;
             tx.touch_dir(p1, t);
             if p2 != p1 {
                 tx.touch_dir(p2, t);
@@ -1155,7 +1319,7 @@ impl SharedFs {
                 n.attr.mtime = at(m);
             }
             n.attr.ctime = sa.ctime.unwrap_or(t);
-            tx.put_node(&mut n);
+            tx.put_node(&mut n)?;
             Ok(n.attr)
         });
         if r.is_err() {
@@ -1192,7 +1356,7 @@ impl SharedFs {
                 return Err(Error::NoSpace);
             }
             n.attr.ctime = Ts::now();
-            tx.put_node(&mut n);
+            tx.put_node(&mut n)?;
             Ok(())
         })
     }
@@ -1222,13 +1386,16 @@ impl SharedFs {
                 .ok_or(Error::NoAttr)?;
             n.xattrs.remove(pos);
             n.attr.ctime = Ts::now();
-            tx.put_node(&mut n);
+            tx.put_node(&mut n)?;
             Ok(())
         })
     }
 
     /// An inode's record, read outside any transaction.
     pub(super) fn load(&self, ino: Ino) -> Result<Node> {
+        if let Some(n) = self.pending_node(ino) {
+            return Ok(n);
+        }
         let key = ikey(ino);
         let v = self
             .patient(|| self.store.get(&key))?
@@ -1242,6 +1409,18 @@ impl SharedFs {
             return Err(Error::Invalid);
         }
         Ok(n.blob)
+    }
+
+    /// fsync(2) of a file: its buffered writes, and every create this
+    /// daemon acknowledged from memory before (its own among them).
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
+        self.flush(ino)?;
+        self.settle()
+    }
+
+    /// fsync(2) of a directory: every create acknowledged from memory.
+    pub fn fsyncdir(&self) -> Result<()> {
+        self.settle()
     }
 
     /// A handle to an inode this daemon just made (its attributes are known).

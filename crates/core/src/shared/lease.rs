@@ -1,0 +1,653 @@
+//! Directory leases: one daemon acknowledges creates in a directory from
+//! memory and commits them in batches, as the embedded engine does, while
+//! no other daemon can change that directory's entries (issue 24's lever
+//! for creates on etcd; docs/design.md, "Directory leases").
+//!
+//! **The lease.** A key `L dir` holding the daemon's session, put on its
+//! session's lease by a commit that requires it absent. Every commit of
+//! any daemon that writes an entry of `dir`, its record, or depends on its
+//! emptiness requires `L dir` absent ([`super::ns::Tx`]'s guard), unless it
+//! is the holder's (whose commits all require its session key, which lives
+//! and dies with `L dir`). So from the lease's commit until `L dir` goes,
+//! the directory's entries change only by the holder.
+//!
+//! **Acknowledging from memory.** On taking the lease the holder reads the
+//! directory's record and every entry (at a revision after the lease's: all
+//! that any other daemon could have added), and then answers a create in it
+//! from that listing and its own pending creates: a name absent from both
+//! is absent from the store, and nobody else can add it. The create is
+//! queued and acknowledged; a flusher thread commits the queue in order,
+//! as many creates per transaction as the store takes, each transaction
+//! requiring the session key.
+//!
+//! **Order, and what a crash keeps.** Every other operation of the holder
+//! that reads the store through a transaction first waits for the queue
+//! to be committed (`settle`), so the daemon's commits follow its
+//! acknowledgements: a crash or a lost session loses a suffix of them (the
+//! creates still queued), never one in the middle. fsync of a file or a
+//! directory waits for the queue too.
+//!
+//! **Giving it back.** The holder releases a directory when one of its own
+//! operations would change the directory other than by a create (after
+//! committing the queue), and when another daemon asks: a daemon whose
+//! commit failed on `L dir` puts `R dir` and retries; the holder follows
+//! the `R` keys, commits its queue, and deletes `L dir` and `R dir` in one
+//! transaction, then does not take that directory again for a while (1 s,
+//! doubling to 64 s while it stays contended), so two daemons that share a
+//! directory settle on plain transactions instead of passing the lease
+//! back and forth. A holder that dies or is cut off loses `L dir` with its
+//! session lease; its queued creates can never commit (fenced).
+
+use super::ns::{ekey, enc_entry, erange, ikey, lkey, rkey, skey, tkey, Node, SharedFs};
+use super::{Cond, KvError, Op, Outcome};
+use crate::error::{Error, Result};
+use crate::types::{Attr, Ino, Kind, Ts};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// Creates in a row in one directory (by transactions) before the daemon
+/// tries to take its lease.
+const STREAK: u32 = 4;
+/// A directory with more entries than this is not leased (its listing is
+/// read whole when the lease is taken, and kept in memory).
+const MAX_LISTING: usize = 100_000;
+/// Creates acknowledged and not yet committed, at most; a create past it
+/// waits for the flusher.
+const MAX_QUEUE: usize = 1024;
+/// A queue whose oldest create waited this long means the store does not
+/// keep up: no more creates from memory until it does.
+const STALE: Duration = Duration::from_secs(1);
+/// How long a directory is not taken again after another daemon asked for
+/// it, first and at most.
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(64);
+
+/// A directory this daemon holds.
+struct Held {
+    /// The directory's record when the lease was taken (a create inherits
+    /// its setgid group; nobody else can change it while held).
+    dir: Node,
+    /// Every entry: the store's at the lease plus this daemon's creates.
+    names: HashMap<Vec<u8>, (Ino, Kind)>,
+    /// Being given back: no more creates from memory.
+    releasing: bool,
+}
+
+/// A create acknowledged from memory.
+struct Pending {
+    dir: Ino,
+    name: Vec<u8>,
+    ino: Ino,
+    kind: Kind,
+    t: Ts,
+    /// When it was acknowledged.
+    at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    held: HashMap<Ino, Held>,
+    queue: VecDeque<Pending>,
+    /// Records of the queued (and in-flight) creates.
+    nodes: HashMap<Ino, Node>,
+    /// Creates being committed now.
+    in_flight: usize,
+    /// Transactional creates in a row per directory (for taking a lease).
+    streak: HashMap<Ino, u32>,
+    /// Not before this, and the next backoff.
+    not_before: HashMap<Ino, (Instant, Duration)>,
+    /// The store refused the queue (full): why, while it lasts.
+    stalled: Option<Error>,
+}
+
+/// The daemon's leases and its queue of creates acknowledged from memory.
+pub(super) struct Leases {
+    st: Mutex<State>,
+    cv: Condvar,
+    /// This daemon takes leases (`SessionOpts::dir_leases`, and the store
+    /// has a change stream to hear requests on).
+    pub(super) enabled: bool,
+}
+
+impl Leases {
+    pub(super) fn new(enabled: bool) -> Leases {
+        Leases {
+            st: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            enabled,
+        }
+    }
+}
+
+/// What a lookup in a held directory found without the store.
+pub(super) enum Known {
+    Absent,
+    At(Ino),
+}
+
+/// The lost-session error, as `SharedFs::run` words it.
+fn lost() -> Error {
+    Error::Io("this mount's etcd session expired (cut off longer than its lease): remount".into())
+}
+
+impl SharedFs {
+    /// Whether this daemon holds `dir`'s lease.
+    pub(super) fn holds(&self, dir: Ino) -> bool {
+        self.leases.enabled && self.leases.st.lock().unwrap().held.contains_key(&dir)
+    }
+
+    /// A queued create's record (it is not in the store yet).
+    pub(super) fn pending_node(&self, ino: Ino) -> Option<Node> {
+        if !self.leases.enabled {
+            return None;
+        }
+        self.leases.st.lock().unwrap().nodes.get(&ino).cloned()
+    }
+
+    /// A name in a held directory, answered from the listing.
+    pub(super) fn known(&self, dir: Ino, name: &[u8]) -> Option<Known> {
+        if !self.leases.enabled {
+            return None;
+        }
+        let st = self.leases.st.lock().unwrap();
+        let h = st.held.get(&dir)?;
+        Some(match h.names.get(name) {
+            Some(&(ino, _)) => Known::At(ino),
+            None => Known::Absent,
+        })
+    }
+
+    /// Wait until every create acknowledged from memory is committed.
+    pub(super) fn settle(&self) -> Result<()> {
+        if !self.leases.enabled {
+            return Ok(());
+        }
+        let since = Instant::now();
+        let mut st = self.leases.st.lock().unwrap();
+        while !st.queue.is_empty() || st.in_flight > 0 {
+            if let Some(e) = &st.stalled {
+                return Err(e.clone());
+            }
+            if self.lost.load(Ordering::Relaxed) {
+                return Err(lost());
+            }
+            if since.elapsed() >= self.unavailable_wait {
+                return Err(Error::Io(format!(
+                    "the metadata store did not take this mount's {} queued creates for {:?}; the operation failed, and the mount carries on by itself when the store is back",
+                    st.queue.len() + st.in_flight,
+                    self.unavailable_wait
+                )));
+            }
+            self.leases.cv.notify_all();
+            st = self
+                .leases
+                .cv
+                .wait_timeout(st, Duration::from_millis(50))
+                .unwrap()
+                .0;
+        }
+        Ok(())
+    }
+
+    /// A create in `parent` answered from memory, if this daemon holds
+    /// `parent`'s lease (or takes it now: after `STREAK` creates in a row
+    /// there). None: run it as a transaction (counted for the streak).
+    pub(super) fn lease_create(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        ino: Ino,
+        make: &dyn Fn(&Node, Ts) -> Node,
+    ) -> Result<Option<Attr>> {
+        if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut tried = false;
+        loop {
+            let mut st = self.leases.st.lock().unwrap();
+            while st.queue.len() >= MAX_QUEUE && st.stalled.is_none() {
+                if st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE) {
+                    // The store does not keep up: by transaction (which
+                    // waits for the queue, a bounded time).
+                    return Ok(None);
+                }
+                self.leases.cv.notify_all();
+                st = self
+                    .leases
+                    .cv
+                    .wait_timeout(st, Duration::from_millis(50))
+                    .unwrap()
+                    .0;
+                if self.lost.load(Ordering::Relaxed) {
+                    return Err(lost());
+                }
+            }
+            // Only while the session surely lives (half its lease past the
+            // last renewal): a create acknowledged after it ended could be
+            // won by another daemon.
+            // Nor while the store does not keep up (unavailable, no quorum):
+            // then creates wait, and fail after a bounded time, as
+            // every other operation does.
+            let usable = st.stalled.is_none()
+                && self.renewed.lock().unwrap().elapsed() < self.ttl / 2
+                && st.queue.front().is_none_or(|p| p.at.elapsed() < STALE);
+            if let Some(h) = st.held.get_mut(&parent).filter(|h| !h.releasing && usable) {
+                if h.names.contains_key(name) {
+                    return Err(Error::Exists);
+                }
+                let t = Ts::now();
+                let mut n = make(&h.dir, t);
+                n.attr.version = 1;
+                let kind = n.attr.kind;
+                h.names.insert(name.to_vec(), (ino, kind));
+                let attr = n.attr;
+                st.nodes.insert(ino, n);
+                st.queue.push_back(Pending {
+                    dir: parent,
+                    name: name.to_vec(),
+                    ino,
+                    kind,
+                    t,
+                    at: Instant::now(),
+                });
+                self.stats.lease_creates.fetch_add(1, Ordering::Relaxed);
+                self.stats.ops.fetch_add(1, Ordering::Relaxed);
+                self.leases.cv.notify_all();
+                return Ok(Some(attr));
+            }
+            if tried || !usable || st.held.contains_key(&parent) {
+                return Ok(None);
+            }
+            let streak = st.streak.entry(parent).or_default();
+            *streak += 1;
+            if *streak < STREAK {
+                return Ok(None);
+            }
+            *streak = 0;
+            if st
+                .not_before
+                .get(&parent)
+                .is_some_and(|(t, _)| Instant::now() < *t)
+            {
+                return Ok(None);
+            }
+            if st.streak.len() > 4096 {
+                st.streak.clear();
+            }
+            drop(st);
+            tried = true;
+            if !self.acquire(parent)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Another operation of this daemon changes `dir`: no more creates in
+    /// it are taken from memory.
+    pub(super) fn not_streaking(&self, dir: Ino) {
+        if self.leases.enabled {
+            self.leases.st.lock().unwrap().streak.remove(&dir);
+        }
+    }
+
+    /// Take `dir`'s lease and read its listing. False: another daemon holds
+    /// it, or the directory is too large to list.
+    fn acquire(&self, dir: Ino) -> Result<bool> {
+        let conds = [Cond::Exists(skey(self.sid)), Cond::Absent(lkey(dir))];
+        let ops = [Op::Put(
+            lkey(dir),
+            self.sid.to_le_bytes().to_vec(),
+            Some(self.lease),
+        )];
+        let took = match self.store.commit(&conds, &ops) {
+            Ok(Outcome::Committed(rev)) => {
+                self.note_own(rev);
+                true
+            }
+            Ok(Outcome::Conflict(_)) => false,
+            // Lost answer: it is ours if the key says so.
+            Err(KvError::Unknown(_)) => self
+                .patient(|| self.store.get(&lkey(dir)))?
+                .is_some_and(|v| v.value == self.sid.to_le_bytes()),
+            Err(_) => false,
+        };
+        if !took {
+            self.back_off(dir);
+            return Ok(false);
+        }
+        // The record and every entry, read after the lease's commit.
+        let listing = (|| -> Result<Option<(Node, HashMap<Vec<u8>, (Ino, Kind)>)>> {
+            let Some(v) = self.patient(|| self.store.get(&ikey(dir)))? else {
+                return Ok(None);
+            };
+            let node = Node::decode(dir, &v.value)?;
+            if node.attr.kind != Kind::Dir {
+                return Ok(None);
+            }
+            let (lo, hi) = erange(dir);
+            let (kvs, _) = self.patient(|| self.store.scan(&lo, &hi, MAX_LISTING + 1))?;
+            if kvs.len() > MAX_LISTING {
+                return Ok(None);
+            }
+            let mut names = HashMap::with_capacity(kvs.len());
+            for (k, v) in kvs {
+                names.insert(k[9..].to_vec(), super::ns::dec_entry(&v.value)?);
+            }
+            Ok(Some((node, names)))
+        })();
+        match listing {
+            Ok(Some((node, names))) => {
+                let mut st = self.leases.st.lock().unwrap();
+                st.held.insert(
+                    dir,
+                    Held {
+                        dir: node,
+                        names,
+                        releasing: false,
+                    },
+                );
+                self.stats.leases_taken.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            other => {
+                // Not worth holding (gone, too large) or unreadable: give it back.
+                self.delete_lease(dir)?;
+                let mut st = self.leases.st.lock().unwrap();
+                st.not_before
+                    .insert(dir, (Instant::now() + BACKOFF_MAX, BACKOFF_MAX));
+                other.map(|_| false)
+            }
+        }
+    }
+
+    fn back_off(&self, dir: Ino) {
+        let mut st = self.leases.st.lock().unwrap();
+        let next = match st.not_before.get(&dir) {
+            Some(&(_, d)) => (d * 2).min(BACKOFF_MAX),
+            None => BACKOFF_MIN,
+        };
+        if st.not_before.len() > 4096 {
+            st.not_before.clear();
+        }
+        st.not_before.insert(dir, (Instant::now() + next, next));
+    }
+
+    /// Give `dir` back: commit the queue, then delete `L dir` (and any
+    /// request for it). `asked`: another daemon wants it (back off).
+    pub(super) fn release_lease(&self, dir: Ino, asked: bool) -> Result<()> {
+        {
+            let mut st = self.leases.st.lock().unwrap();
+            loop {
+                match st.held.get_mut(&dir) {
+                    None => return Ok(()),
+                    Some(h) if !h.releasing => {
+                        h.releasing = true;
+                        break;
+                    }
+                    // Another thread is giving it back: wait for it.
+                    Some(_) => {
+                        st = self
+                            .leases
+                            .cv
+                            .wait_timeout(st, Duration::from_millis(50))
+                            .unwrap()
+                            .0
+                    }
+                }
+            }
+        }
+        let r = self.settle().and_then(|()| self.delete_lease(dir));
+        let mut st = self.leases.st.lock().unwrap();
+        st.held.remove(&dir);
+        self.leases.cv.notify_all();
+        drop(st);
+        if asked {
+            self.back_off(dir);
+        }
+        self.stats.leases_given.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    fn delete_lease(&self, dir: Ino) -> Result<()> {
+        let since = Instant::now();
+        loop {
+            match self.store.commit(
+                &[Cond::Exists(skey(self.sid))],
+                &[Op::Delete(lkey(dir)), Op::Delete(rkey(dir))],
+            ) {
+                Ok(Outcome::Committed(rev)) => {
+                    self.note_own(rev);
+                    return Ok(());
+                }
+                // The session is gone, and the lease with it.
+                Ok(Outcome::Conflict(_)) => return Ok(()),
+                // A delete applied twice is one delete.
+                Err(KvError::Unknown(_)) => {}
+                Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
+                Err(e) => return Err(Error::from(e)),
+            }
+        }
+    }
+
+    /// Ask the holder of `dir` to give it back (another daemon: this one's
+    /// commit failed on its lease).
+    pub(super) fn request_lease(&self, dir: Ino) {
+        self.stats.lease_waits.fetch_add(1, Ordering::Relaxed);
+        let op = Op::Put(rkey(dir), self.sid.to_le_bytes().to_vec(), Some(self.lease));
+        if let Ok(Outcome::Committed(rev)) = self.store.commit(&[], &[op]) {
+            self.note_own(rev);
+        }
+    }
+
+    /// Give back every lease (unmount): the queue first.
+    pub(super) fn release_all(&self) -> Result<()> {
+        if !self.leases.enabled {
+            return Ok(());
+        }
+        let dirs: Vec<Ino> = self
+            .leases
+            .st
+            .lock()
+            .unwrap()
+            .held
+            .keys()
+            .copied()
+            .collect();
+        let mut first = self.settle();
+        for d in dirs {
+            let r = self.release_lease(d, false);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// One round of the flusher: wait for queued creates (up to `wait`),
+    /// commit as many as one transaction takes.
+    fn flush_round(&self, wait: Duration) {
+        let mut st = self.leases.st.lock().unwrap();
+        if st.queue.is_empty() {
+            st = self.leases.cv.wait_timeout(st, wait).unwrap().0;
+        }
+        if st.queue.is_empty() || self.lost.load(Ordering::Relaxed) {
+            return;
+        }
+        // One condition (the session) and per create two puts, per
+        // directory one time: as many as the store's limit takes.
+        let max = self.store.limits().max_ops;
+        let mut ops = Vec::new();
+        let mut times: HashMap<Ino, Ts> = HashMap::new();
+        let mut n = 0;
+        for p in st.queue.iter() {
+            let more = 2 + usize::from(!times.contains_key(&p.dir));
+            if 1 + ops.len() + times.len() + more > max {
+                break;
+            }
+            let node = &st.nodes[&p.ino];
+            ops.push(Op::Put(ikey(p.ino), node.encode(), None));
+            ops.push(Op::Put(
+                ekey(p.dir, &p.name),
+                enc_entry(p.ino, p.kind),
+                None,
+            ));
+            let t = times.entry(p.dir).or_insert(p.t);
+            *t = (*t).max(p.t);
+            n += 1;
+        }
+        for (dir, t) in &times {
+            let mut v = t.sec.to_le_bytes().to_vec();
+            v.extend_from_slice(&t.nsec.to_le_bytes());
+            ops.push(Op::Put(tkey(*dir), v, None));
+        }
+        let batch: Vec<Pending> = st.queue.drain(..n).collect();
+        st.in_flight = n;
+        drop(st);
+        let r = self.commit_batch(&ops);
+        let mut st = self.leases.st.lock().unwrap();
+        st.in_flight = 0;
+        match r {
+            Ok(()) => {
+                st.stalled = None;
+                for p in &batch {
+                    st.nodes.remove(&p.ino);
+                }
+                self.stats.lease_batches.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(Error::NoSpace) => {
+                // Kept, in order, for the next round: the way out is the
+                // store's (etcd: compact, defragment, a larger quota).
+                for p in batch.into_iter().rev() {
+                    st.queue.push_front(p);
+                }
+                st.stalled = Some(Error::NoSpace);
+            }
+            Err(e) => {
+                tracing::error!(
+                    "{} creates acknowledged from memory could not be committed ({e}): this mount's session is lost, remount",
+                    batch.len() + st.queue.len()
+                );
+                self.lost.store(true, Ordering::SeqCst);
+                st.queue.clear();
+                st.nodes.clear();
+                st.held.clear();
+            }
+        }
+        self.leases.cv.notify_all();
+    }
+
+    /// Commit one batch of queued creates; waits out an unavailable store
+    /// (the creates are acknowledged: they must not be dropped while the
+    /// session lives).
+    fn commit_batch(&self, ops: &[Op]) -> Result<()> {
+        let conds = [Cond::Exists(skey(self.sid))];
+        loop {
+            if self.lost.load(Ordering::Relaxed) {
+                return Err(lost());
+            }
+            match self.store.commit(&conds, ops) {
+                Ok(Outcome::Committed(rev)) => {
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    self.note_own(rev);
+                    return Ok(());
+                }
+                Ok(Outcome::Conflict(_)) => {
+                    self.lost.store(true, Ordering::SeqCst);
+                    return Err(lost());
+                }
+                Err(KvError::Unknown(_)) => {
+                    self.stats.unknown.fetch_add(1, Ordering::Relaxed);
+                    // Read back; a store that cannot answer that is tried
+                    // again (the creates are acknowledged: never dropped
+                    // while the session may live).
+                    match self.applied(ops) {
+                        Ok(true) => return Ok(()),
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!("reading back a batch of creates: {e}; trying again");
+                        }
+                    }
+                }
+                Err(KvError::NoSpace) => {
+                    std::thread::sleep(Duration::from_millis(500));
+                    return Err(Error::NoSpace);
+                }
+                Err(e) => {
+                    tracing::warn!("committing acknowledged creates: {e}; trying again");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    /// Requests from other daemons for the leases this one holds, as the
+    /// change stream delivers them.
+    fn answer_requests(&self, w: &mut Box<dyn super::Watch>) -> Result<()> {
+        let evs = w.next(Duration::from_millis(200)).map_err(Error::from)?;
+        for e in evs {
+            if e.value.is_some() && e.key.len() == 9 {
+                let dir = u64::from_be_bytes(e.key[1..9].try_into().unwrap());
+                if self.holds(dir) {
+                    self.release_lease(dir, true)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Start the flusher and the thread that answers lease requests; both
+    /// end when the daemon does.
+    pub(super) fn start_leases(fs: &Arc<SharedFs>) {
+        if !fs.leases.enabled {
+            return;
+        }
+        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        std::thread::Builder::new()
+            .name("shoal-lease-flush".into())
+            .spawn(move || loop {
+                let Some(fs) = weak.upgrade() else { return };
+                if fs.stop.load(Ordering::Relaxed) && fs.leases.st.lock().unwrap().queue.is_empty()
+                {
+                    return;
+                }
+                fs.flush_round(Duration::from_millis(100));
+            })
+            .expect("spawn lease flusher");
+        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        std::thread::Builder::new()
+            .name("shoal-lease-requests".into())
+            .spawn(move || {
+                let mut w: Option<Box<dyn super::Watch>> = None;
+                loop {
+                    let Some(fs) = weak.upgrade() else { return };
+                    if fs.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if w.is_none() {
+                        let from = fs.store.revision().unwrap_or(0) + 1;
+                        w = fs.store.watch(b"R", from).ok();
+                        // Requests made while no stream followed: answer them.
+                        let held: Vec<Ino> =
+                            fs.leases.st.lock().unwrap().held.keys().copied().collect();
+                        for d in held {
+                            if let Ok(Some(_)) = fs.store.get(&rkey(d)) {
+                                let _ = fs.release_lease(d, true);
+                            }
+                        }
+                        if w.is_none() {
+                            drop(fs);
+                            std::thread::sleep(Duration::from_millis(200));
+                            continue;
+                        }
+                    }
+                    if let Err(e) = fs.answer_requests(w.as_mut().unwrap()) {
+                        tracing::debug!("lease requests: {e}; following again");
+                        w = None;
+                    }
+                }
+            })
+            .expect("spawn lease request follower");
+    }
+}
