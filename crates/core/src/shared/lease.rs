@@ -59,10 +59,17 @@ const MAX_QUEUE: usize = 1024;
 /// A queue whose oldest create waited this long means the store does not
 /// keep up: no more creates from memory until it does.
 const STALE: Duration = Duration::from_secs(1);
+/// The flusher waits up to this long after a create for more to commit
+/// with it, or until this many are queued: group commit.
+const LINGER: Duration = Duration::from_millis(5);
+const FULL: usize = 40;
 /// How long a directory is not taken again after another daemon asked for
 /// it, first and at most.
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(64);
+
+/// A directory's entries: name -> child and kind.
+type Names = HashMap<Vec<u8>, (Ino, Kind)>;
 
 /// A directory this daemon holds.
 struct Held {
@@ -70,7 +77,7 @@ struct Held {
     /// its setgid group; nobody else can change it while held).
     dir: Node,
     /// Every entry: the store's at the lease plus this daemon's creates.
-    names: HashMap<Vec<u8>, (Ino, Kind)>,
+    names: Names,
     /// Being given back: no more creates from memory.
     releasing: bool,
 }
@@ -100,6 +107,8 @@ struct State {
     not_before: HashMap<Ino, (Instant, Duration)>,
     /// The store refused the queue (full): why, while it lasts.
     stalled: Option<Error>,
+    /// Someone waits for the queue (`settle`): commit without lingering.
+    urgent: bool,
 }
 
 /// The daemon's leases and its queue of creates acknowledged from memory.
@@ -167,6 +176,7 @@ impl SharedFs {
         let since = Instant::now();
         let mut st = self.leases.st.lock().unwrap();
         while !st.queue.is_empty() || st.in_flight > 0 {
+            st.urgent = true;
             if let Some(e) = &st.stalled {
                 return Err(e.clone());
             }
@@ -318,7 +328,7 @@ impl SharedFs {
             return Ok(false);
         }
         // The record and every entry, read after the lease's commit.
-        let listing = (|| -> Result<Option<(Node, HashMap<Vec<u8>, (Ino, Kind)>)>> {
+        let listing = (|| -> Result<Option<(Node, Names)>> {
             let Some(v) = self.patient(|| self.store.get(&ikey(dir)))? else {
                 return Ok(None);
             };
@@ -472,7 +482,16 @@ impl SharedFs {
         if st.queue.is_empty() {
             st = self.leases.cv.wait_timeout(st, wait).unwrap().0;
         }
+        // Linger for a fuller batch (each commit costs every etcd member
+        // CPU and a disk flush, whatever its size), unless someone waits.
+        while let Some(age) = st.queue.front().map(|p| p.at.elapsed()) {
+            if st.urgent || st.queue.len() >= FULL || age >= LINGER {
+                break;
+            }
+            st = self.leases.cv.wait_timeout(st, LINGER - age).unwrap().0;
+        }
         if st.queue.is_empty() || self.lost.load(Ordering::Relaxed) {
+            st.urgent = false;
             return;
         }
         // One condition (the session) and per create two puts, per
@@ -511,6 +530,9 @@ impl SharedFs {
         match r {
             Ok(()) => {
                 st.stalled = None;
+                if st.queue.is_empty() {
+                    st.urgent = false;
+                }
                 for p in &batch {
                     st.nodes.remove(&p.ino);
                 }
