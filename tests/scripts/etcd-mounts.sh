@@ -73,7 +73,9 @@ python3 -c 'import json, sys; s = json.loads(sys.argv[1])["shared"]; assert s["c
   || fail "stats: $st"
 "$SHOAL" stats --count 1 --interval 0.2 "$B" | grep -q "commits per op" || fail "shoal stats text on an etcd mount"
 "$SHOAL" sync "$A" || fail "shoal sync on an etcd mount"
-# A mount killed -9: every acknowledged create is there for the other, and
+# A mount killed -9: every create acknowledged before its later commits (the
+# 50 below are in a directory A leases, so queued in memory; the copy's
+# close commits after them) is there for the other, and
 # every closed file whole; a file written but neither closed nor fsynced
 # keeps its committed size (0), as on NFS.
 for i in $(seq 50); do : > "$A/k$i"; done
