@@ -44,7 +44,7 @@ use crate::error::{Error, Result};
 use crate::types::{Attr, Ino, Kind, Ts};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// Creates in a row in one directory (by transactions) before the daemon
@@ -128,6 +128,16 @@ impl Leases {
             enabled,
         }
     }
+
+    /// Wake the flusher and wait a little for the state to change (a
+    /// commit, a release); the caller checks again.
+    fn nudge<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.cv.notify_all();
+        self.cv
+            .wait_timeout(st, Duration::from_millis(50))
+            .unwrap()
+            .0
+    }
 }
 
 /// What a lookup in a held directory found without the store.
@@ -190,13 +200,7 @@ impl SharedFs {
                     self.unavailable_wait
                 )));
             }
-            self.leases.cv.notify_all();
-            st = self
-                .leases
-                .cv
-                .wait_timeout(st, Duration::from_millis(50))
-                .unwrap()
-                .0;
+            st = self.leases.nudge(st);
         }
         Ok(())
     }
@@ -223,13 +227,7 @@ impl SharedFs {
                     // waits for the queue, a bounded time).
                     return Ok(None);
                 }
-                self.leases.cv.notify_all();
-                st = self
-                    .leases
-                    .cv
-                    .wait_timeout(st, Duration::from_millis(50))
-                    .unwrap()
-                    .0;
+                st = self.leases.nudge(st);
                 if self.lost.load(Ordering::Relaxed) {
                     return Err(lost());
                 }
@@ -397,14 +395,7 @@ impl SharedFs {
                         break;
                     }
                     // Another thread is giving it back: wait for it.
-                    Some(_) => {
-                        st = self
-                            .leases
-                            .cv
-                            .wait_timeout(st, Duration::from_millis(50))
-                            .unwrap()
-                            .0
-                    }
+                    Some(_) => st = self.leases.nudge(st),
                 }
             }
         }

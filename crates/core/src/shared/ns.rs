@@ -75,15 +75,17 @@ fn as_seen(mut a: Attr) -> Attr {
     a
 }
 
-pub(super) fn ikey(ino: Ino) -> Vec<u8> {
-    let mut k = vec![b'I'];
-    k.extend_from_slice(&ino.to_be_bytes());
+/// A key of one letter and one number (big-endian: numeric order is key order).
+fn tagged(tag: u8, n: u64) -> Vec<u8> {
+    let mut k = vec![tag];
+    k.extend_from_slice(&n.to_be_bytes());
     k
 }
+pub(super) fn ikey(ino: Ino) -> Vec<u8> {
+    tagged(b'I', ino)
+}
 pub(super) fn tkey(ino: Ino) -> Vec<u8> {
-    let mut k = vec![b'T'];
-    k.extend_from_slice(&ino.to_be_bytes());
-    k
+    tagged(b'T', ino)
 }
 pub(super) fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
     let mut k = vec![b'E'];
@@ -103,23 +105,17 @@ fn okey(sid: u64, ino: Ino) -> Vec<u8> {
     k
 }
 pub(super) fn skey(sid: u64) -> Vec<u8> {
-    let mut k = vec![b'S'];
-    k.extend_from_slice(&sid.to_be_bytes());
-    k
+    tagged(b'S', sid)
 }
 
 /// A directory's lease (`super::lease`): the holder's session.
 pub(super) fn lkey(dir: Ino) -> Vec<u8> {
-    let mut k = vec![b'L'];
-    k.extend_from_slice(&dir.to_be_bytes());
-    k
+    tagged(b'L', dir)
 }
 
 /// Another daemon asks for a directory's lease back.
 pub(super) fn rkey(dir: Ino) -> Vec<u8> {
-    let mut k = vec![b'R'];
-    k.extend_from_slice(&dir.to_be_bytes());
-    k
+    tagged(b'R', dir)
 }
 const NEXT_CHUNK: &[u8] = b"N";
 const FORMAT_KEY: &[u8] = b"V";
