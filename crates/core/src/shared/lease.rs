@@ -392,6 +392,9 @@ impl SharedFs {
                     None => return Ok(()),
                     Some(h) if !h.releasing => {
                         h.releasing = true;
+                        // Counted before the delete commits: whoever waits
+                        // for the lease may go on the moment it does.
+                        self.stats.leases_given.fetch_add(1, Ordering::Relaxed);
                         break;
                     }
                     // Another thread is giving it back: wait for it.
@@ -407,7 +410,6 @@ impl SharedFs {
         if asked {
             self.back_off(dir);
         }
-        self.stats.leases_given.fetch_add(1, Ordering::Relaxed);
         r
     }
 
