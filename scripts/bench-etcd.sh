@@ -5,8 +5,8 @@
 # SeaweedFS S3 server (ports 24351-24354), JuiceFS's in a local directory,
 # in one run: 1 mount x 1 and 2
 # processes, 2 mounts x 1 and 2 processes. Creates are
-# open(O_CREAT|O_EXCL)+close; stats are stat(2) of the process's own files
-# after the kernel's 1 s caches expired. Then file data: a 256 MiB file
+# open(O_CREAT|O_EXCL)+close; stats are stat(2) of the files made
+# after the kernel's 1 s caches expired, every process's files in turn. Then file data: a 256 MiB file
 # written with dd (1 MiB writes, then close) on one mount and read on the
 # other with cold caches.
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
@@ -36,7 +36,7 @@ juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/n
 juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
 echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
-printf '%-8s %6s %6s %10s %10s\n' fs mounts procs creates/s stats/s
+printf '%-8s %6s %6s %10s %10s %13s\n' fs mounts procs creates/s stats/s min/max-made
 run() {  # run NAME DIR1 [DIR2]
   local name=$1; shift
   for procs in 1 2; do
@@ -47,11 +47,15 @@ tag = f"{len(dirs)}m{procs}p"
 for d in dirs:
     os.makedirs(os.path.join(d, "shared"), exist_ok=True) if d == dirs[0] else None
 time.sleep(1.5)
-def work(i, phase, q, n):
+def work(i, phase, q, made):
     d = os.path.join(dirs[i % len(dirs)], "shared")
     t = time.time(); k = 0
     while time.time() - t < secs:
-        p = os.path.join(d, f"{tag}-{i}-{k % n if phase == 'stat' else k}")
+        if phase == "create":
+            p = os.path.join(d, f"{tag}-{i}-{k}")
+        else:  # every process's files in turn (one may have made few)
+            j = (i + k) % len(made)
+            p = os.path.join(d, f"{tag}-{j}-{(k // len(made)) % made[j]}")
         if phase == "create":
             os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         else:
@@ -62,7 +66,7 @@ res = {}
 made = {}
 for phase in ("create", "stat"):
     q = mp.Queue()
-    ps = [mp.Process(target=work, args=(i, phase, q, made.get(i, 1))) for i in range(len(dirs) * procs)]
+    ps = [mp.Process(target=work, args=(i, phase, q, made)) for i in range(len(dirs) * procs)]
     for p in ps: p.start()
     out = [q.get() for _ in ps]
     for p in ps: p.join()
@@ -70,7 +74,9 @@ for phase in ("create", "stat"):
         made = {i: k for i, k, _ in out}
     res[phase] = sum(k for _, k, _ in out) / max(t for _, _, t in out)
     time.sleep(1.5)
-print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f}")
+# Fairness: the fewest and most creates of one process.
+fair = f"{min(made.values())}/{max(made.values())}"
+print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f} {fair:>13}")
 PY
   done
 }

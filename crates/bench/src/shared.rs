@@ -23,6 +23,9 @@ struct Row {
     secs: f64,
     commits: u64,
     conflicts: u64,
+    /// Directory leases taken, and the entries read to take them.
+    turns: u64,
+    listed: u64,
     lat: Vec<u64>,
 }
 
@@ -52,8 +55,8 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
             .unwrap_or_default()
     );
     println!(
-        "{:>7} {:>7} {:<8} {:>9} {:>8} {:>10} {:>9} {:>9}",
-        "daemons", "workers", "phase", "ops/s", "txn/op", "confl/op", "p50 ms", "p99 ms"
+        "{:>7} {:>7} {:<8} {:>9} {:>8} {:>10} {:>9} {:>9} {:>7} {:>9}",
+        "daemons", "workers", "phase", "ops/s", "txn/op", "confl/op", "p50 ms", "p99 ms", "turns", "listed"
     );
     for &daemons in &a.daemons {
         for &workers in &a.workers {
@@ -77,15 +80,16 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                 .ino;
             let mut made = vec![0u64; daemons * workers];
             for phase in ["create", "stat"] {
-                let before: Vec<(u64, u64)> = fss
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.stats.commits.load(Ordering::Relaxed),
-                            f.stats.conflicts.load(Ordering::Relaxed),
-                        )
-                    })
-                    .collect();
+                let snap = |f: &SharedFs| {
+                    let s = &f.stats;
+                    [
+                        s.commits.load(Ordering::Relaxed),
+                        s.conflicts.load(Ordering::Relaxed),
+                        s.leases_taken.load(Ordering::Relaxed),
+                        s.lease_listed.load(Ordering::Relaxed),
+                    ]
+                };
+                let before: Vec<[u64; 4]> = fss.iter().map(|f| snap(f)).collect();
                 let start = std::sync::Barrier::new(daemons * workers);
                 let t0 = Instant::now();
                 let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|sc| {
@@ -120,11 +124,13 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                 if phase == "create" {
                     made = results.iter().map(|r| r.0).collect();
                 }
-                let (mut commits, mut conflicts) = (0, 0);
-                for (f, (c0, k0)) in fss.iter().zip(before) {
-                    commits += f.stats.commits.load(Ordering::Relaxed) - c0;
-                    conflicts += f.stats.conflicts.load(Ordering::Relaxed) - k0;
+                let mut d = [0u64; 4];
+                for (f, b) in fss.iter().zip(before) {
+                    for (x, (now, was)) in d.iter_mut().zip(snap(f).iter().zip(b)) {
+                        *x += now - was;
+                    }
                 }
+                let [commits, conflicts, turns, listed] = d;
                 let mut row = Row {
                     daemons,
                     workers,
@@ -133,11 +139,13 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                     secs: took,
                     commits,
                     conflicts,
+                    turns,
+                    listed,
                     lat: results.into_iter().flat_map(|r| r.1).collect(),
                 };
                 let per = |x: u64| x as f64 / row.ops.max(1) as f64;
                 println!(
-                    "{:>7} {:>7} {:<8} {:>9.0} {:>8.2} {:>10.4} {:>9.2} {:>9.2}",
+                    "{:>7} {:>7} {:<8} {:>9.0} {:>8.2} {:>10.4} {:>9.2} {:>9.2} {:>7} {:>9}",
                     row.daemons,
                     row.workers,
                     row.phase,
@@ -145,7 +153,9 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                     per(row.commits),
                     per(row.conflicts),
                     pct(&mut row.lat, 0.5),
-                    pct(&mut row.lat, 0.99)
+                    pct(&mut row.lat, 0.99),
+                    row.turns,
+                    row.listed
                 );
             }
             let r = ns::check(&*connect()?).map_err(|e| e.to_string())?;

@@ -105,6 +105,7 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "lease_creates": s.lease_creates.load(Relaxed),
         "lease_batches": s.lease_batches.load(Relaxed),
         "lease_waits": s.lease_waits.load(Relaxed),
+        "lease_listed": s.lease_listed.load(Relaxed),
         "session": format!("{:x}", fs.session()),
     }})
 }
@@ -125,7 +126,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
         let ops = d("ops");
         let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
         emit(&format!(
-            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {}\n",
+            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {} (entries read to take them {})\n",
             ops as f64 / a.interval,
             per(d("commits")),
             per(d("conflicts")),
@@ -140,6 +141,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
             d("leases_taken"),
             d("leases_given"),
             d("lease_waits"),
+            d("lease_listed"),
         ));
         prev = cur;
         n += 1;

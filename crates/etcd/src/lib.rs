@@ -117,9 +117,10 @@ fn map_err(e: etcd_client::Error, commit: bool) -> KvError {
                 KvError::Unavailable(m)
             } else {
                 match s.code() {
-                    tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition => {
-                        KvError::Other(m)
-                    }
+                    // OutOfRange: an answer over gRPC's size limit.
+                    tonic::Code::InvalidArgument
+                    | tonic::Code::FailedPrecondition
+                    | tonic::Code::OutOfRange => KvError::Other(m),
                     _ => unsure(format!("{:?}: {m}", s.code())),
                 }
             }
@@ -237,26 +238,44 @@ impl SharedStore for EtcdStore {
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
-        let mut c = self.client();
-        let (lo, hi) = (self.key(lo), self.key(hi));
-        let opts = GetOptions::new()
-            .with_range(hi)
-            .with_limit(limit.min(i64::MAX as usize) as i64);
-        let r = self.call(false, async move { c.get(lo, Some(opts)).await })?;
-        let rev = r.header().map_or(0, |h| h.revision() as u64);
-        let v = r
-            .kvs()
-            .iter()
-            .map(|kv| {
-                (
+        // In pages (one answer must stay under gRPC's 4 MiB), every page
+        // at the first one's revision: one snapshot.
+        const PAGE: usize = 10_000;
+        let hi = self.key(hi);
+        let mut from = self.key(lo);
+        let mut rev = 0u64;
+        let mut v: Vec<(Vec<u8>, Versioned)> = Vec::new();
+        while v.len() < limit {
+            let want = (limit - v.len()).min(PAGE);
+            let mut opts = GetOptions::new()
+                .with_range(hi.clone())
+                .with_limit(want as i64);
+            if rev > 0 {
+                opts = opts.with_revision(rev as i64);
+            }
+            let mut c = self.client();
+            let key = from.clone();
+            let r = self.call(false, async move { c.get(key, Some(opts)).await })?;
+            if rev == 0 {
+                rev = r.header().map_or(0, |h| h.revision() as u64);
+            }
+            for kv in r.kvs() {
+                v.push((
                     self.strip(kv.key()),
                     Versioned {
                         value: kv.value().to_vec(),
                         mod_rev: kv.mod_revision() as u64,
                     },
-                )
-            })
-            .collect();
+                ));
+            }
+            match r.kvs().last() {
+                Some(last) if r.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
         Ok((v, rev))
     }
 

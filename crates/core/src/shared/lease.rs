@@ -42,7 +42,7 @@ use super::ns::{ekey, enc_entry, erange, ikey, lkey, rkey, skey, tkey, Node, Sha
 use super::{Cond, KvError, Op, Outcome};
 use crate::error::{Error, Result};
 use crate::types::{Attr, Ino, Kind, Ts};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -63,9 +63,13 @@ const STALE: Duration = Duration::from_secs(1);
 /// with it, or until this many are queued: group commit.
 const LINGER: Duration = Duration::from_millis(5);
 const FULL: usize = 40;
-/// How long a directory is not taken again after another daemon asked for
-/// it, first and at most.
-const BACKOFF_MIN: Duration = Duration::from_secs(1);
+/// A holder asked for a directory gives it back no sooner than this after
+/// taking it: daemons creating in one directory take turns this long.
+const SLICE: Duration = Duration::from_millis(100);
+/// After giving a directory back on request, the daemon does not take it
+/// again for this long (the asker takes it first).
+const HANDOFF_GAP: Duration = Duration::from_millis(20);
+/// A directory that was gone or too large is not tried again for this long.
 const BACKOFF_MAX: Duration = Duration::from_secs(64);
 
 /// A directory's entries: name -> child and kind.
@@ -80,7 +84,20 @@ struct Held {
     names: Names,
     /// Being given back: no more creates from memory.
     releasing: bool,
+    /// When it was taken (another daemon's request waits for `SLICE`).
+    since: Instant,
 }
+
+/// The listing of a directory this daemon gave back, kept current from
+/// the change stream, so that taking it again reads only the record.
+struct Cold {
+    names: Names,
+    /// The revision it was given back at: changes up to it are in `names`.
+    after: super::Rev,
+}
+
+/// Cold listings kept, at most.
+const MAX_COLD: usize = 16;
 
 /// A create acknowledged from memory.
 struct Pending {
@@ -93,6 +110,16 @@ struct Pending {
     at: Instant,
 }
 
+impl State {
+    /// Another daemon asked for `dir`: due at the end of this one's slice.
+    fn asked_for(&mut self, dir: Ino) {
+        if let Some(h) = self.held.get(&dir) {
+            let at = h.since + SLICE;
+            self.due.entry(dir).or_insert(at);
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     held: HashMap<Ino, Held>,
@@ -103,8 +130,18 @@ struct State {
     in_flight: usize,
     /// Transactional creates in a row per directory (for taking a lease).
     streak: HashMap<Ino, u32>,
-    /// Not before this, and the next backoff.
-    not_before: HashMap<Ino, (Instant, Duration)>,
+    /// Not taken again before this.
+    not_before: HashMap<Ino, Instant>,
+    /// Asked for by another daemon: given back at this time (its slice's end).
+    due: HashMap<Ino, Instant>,
+    /// Being taken by one of this daemon's threads (the others wait).
+    acquiring: HashSet<Ino>,
+    /// Listings of directories given back, while the stream follows.
+    cold: HashMap<Ino, Cold>,
+    /// The change stream runs (since before every cold listing was made).
+    following: bool,
+    /// The revision the stream delivered through.
+    seen: super::Rev,
     /// The store refused the queue (full): why, while it lasts.
     stalled: Option<Error>,
     /// Someone waits for the queue (`settle`): commit without lingering.
@@ -138,6 +175,15 @@ impl Leases {
             .unwrap()
             .0
     }
+}
+
+/// What taking a lease came to.
+enum Acquired {
+    Took,
+    /// Another daemon holds it.
+    Other,
+    /// Gone, too large to hold, or the store would not say.
+    Not,
 }
 
 /// What a lookup in a held directory found without the store.
@@ -218,7 +264,11 @@ impl SharedFs {
         if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let mut tried = false;
+        // Waiting for another daemon's turn ends by this time at the
+        // latest (its session ends by then if it froze).
+        let deadline = Instant::now() + self.ttl * 2 + Duration::from_secs(5);
+        let mut wanted = false;
+        let mut asked: Option<Instant> = None;
         loop {
             let mut st = self.leases.st.lock().unwrap();
             while st.queue.len() >= MAX_QUEUE && st.stalled.is_none() {
@@ -265,30 +315,77 @@ impl SharedFs {
                 self.leases.cv.notify_all();
                 return Ok(Some(attr));
             }
-            if tried || !usable || st.held.contains_key(&parent) {
+            if !usable || st.held.contains_key(&parent) || Instant::now() > deadline {
                 return Ok(None);
             }
-            let streak = st.streak.entry(parent).or_default();
-            *streak += 1;
-            if *streak < STREAK {
-                return Ok(None);
+            if st.acquiring.contains(&parent) {
+                st = self.leases.nudge(st);
+                drop(st);
+                continue;
             }
-            *streak = 0;
-            if st
-                .not_before
-                .get(&parent)
-                .is_some_and(|(t, _)| Instant::now() < *t)
-            {
-                return Ok(None);
+            if !wanted {
+                let streak = st.streak.entry(parent).or_default();
+                *streak += 1;
+                if *streak < STREAK {
+                    return Ok(None);
+                }
+                *streak = 0;
+                if st.streak.len() > 4096 {
+                    st.streak.clear();
+                }
+                wanted = true;
             }
-            if st.streak.len() > 4096 {
-                st.streak.clear();
+            match st.not_before.get(&parent).copied() {
+                // Just given back to another daemon: let it take it first.
+                Some(t) if t > Instant::now() && t - Instant::now() <= HANDOFF_GAP => {
+                    drop(st);
+                    std::thread::sleep(t - Instant::now());
+                    continue;
+                }
+                Some(t) if t > Instant::now() => return Ok(None),
+                _ => {}
             }
+            st.acquiring.insert(parent);
             drop(st);
-            tried = true;
-            if !self.acquire(parent)? {
-                return Ok(None);
+            let took = self.acquire(parent);
+            self.leases.st.lock().unwrap().acquiring.remove(&parent);
+            self.leases.cv.notify_all();
+            match took? {
+                Acquired::Took => {}
+                Acquired::Not => return Ok(None),
+                // Another daemon's turn: ask for it, wait until it is given
+                // back (at the end of its slice), and take it.
+                Acquired::Other => {
+                    if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
+                        self.request_lease(parent);
+                        asked = Some(Instant::now());
+                    }
+                    self.wait_given_back(parent, deadline)?;
+                }
             }
+        }
+    }
+
+    /// Wait until no daemon holds `dir` (polling its key), up to `deadline`
+    /// or 100 ms (the caller asks again).
+    fn wait_given_back(&self, dir: Ino, deadline: Instant) -> Result<()> {
+        let until = deadline.min(Instant::now() + Duration::from_millis(100));
+        let mut pause = Duration::from_millis(1);
+        while Instant::now() < until {
+            if self.patient(|| self.store.get(&lkey(dir)))?.is_none() {
+                return Ok(());
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(4));
+        }
+        Ok(())
+    }
+
+    /// A create of this daemon waited for another's lease on `dir`: take
+    /// it at the next create there (the streak is shown).
+    pub(super) fn want_lease(&self, dir: Ino) {
+        if self.leases.enabled {
+            self.leases.st.lock().unwrap().streak.insert(dir, STREAK - 1);
         }
     }
 
@@ -300,18 +397,19 @@ impl SharedFs {
         }
     }
 
-    /// Take `dir`'s lease and read its listing. False: another daemon holds
-    /// it, or the directory is too large to list.
-    fn acquire(&self, dir: Ino) -> Result<bool> {
+    /// Take `dir`'s lease and read its listing.
+    fn acquire(&self, dir: Ino) -> Result<Acquired> {
         let conds = [Cond::Exists(skey(self.sid)), Cond::Absent(lkey(dir))];
         let ops = [Op::Put(
             lkey(dir),
             self.sid.to_le_bytes().to_vec(),
             Some(self.lease),
         )];
+        let mut at = 0;
         let took = match self.store.commit(&conds, &ops) {
             Ok(Outcome::Committed(rev)) => {
                 self.note_own(rev);
+                at = rev;
                 true
             }
             Ok(Outcome::Conflict(_)) => false,
@@ -319,11 +417,13 @@ impl SharedFs {
             Err(KvError::Unknown(_)) => self
                 .patient(|| self.store.get(&lkey(dir)))?
                 .is_some_and(|v| v.value == self.sid.to_le_bytes()),
-            Err(_) => false,
+            Err(_) => {
+                self.not_before(dir, Duration::from_secs(1));
+                return Ok(Acquired::Not);
+            }
         };
         if !took {
-            self.back_off(dir);
-            return Ok(false);
+            return Ok(Acquired::Other);
         }
         // The record and every entry, read after the lease's commit.
         let listing = (|| -> Result<Option<(Node, Names)>> {
@@ -334,8 +434,14 @@ impl SharedFs {
             if node.attr.kind != Kind::Dir {
                 return Ok(None);
             }
+            if let Some(names) = self.cold_listing(dir, at) {
+                return Ok(Some((node, names)));
+            }
             let (lo, hi) = erange(dir);
             let (kvs, _) = self.patient(|| self.store.scan(&lo, &hi, MAX_LISTING + 1))?;
+            self.stats
+                .lease_listed
+                .fetch_add(kvs.len() as u64, Ordering::Relaxed);
             if kvs.len() > MAX_LISTING {
                 return Ok(None);
             }
@@ -354,36 +460,94 @@ impl SharedFs {
                         dir: node,
                         names,
                         releasing: false,
+                        since: Instant::now(),
                     },
                 );
                 self.stats.leases_taken.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
+                Ok(Acquired::Took)
             }
             other => {
                 // Not worth holding (gone, too large) or unreadable: give it back.
                 self.delete_lease(dir)?;
-                let mut st = self.leases.st.lock().unwrap();
-                st.not_before
-                    .insert(dir, (Instant::now() + BACKOFF_MAX, BACKOFF_MAX));
-                other.map(|_| false)
+                self.not_before(dir, BACKOFF_MAX);
+                other.map(|_| Acquired::Not)
             }
         }
     }
 
-    fn back_off(&self, dir: Ino) {
+    /// The listing kept since this daemon gave `dir` back, once the stream
+    /// delivered every change up to `at` (the lease's commit: after it
+    /// only this daemon changes the entries). None: read it whole.
+    fn cold_listing(&self, dir: Ino, at: super::Rev) -> Option<Names> {
         let mut st = self.leases.st.lock().unwrap();
-        let next = match st.not_before.get(&dir) {
-            Some(&(_, d)) => (d * 2).min(BACKOFF_MAX),
-            None => BACKOFF_MIN,
-        };
+        if at == 0 || !st.cold.contains_key(&dir) {
+            return None;
+        }
+        let since = Instant::now();
+        while st.following && st.seen < at && since.elapsed() < Duration::from_secs(1) {
+            st = self
+                .leases
+                .cv
+                .wait_timeout(st, Duration::from_millis(10))
+                .unwrap()
+                .0;
+        }
+        let c = st.cold.remove(&dir)?;
+        (st.following && st.seen >= at).then_some(c.names)
+    }
+
+    /// What the stream delivered: requests for this daemon's leases, and
+    /// changes to the entries of directories it gave back.
+    fn follow(&self, evs: Vec<super::Event>) {
+        let mut st = self.leases.st.lock().unwrap();
+        for e in evs {
+            st.seen = st.seen.max(e.rev);
+            match e.key.first() {
+                // (A request of this daemon's own is a thread of it that
+                // met the lease while another was taking it: ignored.)
+                Some(b'R') if e.key.len() == 9 => {
+                    let mine = e.value.as_deref() == Some(&self.sid.to_le_bytes()[..]);
+                    if e.value.is_some() && !mine {
+                        let dir = u64::from_be_bytes(e.key[1..9].try_into().unwrap());
+                        st.asked_for(dir);
+                    }
+                }
+                Some(b'E') if e.key.len() > 9 => {
+                    let dir = u64::from_be_bytes(e.key[1..9].try_into().unwrap());
+                    let Some(c) = st.cold.get_mut(&dir).filter(|c| e.rev > c.after) else {
+                        continue;
+                    };
+                    let name = e.key[9..].to_vec();
+                    match e.value.as_deref().map(super::ns::dec_entry) {
+                        Some(Ok(v)) => {
+                            c.names.insert(name, v);
+                        }
+                        None => {
+                            c.names.remove(&name);
+                        }
+                        // Unreadable: read it whole next time.
+                        Some(Err(_)) => {
+                            st.cold.remove(&dir);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.leases.cv.notify_all();
+    }
+
+    fn not_before(&self, dir: Ino, d: Duration) {
+        let mut st = self.leases.st.lock().unwrap();
         if st.not_before.len() > 4096 {
             st.not_before.clear();
         }
-        st.not_before.insert(dir, (Instant::now() + next, next));
+        st.not_before.insert(dir, Instant::now() + d);
     }
 
     /// Give `dir` back: commit the queue, then delete `L dir` (and any
-    /// request for it). `asked`: another daemon wants it (back off).
+    /// request for it). `asked`: another daemon wants it (let it take it
+    /// first, then ask for it again at the next create here).
     pub(super) fn release_lease(&self, dir: Ino, asked: bool) -> Result<()> {
         {
             let mut st = self.leases.st.lock().unwrap();
@@ -404,16 +568,36 @@ impl SharedFs {
         }
         let r = self.settle().and_then(|()| self.delete_lease(dir));
         let mut st = self.leases.st.lock().unwrap();
-        st.held.remove(&dir);
+        let h = st.held.remove(&dir);
+        st.due.remove(&dir);
+        if let (Some(h), Ok(Some(after)), true) = (h, &r, st.following) {
+            if st.cold.len() >= MAX_COLD {
+                let k = *st.cold.keys().next().unwrap();
+                st.cold.remove(&k);
+            }
+            st.cold.insert(
+                dir,
+                Cold {
+                    names: h.names,
+                    after: *after,
+                },
+            );
+        }
+        let r = r.map(|_| ());
+        if asked {
+            st.streak.insert(dir, STREAK - 1);
+        }
         self.leases.cv.notify_all();
         drop(st);
         if asked {
-            self.back_off(dir);
+            self.not_before(dir, HANDOFF_GAP);
         }
         r
     }
 
-    fn delete_lease(&self, dir: Ino) -> Result<()> {
+    /// Delete `L dir` (and `R dir`); the revision it was deleted at, if
+    /// known.
+    fn delete_lease(&self, dir: Ino) -> Result<Option<super::Rev>> {
         let since = Instant::now();
         loop {
             match self.store.commit(
@@ -422,10 +606,10 @@ impl SharedFs {
             ) {
                 Ok(Outcome::Committed(rev)) => {
                     self.note_own(rev);
-                    return Ok(());
+                    return Ok(Some(rev));
                 }
                 // The session is gone, and the lease with it.
-                Ok(Outcome::Conflict(_)) => return Ok(()),
+                Ok(Outcome::Conflict(_)) => return Ok(None),
                 // A delete applied twice is one delete.
                 Err(KvError::Unknown(_)) => {}
                 Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
@@ -599,18 +783,31 @@ impl SharedFs {
 
     /// Requests from other daemons for the leases this one holds, as the
     /// change stream delivers them.
+    /// A requested directory is given back at the end of its holder's
+    /// slice (at once if that has passed).
     fn answer_requests(&self, w: &mut Box<dyn super::Watch>) -> Result<()> {
-        let evs = w.next(Duration::from_millis(200)).map_err(Error::from)?;
-        for e in evs {
-            if e.value.is_some() && e.key.len() == 9 {
-                let dir = u64::from_be_bytes(e.key[1..9].try_into().unwrap());
-                if self.holds(dir) {
-                    self.release_lease(dir, true)?;
-                }
-            }
+        let wait = {
+            let st = self.leases.st.lock().unwrap();
+            let now = Instant::now();
+            st.due
+                .values()
+                .map(|t| t.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::from_millis(200))
+        };
+        let evs = w.next(wait).map_err(Error::from)?;
+        self.follow(evs);
+        let now = Instant::now();
+        let due: Vec<Ino> = {
+            let st = self.leases.st.lock().unwrap();
+            st.due.iter().filter(|(_, t)| **t <= now).map(|(d, _)| *d).collect()
+        };
+        for dir in due {
+            self.release_lease(dir, true)?;
         }
         Ok(())
     }
+
 
     /// Start the flusher and the thread that answers lease requests; both
     /// end when the daemon does.
@@ -632,7 +829,7 @@ impl SharedFs {
             .expect("spawn lease flusher");
         let weak: Weak<SharedFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
-            .name("shoal-lease-requests".into())
+            .name("shoal-lease-follow".into())
             .spawn(move || {
                 let mut w: Option<Box<dyn super::Watch>> = None;
                 loop {
@@ -641,14 +838,29 @@ impl SharedFs {
                         return;
                     }
                     if w.is_none() {
-                        let from = fs.store.revision().unwrap_or(0) + 1;
-                        w = fs.store.watch(b"R", from).ok();
+                        // Every change from now on (requests, and the entries
+                        // of directories given back); the cold listings
+                        // made before missed some: dropped.
+                        w = fs
+                            .store
+                            .revision()
+                            .and_then(|r| Ok((r, fs.store.watch(b"", r + 1)?)))
+                            .ok()
+                            .map(|(r, w)| {
+                                let mut st = fs.leases.st.lock().unwrap();
+                                st.cold.clear();
+                                st.following = true;
+                                st.seen = r;
+                                w
+                            });
                         // Requests made while no stream followed: answer them.
                         let held: Vec<Ino> =
                             fs.leases.st.lock().unwrap().held.keys().copied().collect();
                         for d in held {
-                            if let Ok(Some(_)) = fs.store.get(&rkey(d)) {
-                                let _ = fs.release_lease(d, true);
+                            if let Ok(Some(v)) = fs.store.get(&rkey(d)) {
+                                if v.value != fs.sid.to_le_bytes() {
+                                    fs.leases.st.lock().unwrap().asked_for(d);
+                                }
                             }
                         }
                         if w.is_none() {
@@ -659,6 +871,9 @@ impl SharedFs {
                     }
                     if let Err(e) = fs.answer_requests(w.as_mut().unwrap()) {
                         tracing::debug!("lease requests: {e}; following again");
+                        let mut st = fs.leases.st.lock().unwrap();
+                        st.following = false;
+                        st.cold.clear();
                         w = None;
                     }
                 }

@@ -206,13 +206,15 @@ pub struct SharedStats {
     pub blob_gets: AtomicU64,
     pub blob_deletes: AtomicU64,
     /// Directory leases (`super::lease`): taken, given back, creates
-    /// acknowledged from memory, their batch commits, and commits that
-    /// found another daemon's lease (and asked for it).
+    /// acknowledged from memory, their batch commits, commits that found
+    /// another daemon's lease (and asked for it), and the entries read to
+    /// take them (a directory's listing).
     pub leases_taken: AtomicU64,
     pub leases_given: AtomicU64,
     pub lease_creates: AtomicU64,
     pub lease_batches: AtomicU64,
     pub lease_waits: AtomicU64,
+    pub lease_listed: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -843,6 +845,11 @@ impl SharedFs {
                             for &d in &leased {
                                 if !self.holds(d) {
                                     self.request_lease(d);
+                                }
+                                // A create that waited for another's turn
+                                // takes the next turn itself.
+                                if tx.creating {
+                                    self.want_lease(d);
                                 }
                             }
                             asked = Some(Instant::now());
