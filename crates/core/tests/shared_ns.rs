@@ -105,6 +105,18 @@ fn a_leased_directory_answers_from_memory_and_gives_it_back() {
 }
 
 #[test]
+fn daemons_creating_in_one_directory_take_turns() {
+    let (s, fss) = daemons(2);
+    checks::daemons_creating_in_one_directory_take_turns(&fss, &*s);
+}
+
+#[test]
+fn a_directory_taken_again_answers_what_others_changed() {
+    let (s, fss) = daemons(2);
+    checks::a_directory_taken_again_answers_what_others_changed(&fss, &*s);
+}
+
+#[test]
 fn one_winner_per_name_with_leases() {
     let (s, fss) = daemons(2);
     checks::one_winner_per_name_with_leases(&fss, &*s);

@@ -68,7 +68,9 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "lease", 2, ttl);
     checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
     checks::one_winner_per_name_with_leases(&fss, &*s);
-    println!("etcd: directory leases taken, given back, one winner per name: ok");
+    checks::daemons_creating_in_one_directory_take_turns(&fss, &*s);
+    checks::a_directory_taken_again_answers_what_others_changed(&fss, &*s);
+    println!("etcd: directory leases taken, given back, taken in turns, one winner per name: ok");
 
     // Fencing with a real lease: A stops renewing, its 2 s lease ends, and
     // its commits are refused while B's go on.

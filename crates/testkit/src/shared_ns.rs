@@ -307,6 +307,90 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_clean(s);
 }
 
+/// Two daemons creating in one directory take turns holding its lease:
+/// most creates of each are answered from memory, both get turns, and
+/// every name is there once.
+pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"turns", 0o755).unwrap();
+    let before: Vec<(u64, u64)> = [a, b]
+        .iter()
+        .map(|f| (count(f, |s| &s.lease_creates), count(f, |s| &s.leases_taken)))
+        .collect();
+    // Long enough for several 100 ms turns on each side.
+    let made = race(&fss[..2], 2, |t, fs| {
+        let t0 = std::time::Instant::now();
+        let mut n = 0;
+        while t0.elapsed() < Duration::from_millis(1500) || n < 50 {
+            fs.create(d.ino, format!("d{t}-{n}").as_bytes(), 0o644)
+                .unwrap();
+            n += 1;
+            // (At most 5,000 a second: the simulator answers at millions.)
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        n
+    });
+    for (i, f) in [a, b].iter().enumerate() {
+        let from_memory = count(f, |s| &s.lease_creates) - before[i].0;
+        let turns = count(f, |s| &s.leases_taken) - before[i].1;
+        assert!(turns >= 2, "daemon {i}: {turns} turns");
+        assert!(
+            from_memory * 2 >= made[i] as u64,
+            "daemon {i}: {from_memory} of {} creates from memory",
+            made[i]
+        );
+    }
+    a.fsyncdir().unwrap();
+    b.fsyncdir().unwrap();
+    let total: usize = made.iter().sum();
+    assert_eq!(a.readdir(d.ino, None, 100_000).unwrap().len(), total);
+    assert_clean(s);
+}
+
+/// A daemon that gave a directory back keeps its listing current from the
+/// change stream: taking it again reads no entries, and its answers from
+/// memory include what another daemon created, removed and renamed there
+/// meanwhile.
+pub fn a_directory_taken_again_answers_what_others_changed(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"again", 0o755).unwrap();
+    for i in 0..10 {
+        a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap();
+    }
+    assert!(a.holds_lease(d.ino), "A took no lease");
+    // B's changes, each waiting for A to give the directory back.
+    let b1 = b.create(d.ino, b"b1", 0o644).unwrap();
+    b.unlink(d.ino, b"a3").unwrap();
+    b.rename(d.ino, b"a4", d.ino, b"b4").unwrap();
+    // (A forgets the lease just after deleting it, which let B go on.)
+    let t = std::time::Instant::now();
+    while a.holds_lease(d.ino) && t.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!a.holds_lease(d.ino), "A did not give it back");
+    // A takes it again (its next creates there) without listing it.
+    let listed = count(a, |s| &s.lease_listed);
+    let taken = count(a, |s| &s.leases_taken);
+    for i in 10..20 {
+        a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap();
+    }
+    assert!(count(a, |s| &s.leases_taken) > taken, "A did not take it again");
+    assert_eq!(count(a, |s| &s.lease_listed), listed, "A read the listing again");
+    assert!(a.holds_lease(d.ino));
+    assert_eq!(a.create(d.ino, b"b1", 0o644), Err(Error::Exists));
+    assert_eq!(a.create(d.ino, b"b4", 0o644), Err(Error::Exists));
+    assert_eq!(a.lookup(d.ino, b"b1").unwrap().ino, b1.ino);
+    assert_eq!(a.lookup(d.ino, b"a4"), Err(Error::NotFound));
+    a.create(d.ino, b"a3", 0o644).unwrap();
+    a.create(d.ino, b"a4", 0o644).unwrap();
+    a.fsyncdir().unwrap();
+    assert_eq!(b.readdir(d.ino, None, 100).unwrap().len(), 22);
+    assert_clean(s);
+}
+
 /// Every daemon's threads create the same names in one directory, with
 /// leases taken and given back between them: one winner per name.
 pub fn one_winner_per_name_with_leases(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {

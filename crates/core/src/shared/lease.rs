@@ -198,6 +198,11 @@ fn lost() -> Error {
 }
 
 impl SharedFs {
+    /// Whether this daemon holds `dir`'s lease (for tests and `stats`).
+    pub fn holds_lease(&self, dir: Ino) -> bool {
+        self.holds(dir)
+    }
+
     /// Whether this daemon holds `dir`'s lease.
     pub(super) fn holds(&self, dir: Ino) -> bool {
         self.leases.enabled && self.leases.st.lock().unwrap().held.contains_key(&dir)
