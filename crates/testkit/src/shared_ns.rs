@@ -313,6 +313,8 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
 pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = a.mkdir(ROOT_INO, b"turns", 0o755).unwrap();
+    // (A may hold the root's lease: its mkdir is seen by B once committed.)
+    a.fsyncdir().unwrap();
     let before: Vec<(u64, u64)> = [a, b]
         .iter()
         .map(|f| (count(f, |s| &s.lease_creates), count(f, |s| &s.leases_taken)))
@@ -357,6 +359,7 @@ pub fn a_directory_taken_again_answers_what_others_changed(
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = a.mkdir(ROOT_INO, b"again", 0o755).unwrap();
+    a.fsyncdir().unwrap();
     for i in 0..10 {
         a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap();
     }
