@@ -8,7 +8,8 @@
 # open(O_CREAT|O_EXCL)+close; stats are stat(2) of the files made
 # after the kernel's 1 s caches expired, every process's files in turn. Then file data: a 256 MiB file
 # written with dd (1 MiB writes, then close) on one mount and read on the
-# other with cold caches.
+# other with cold caches. Then the kernel's Documentation/ untarred on one
+# mount and on two at once.
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,4 +96,25 @@ data() {  # data NAME WRITER READER
   printf '%-8s %8.0f %8.0f\n' "$1" "$(echo "268.435456 / ($t1 - $t0)" | bc -l)" "$(echo "268.435456 / ($(date +%s.%N) - $t2)" | bc -l)"
 }
 data shoal "$B/s1" "$B/s2"; data juicefs "$B/j1" "$B/j2"
+# Untar of the kernel's Documentation/ (9,500 entries, from Debian's
+# linux-source, decompressed once outside the timing): on one mount, then
+# on two at once (a copy each, in its own directory).
+TAR=/var/tmp/shoal-bench-linux.tar
+if [ ! -s "$TAR" ]; then xz -dc "$(ls /usr/src/linux-source-*.tar.xz | head -1)" > "$TAR"; fi
+SUB=$(tar tf "$TAR" | head -1 | cut -d/ -f1)/Documentation
+N=$(tar tf "$TAR" "$SUB" | wc -l)
+echo "untar of $SUB ($N entries), seconds (entries/s)"
+printf '%-8s %16s %16s\n' fs "1 mount" "2 mounts"
+untar() {  # untar NAME M1 M2
+  local t0 t1 t2
+  mkdir -p "$2/u1" "$2/u2" "$2/u3"
+  t0=$(date +%s.%N)
+  tar xf "$TAR" -C "$2/u1" "$SUB"
+  t1=$(date +%s.%N)
+  tar xf "$TAR" -C "$2/u2" "$SUB" & tar xf "$TAR" -C "$3/u3" "$SUB"; wait
+  t2=$(date +%s.%N)
+  printf '%-8s %7.1f (%6.0f) %7.1f (%6.0f)\n' "$1" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$N / ($t1 - $t0)" | bc -l)" \
+    "$(echo "$t2 - $t1" | bc -l)" "$(echo "2 * $N / ($t2 - $t1)" | bc -l)"
+}
+untar shoal "$B/s1" "$B/s2"; untar juicefs "$B/j1" "$B/j2"
 "$S" fsck "etcd://$EPS/shoal"
