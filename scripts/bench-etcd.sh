@@ -101,7 +101,7 @@ data shoal "$B/s1" "$B/s2"; data juicefs "$B/j1" "$B/j2"
 # on two at once (a copy each, in its own directory).
 TAR=/var/tmp/shoal-bench-linux.tar
 if [ ! -s "$TAR" ]; then xz -dc "$(ls /usr/src/linux-source-*.tar.xz | head -1)" > "$TAR"; fi
-SUB=$(tar tf "$TAR" | head -1 | cut -d/ -f1)/Documentation
+SUB=$( (tar tf "$TAR" 2>/dev/null || true) | awk -F/ 'NR == 1 { print $1; exit }')/Documentation
 N=$(tar tf "$TAR" "$SUB" | wc -l)
 echo "untar of $SUB ($N entries), seconds (entries/s)"
 printf '%-8s %16s %16s\n' fs "1 mount" "2 mounts"
