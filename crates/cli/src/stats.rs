@@ -106,6 +106,7 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "lease_batches": s.lease_batches.load(Relaxed),
         "lease_waits": s.lease_waits.load(Relaxed),
         "lease_listed": s.lease_listed.load(Relaxed),
+        "lease_amends": s.lease_amends.load(Relaxed),
         "session": format!("{:x}", fs.session()),
     }})
 }

@@ -117,6 +117,12 @@ fn a_directory_taken_again_answers_what_others_changed() {
 }
 
 #[test]
+fn a_queued_create_is_changed_in_memory() {
+    let (s, fss) = daemons(2);
+    checks::a_queued_create_is_changed_in_memory(&fss, &*s);
+}
+
+#[test]
 fn one_winner_per_name_with_leases() {
     let (s, fss) = daemons(2);
     checks::one_winner_per_name_with_leases(&fss, &*s);

@@ -309,8 +309,7 @@ impl SharedFs {
     /// inline (it has a chunk table).
     fn write_inline(&self, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
         let end = off + data.len() as u64;
-        self.run(|tx| {
-            let mut n = tx.node(ino)?;
+        let write = |n: &mut Node| {
             if n.attr.kind != Kind::File {
                 return Err(Error::IsDir);
             }
@@ -328,8 +327,17 @@ impl SharedFs {
             let t = Ts::now();
             n.attr.mtime = t;
             n.attr.ctime = t;
-            tx.put_node(&mut n)?;
             Ok(data.len() as u32)
+        };
+        // A file created from memory and not committed yet: written there.
+        if let Some(r) = self.amend_queued(ino, write) {
+            return r;
+        }
+        self.run(|tx| {
+            let mut n = tx.node(ino)?;
+            let r = write(&mut n)?;
+            tx.put_node(&mut n)?;
+            Ok(r)
         })
     }
 
@@ -466,22 +474,36 @@ impl SharedFs {
             return Err(e);
         }
         let t = b.mtime.unwrap();
-        let r = self.run(|tx| {
-            let mut n = tx.node(ino)?;
-            let mut table = Table::of(&n)?;
+        let point = |n: &mut Node| -> Result<Vec<Piece>> {
+            let mut table = Table::of(n)?;
             let mut gone = vec![];
             for p in &pieces {
                 gone.extend(table.set(*p));
             }
             table.cut(b.size, &mut gone);
-            tx.forget(ino, &gone);
             n.attr.size = b.size;
             n.blob = table.encode();
             n.attr.mtime = n.attr.mtime.max(t);
             n.attr.ctime = n.attr.ctime.max(t);
-            tx.put_node(&mut n)?;
-            Ok(())
-        });
+            Ok(gone)
+        };
+        // A file created from memory and not committed yet: its table
+        // changes there, and the objects it stops naming were never
+        // committed (named only by this queued record).
+        let r = match self.amend_queued(ino, point) {
+            Some(r) => r.map(|gone| {
+                for p in gone {
+                    self.delete_object(&p.name(ino));
+                }
+            }),
+            None => self.run(|tx| {
+                let mut n = tx.node(ino)?;
+                let gone = point(&mut n)?;
+                tx.forget(ino, &gone);
+                tx.put_node(&mut n)?;
+                Ok(())
+            }),
+        };
         if r.is_err() {
             // Not committed: the uploads are named by nothing.
             for p in &pieces {

@@ -90,13 +90,20 @@ struct Held {
     releasing: bool,
     /// When it was taken (another daemon's request waits for `SLICE`).
     since: Instant,
+    /// The revision `names` is exact at (the lease's commit, or the
+    /// listing's read): later changes to the entries are this daemon's.
+    at: super::Rev,
+    /// `names` went to the cold listings (being given back, its queue
+    /// committed): lookups read the store.
+    moved: bool,
 }
 
 /// The listing of a directory this daemon gave back, kept current from
 /// the change stream, so that taking it again reads only the record.
 struct Cold {
     names: Names,
-    /// The revision it was given back at: changes up to it are in `names`.
+    /// The revision `names` was exact at (taken then, or read then): the
+    /// stream's changes after it are applied to it.
     after: super::Rev,
 }
 
@@ -220,13 +227,44 @@ impl SharedFs {
         self.leases.st.lock().unwrap().nodes.get(&ino).cloned()
     }
 
+    /// Change, in memory, a node created from memory whose batch has not
+    /// left yet (chmod, chown, times, a small file's bytes, a file's chunk
+    /// table after its uploads): no other daemon can see it before that
+    /// batch commits, and the batch carries the change. A crash loses the
+    /// change with the create, a suffix as before. None: not queued (the
+    /// caller runs a transaction). `f`'s error leaves the node unchanged.
+    pub(super) fn amend_queued<T>(
+        &self,
+        ino: Ino,
+        f: impl FnOnce(&mut Node) -> Result<T>,
+    ) -> Option<Result<T>> {
+        if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut st = self.leases.st.lock().unwrap();
+        if !st.queue.iter().any(|p| p.ino == ino)
+            || self.renewed.lock().unwrap().elapsed() >= self.ttl / 2
+        {
+            return None;
+        }
+        let n = st.nodes.get_mut(&ino)?;
+        let mut changed = n.clone();
+        let r = f(&mut changed);
+        if r.is_ok() {
+            changed.attr.version += 1;
+            *n = changed;
+            self.stats.lease_amends.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(r)
+    }
+
     /// A name in a held directory, answered from the listing.
     pub(super) fn known(&self, dir: Ino, name: &[u8]) -> Option<Known> {
         if !self.leases.enabled {
             return None;
         }
         let st = self.leases.st.lock().unwrap();
-        let h = st.held.get(&dir)?;
+        let h = st.held.get(&dir).filter(|h| !h.moved)?;
         Some(match h.names.get(name) {
             Some(&(ino, _)) => Known::At(ino),
             None => Known::Absent,
@@ -435,7 +473,7 @@ impl SharedFs {
             return Ok(Acquired::Other);
         }
         // The record and every entry, read after the lease's commit.
-        let listing = (|| -> Result<Option<(Node, Names)>> {
+        let listing = (|| -> Result<Option<(Node, Names, super::Rev)>> {
             let Some(v) = self.patient(|| self.store.get(&ikey(dir)))? else {
                 return Ok(None);
             };
@@ -444,10 +482,10 @@ impl SharedFs {
                 return Ok(None);
             }
             if let Some(names) = self.cold_listing(dir, at) {
-                return Ok(Some((node, names)));
+                return Ok(Some((node, names, at)));
             }
             let (lo, hi) = erange(dir);
-            let (kvs, _) = self.patient(|| self.store.scan(&lo, &hi, MAX_LISTING + 1))?;
+            let (kvs, rev) = self.patient(|| self.store.scan(&lo, &hi, MAX_LISTING + 1))?;
             self.stats
                 .lease_listed
                 .fetch_add(kvs.len() as u64, Ordering::Relaxed);
@@ -458,10 +496,10 @@ impl SharedFs {
             for (k, v) in kvs {
                 names.insert(k[9..].to_vec(), super::ns::dec_entry(&v.value)?);
             }
-            Ok(Some((node, names)))
+            Ok(Some((node, names, if at > 0 { at } else { rev })))
         })();
         match listing {
-            Ok(Some((node, names))) => {
+            Ok(Some((node, names, at))) => {
                 let mut st = self.leases.st.lock().unwrap();
                 st.held.insert(
                     dir,
@@ -470,6 +508,8 @@ impl SharedFs {
                         names,
                         releasing: false,
                         since: Instant::now(),
+                        at,
+                        moved: false,
                     },
                 );
                 self.stats.leases_taken.fetch_add(1, Ordering::Relaxed);
@@ -489,7 +529,11 @@ impl SharedFs {
     /// only this daemon changes the entries). None: read it whole.
     fn cold_listing(&self, dir: Ino, at: super::Rev) -> Option<Names> {
         let mut st = self.leases.st.lock().unwrap();
-        if at == 0 || !st.cold.contains_key(&dir) {
+        if at == 0 {
+            st.cold.remove(&dir);
+            return None;
+        }
+        if !st.cold.contains_key(&dir) {
             return None;
         }
         let since = Instant::now();
@@ -575,22 +619,17 @@ impl SharedFs {
                 }
             }
         }
-        let r = self.settle().and_then(|()| self.delete_lease(dir));
+        let r = self.settle().and_then(|()| {
+            // The queue is committed: the listing is kept (before the
+            // delete, so that the stream's changes after it land in it).
+            self.keep_cold(dir);
+            self.delete_lease(dir)
+        });
         let mut st = self.leases.st.lock().unwrap();
-        let h = st.held.remove(&dir);
+        st.held.remove(&dir);
         st.due.remove(&dir);
-        if let (Some(h), Ok(Some(after)), true) = (h, &r, st.following) {
-            if st.cold.len() >= MAX_COLD {
-                let k = *st.cold.keys().next().unwrap();
-                st.cold.remove(&k);
-            }
-            st.cold.insert(
-                dir,
-                Cold {
-                    names: h.names,
-                    after: *after,
-                },
-            );
+        if r.is_err() {
+            st.cold.remove(&dir);
         }
         let r = r.map(|_| ());
         if asked {
@@ -602,6 +641,24 @@ impl SharedFs {
             self.not_before(dir, HANDOFF_GAP);
         }
         r
+    }
+
+    /// Keep a held directory's listing as a cold one, from its revision
+    /// on (while the stream follows).
+    fn keep_cold(&self, dir: Ino) {
+        let mut st = self.leases.st.lock().unwrap();
+        if !st.following {
+            return;
+        }
+        let Some(h) = st.held.get_mut(&dir) else { return };
+        let names = std::mem::take(&mut h.names);
+        let after = h.at;
+        h.moved = true;
+        if st.cold.len() >= MAX_COLD {
+            let k = *st.cold.keys().next().unwrap();
+            st.cold.remove(&k);
+        }
+        st.cold.insert(dir, Cold { names, after });
     }
 
     /// Delete `L dir` (and `R dir`); the revision it was deleted at, if

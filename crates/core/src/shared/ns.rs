@@ -215,6 +215,8 @@ pub struct SharedStats {
     pub lease_batches: AtomicU64,
     pub lease_waits: AtomicU64,
     pub lease_listed: AtomicU64,
+    /// Changes to queued creates made in memory (`lease::amend_queued`).
+    pub lease_amends: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -1271,6 +1273,15 @@ impl SharedFs {
             // A truncate applies to the file with its buffered writes.
             self.flush(ino)?;
         }
+        // A file created from memory and not committed yet: changed there.
+        if sa.size.is_none() {
+            if let Some(r) = self.amend_queued(ino, |n| {
+                Self::set_attrs(n, sa, Ts::now());
+                Ok(n.attr)
+            }) {
+                return r.map(|a| as_seen(self.with_buffered(a)));
+            }
+        }
         // Objects a try uploaded (an inline file grown past the inline
         // size): a retried try's are named by nothing.
         let mut uploaded: Vec<String> = vec![];
@@ -1280,25 +1291,6 @@ impl SharedFs {
             }
             let mut n = tx.node(ino)?;
             let t = Ts::now();
-            if let Some(m) = sa.mode {
-                n.attr.perm = (m & 0o7777) as u16;
-            }
-            if let Some(u) = sa.uid {
-                n.attr.uid = u;
-            }
-            if let Some(g) = sa.gid {
-                n.attr.gid = g;
-            }
-            if (sa.uid.is_some() || sa.gid.is_some())
-                && n.attr.kind != Kind::Dir
-                && sa.mode.is_none()
-            {
-                // chown clears setuid, and setgid with group exec (Linux).
-                n.attr.perm &= !0o4000;
-                if n.attr.perm & 0o010 != 0 {
-                    n.attr.perm &= !0o2000;
-                }
-            }
             if let Some(size) = sa.size {
                 match n.attr.kind {
                     Kind::Dir => return Err(Error::IsDir),
@@ -1311,17 +1303,7 @@ impl SharedFs {
                 }
                 n.attr.size = size;
             }
-            let at = |x: crate::TimeSet| match x {
-                crate::TimeSet::Now => t,
-                crate::TimeSet::At(v) => v,
-            };
-            if let Some(a) = sa.atime {
-                n.attr.atime = at(a);
-            }
-            if let Some(m) = sa.mtime {
-                n.attr.mtime = at(m);
-            }
-            n.attr.ctime = sa.ctime.unwrap_or(t);
+            Self::set_attrs(&mut n, sa, t);
             tx.put_node(&mut n)?;
             Ok(n.attr)
         });
@@ -1331,6 +1313,38 @@ impl SharedFs {
             }
         }
         r.map(|a| as_seen(self.with_buffered(a)))
+    }
+
+    /// setattr's mode, owner and times (its size is the caller's).
+    fn set_attrs(n: &mut Node, sa: &crate::SetAttr, t: Ts) {
+        if let Some(m) = sa.mode {
+            n.attr.perm = (m & 0o7777) as u16;
+        }
+        if let Some(u) = sa.uid {
+            n.attr.uid = u;
+        }
+        if let Some(g) = sa.gid {
+            n.attr.gid = g;
+        }
+        if (sa.uid.is_some() || sa.gid.is_some()) && n.attr.kind != Kind::Dir && sa.mode.is_none()
+        {
+            // chown clears setuid, and setgid with group exec (Linux).
+            n.attr.perm &= !0o4000;
+            if n.attr.perm & 0o010 != 0 {
+                n.attr.perm &= !0o2000;
+            }
+        }
+        let at = |x: crate::TimeSet| match x {
+            crate::TimeSet::Now => t,
+            crate::TimeSet::At(v) => v,
+        };
+        if let Some(a) = sa.atime {
+            n.attr.atime = at(a);
+        }
+        if let Some(m) = sa.mtime {
+            n.attr.mtime = at(m);
+        }
+        n.attr.ctime = sa.ctime.unwrap_or(t);
     }
 
     /// Set an extended attribute (`XATTR_CREATE`/`XATTR_REPLACE` in
