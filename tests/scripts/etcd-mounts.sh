@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two FUSE mounts of one namespace on a three-member etcd cluster (started
-# here, ports 24201-24213), file data on SeaweedFS (ports 24251-24254 and
-# 34251-34254): what one does the other sees (create, write, rename,
+# here, ports 24201-24213), file data on SeaweedFS (ports 24251-24258):
+# what one does the other sees (create, write, rename,
 # unlink, a directory removed on A takes no new entries from B, xattrs), files past
 # the inline size written on one and read on the other after close
 # (overwrite, truncate, unlink frees their objects), an unlinked file stays

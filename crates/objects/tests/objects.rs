@@ -1,6 +1,6 @@
 //! The object stores for file data pass one conformance check: in memory,
 //! a directory (`file://`), and a real SeaweedFS S3 server started here
-//! (ports 24411-24414, and +10000 for its gRPC); then two daemons share a
+//! (ports 24411-24414, its gRPC on 24415-24418); then two daemons share a
 //! 20 MiB file through SeaweedFS. CI sets SHOAL_REQUIRE_WEED=1, so a
 //! missing `weed` fails.
 

@@ -64,8 +64,8 @@ pub struct Seaweed {
 }
 
 impl Seaweed {
-    /// Start on ports `base+1..=base+4` (master, volume, filer, S3; SeaweedFS
-    /// also takes each plus 10000 for gRPC). None, with a message, when
+    /// Start on ports `base+1..=base+4` (master, volume, filer, S3) and
+    /// their gRPC on `base+5..=base+8`. None, with a message, when
     /// `weed` is not installed and not required.
     pub fn start(dir: &Path, base: u16) -> Option<Seaweed> {
         if Command::new("weed").arg("version").output().is_err() {
@@ -97,6 +97,13 @@ impl Seaweed {
             .arg(format!("-volume.port={}", base + 2))
             .arg(format!("-filer.port={}", base + 3))
             .arg(format!("-s3.port={}", base + 4))
+            // Its gRPC ports default to each port + 10000, inside Linux's
+            // ephemeral range (32768-60999), where a client's connection
+            // can hold one first ("bind: address already in use").
+            .arg(format!("-master.port.grpc={}", base + 5))
+            .arg(format!("-volume.port.grpc={}", base + 6))
+            .arg(format!("-filer.port.grpc={}", base + 7))
+            .arg(format!("-s3.port.grpc={}", base + 8))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
