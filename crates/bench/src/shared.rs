@@ -56,7 +56,16 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
     );
     println!(
         "{:>7} {:>7} {:<8} {:>9} {:>8} {:>10} {:>9} {:>9} {:>7} {:>9}",
-        "daemons", "workers", "phase", "ops/s", "txn/op", "confl/op", "p50 ms", "p99 ms", "turns", "listed"
+        "daemons",
+        "workers",
+        "phase",
+        "ops/s",
+        "txn/op",
+        "confl/op",
+        "p50 ms",
+        "p99 ms",
+        "turns",
+        "listed"
     );
     for &daemons in &a.daemons {
         for &workers in &a.workers {

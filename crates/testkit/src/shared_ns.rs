@@ -322,7 +322,12 @@ pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &d
     a.fsyncdir().unwrap();
     let before: Vec<(u64, u64)> = [a, b]
         .iter()
-        .map(|f| (count(f, |s| &s.lease_creates), count(f, |s| &s.leases_taken)))
+        .map(|f| {
+            (
+                count(f, |s| &s.lease_creates),
+                count(f, |s| &s.leases_taken),
+            )
+        })
         .collect();
     // Long enough for several 100 ms turns on each side.
     let made = race(&fss[..2], 2, |t, fs| {
@@ -385,8 +390,15 @@ pub fn a_directory_taken_again_answers_what_others_changed(
     for i in 10..20 {
         a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap();
     }
-    assert!(count(a, |s| &s.leases_taken) > taken, "A did not take it again");
-    assert_eq!(count(a, |s| &s.lease_listed), listed, "A read the listing again");
+    assert!(
+        count(a, |s| &s.leases_taken) > taken,
+        "A did not take it again"
+    );
+    assert_eq!(
+        count(a, |s| &s.lease_listed),
+        listed,
+        "A read the listing again"
+    );
     assert!(a.holds_lease(d.ino));
     assert_eq!(a.create(d.ino, b"b1", 0o644), Err(Error::Exists));
     assert_eq!(a.create(d.ino, b"b4", 0o644), Err(Error::Exists));
@@ -436,7 +448,10 @@ pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<SharedFs>], s: &dyn Share
     a.fsyncdir().unwrap();
     for (i, &f) in files.iter().enumerate() {
         let at = b.getattr(f).unwrap();
-        assert_eq!((at.perm, at.mtime.sec, at.size), (0o600, 1_000_000_000, 6 + i.to_string().len() as u64));
+        assert_eq!(
+            (at.perm, at.mtime.sec, at.size),
+            (0o600, 1_000_000_000, 6 + i.to_string().len() as u64)
+        );
         assert_eq!(b.read(f, 0, 100).unwrap(), format!("hello {i}").as_bytes());
     }
     assert_clean(s);

@@ -27,16 +27,22 @@
 //! creates still queued), never one in the middle. fsync of a file or a
 //! directory waits for the queue too.
 //!
-//! **Giving it back.** The holder releases a directory when one of its own
-//! operations would change the directory other than by a create (after
-//! committing the queue), and when another daemon asks: a daemon whose
-//! commit failed on `L dir` puts `R dir` and retries; the holder follows
-//! the `R` keys, commits its queue, and deletes `L dir` and `R dir` in one
-//! transaction, then does not take that directory again for a while (1 s,
-//! doubling to 64 s while it stays contended), so two daemons that share a
-//! directory settle on plain transactions instead of passing the lease
-//! back and forth. A holder that dies or is cut off loses `L dir` with its
-//! session lease; its queued creates can never commit (fenced).
+//! **Giving it back, in turns.** The holder releases a directory when one
+//! of its own operations would change the directory other than by a
+//! create (after committing the queue), and when another daemon asks: a
+//! daemon whose commit failed on `L dir` puts `R dir` and retries; the
+//! holder follows the change stream and, at the end of its 100 ms slice,
+//! commits its queue and deletes `L dir` and `R dir` in one transaction.
+//! A daemon whose create waited takes the lease at its next create, so
+//! daemons creating in one directory take turns. A holder that dies or is
+//! cut off loses `L dir` with its session lease; its queued creates can
+//! never commit (fenced).
+//!
+//! **Kept listings.** A directory given back keeps its listing, updated
+//! from the change stream; taking it again reads only its record.
+//!
+//! **Changes to queued creates** (a file's bytes, mode, owner, times,
+//! chunk table) are made in the queue while its batch has not left.
 
 use super::ns::{ekey, enc_entry, erange, ikey, lkey, rkey, skey, tkey, Node, SharedFs};
 use super::{Cond, KvError, Op, Outcome};
@@ -63,7 +69,7 @@ const STALE: Duration = Duration::from_secs(1);
 /// with it, or until this many are queued (about what one etcd transaction
 /// of 128 operations takes): group commit. 20 ms: 31 creates per commit
 /// and 1,490 creates/s through one mount, against 7.8 and 1,342 at 5 ms
-/// (docs/perf-log/20). Whoever waits for the queue (fsync, another
+/// (docs/perf-log/20-lease-turns-cold-listings-untar.md). Whoever waits for the queue (fsync, another
 /// operation, a lease given back) does not wait for the linger.
 const LINGER: Duration = Duration::from_millis(20);
 const FULL: usize = 60;
@@ -432,7 +438,12 @@ impl SharedFs {
     /// it at the next create there (the streak is shown).
     pub(super) fn want_lease(&self, dir: Ino) {
         if self.leases.enabled {
-            self.leases.st.lock().unwrap().streak.insert(dir, STREAK - 1);
+            self.leases
+                .st
+                .lock()
+                .unwrap()
+                .streak
+                .insert(dir, STREAK - 1);
         }
     }
 
@@ -650,7 +661,9 @@ impl SharedFs {
         if !st.following {
             return;
         }
-        let Some(h) = st.held.get_mut(&dir) else { return };
+        let Some(h) = st.held.get_mut(&dir) else {
+            return;
+        };
         let names = std::mem::take(&mut h.names);
         let after = h.at;
         h.moved = true;
@@ -866,14 +879,17 @@ impl SharedFs {
         let now = Instant::now();
         let due: Vec<Ino> = {
             let st = self.leases.st.lock().unwrap();
-            st.due.iter().filter(|(_, t)| **t <= now).map(|(d, _)| *d).collect()
+            st.due
+                .iter()
+                .filter(|(_, t)| **t <= now)
+                .map(|(d, _)| *d)
+                .collect()
         };
         for dir in due {
             self.release_lease(dir, true)?;
         }
         Ok(())
     }
-
 
     /// Start the flusher and the thread that answers lease requests; both
     /// end when the daemon does.

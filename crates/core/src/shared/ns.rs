@@ -1326,8 +1326,7 @@ impl SharedFs {
         if let Some(g) = sa.gid {
             n.attr.gid = g;
         }
-        if (sa.uid.is_some() || sa.gid.is_some()) && n.attr.kind != Kind::Dir && sa.mode.is_none()
-        {
+        if (sa.uid.is_some() || sa.gid.is_some()) && n.attr.kind != Kind::Dir && sa.mode.is_none() {
             // chown clears setuid, and setgid with group exec (Linux).
             n.attr.perm &= !0o4000;
             if n.attr.perm & 0o010 != 0 {
