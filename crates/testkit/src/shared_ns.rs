@@ -359,6 +359,19 @@ pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &d
     assert_clean(s);
 }
 
+/// A new directory `name` in the root, committed (another daemon may use
+/// it), in which `a` made `n` files `{prefix}0..` and so holds its lease.
+fn leased_dir(a: &SharedFs, name: &[u8], prefix: &str, n: usize) -> shoal_core::Attr {
+    let d = a.mkdir(ROOT_INO, name, 0o755).unwrap();
+    a.fsyncdir().unwrap();
+    for i in 0..n {
+        a.create(d.ino, format!("{prefix}{i}").as_bytes(), 0o644)
+            .unwrap();
+    }
+    assert!(a.holds_lease(d.ino), "A took no lease");
+    d
+}
+
 /// A daemon that gave a directory back keeps its listing current from the
 /// change stream: taking it again reads no entries, and its answers from
 /// memory include what another daemon created, removed and renamed there
@@ -368,12 +381,7 @@ pub fn a_directory_taken_again_answers_what_others_changed(
     s: &dyn SharedStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
-    let d = a.mkdir(ROOT_INO, b"again", 0o755).unwrap();
-    a.fsyncdir().unwrap();
-    for i in 0..10 {
-        a.create(d.ino, format!("a{i}").as_bytes(), 0o644).unwrap();
-    }
-    assert!(a.holds_lease(d.ino), "A took no lease");
+    let d = leased_dir(a, b"again", "a", 10);
     // B's changes, each waiting for A to give the directory back.
     let b1 = b.create(d.ino, b"b1", 0o644).unwrap();
     b.unlink(d.ino, b"a3").unwrap();
@@ -416,12 +424,7 @@ pub fn a_directory_taken_again_answers_what_others_changed(
 /// no transaction of its own; another daemon sees the changed file.
 pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     let (a, b) = (&fss[0], &fss[1]);
-    let d = a.mkdir(ROOT_INO, b"amend", 0o755).unwrap();
-    a.fsyncdir().unwrap();
-    for i in 0..5 {
-        a.create(d.ino, format!("x{i}").as_bytes(), 0o644).unwrap();
-    }
-    assert!(a.holds_lease(d.ino), "A took no lease");
+    let d = leased_dir(a, b"amend", "x", 5);
     let amends = count(a, |s| &s.lease_amends);
     let sa = shoal_core::SetAttr {
         mode: Some(0o600),

@@ -127,16 +127,6 @@ struct Pending {
     at: Instant,
 }
 
-impl State {
-    /// Another daemon asked for `dir`: due at the end of this one's slice.
-    fn asked_for(&mut self, dir: Ino) {
-        if let Some(h) = self.held.get(&dir) {
-            let at = h.since + SLICE;
-            self.due.entry(dir).or_insert(at);
-        }
-    }
-}
-
 #[derive(Default)]
 struct State {
     held: HashMap<Ino, Held>,
@@ -163,6 +153,16 @@ struct State {
     stalled: Option<Error>,
     /// Someone waits for the queue (`settle`): commit without lingering.
     urgent: bool,
+}
+
+impl State {
+    /// Another daemon asked for `dir`: due at the end of this one's slice.
+    fn asked_for(&mut self, dir: Ino) {
+        if let Some(h) = self.held.get(&dir) {
+            let at = h.since + SLICE;
+            self.due.entry(dir).or_insert(at);
+        }
+    }
 }
 
 /// The daemon's leases and its queue of creates acknowledged from memory.
@@ -220,6 +220,13 @@ impl SharedFs {
         self.holds(dir)
     }
 
+    /// Whether the session surely lives: half its lease has not passed
+    /// since the last renewal was sent. Only then is anything answered from
+    /// memory (after it ends, another daemon could win what was answered).
+    fn session_sure(&self) -> bool {
+        self.renewed.lock().unwrap().elapsed() < self.ttl / 2
+    }
+
     /// Whether this daemon holds `dir`'s lease.
     pub(super) fn holds(&self, dir: Ino) -> bool {
         self.leases.enabled && self.leases.st.lock().unwrap().held.contains_key(&dir)
@@ -248,8 +255,11 @@ impl SharedFs {
             return None;
         }
         let mut st = self.leases.st.lock().unwrap();
-        if !st.queue.iter().any(|p| p.ino == ino)
-            || self.renewed.lock().unwrap().elapsed() >= self.ttl / 2
+        // Its record is here until its batch committed; it is still in the
+        // queue until its batch left (then the batch has it encoded).
+        if !st.nodes.contains_key(&ino)
+            || !st.queue.iter().any(|p| p.ino == ino)
+            || !self.session_sure()
         {
             return None;
         }
@@ -335,14 +345,11 @@ impl SharedFs {
                     return Err(lost());
                 }
             }
-            // Only while the session surely lives (half its lease past the
-            // last renewal): a create acknowledged after it ended could be
-            // won by another daemon.
-            // Nor while the store does not keep up (unavailable, no quorum):
-            // then creates wait, and fail after a bounded time, as
-            // every other operation does.
+            // Only while the session surely lives, and not while the store
+            // does not keep up (unavailable, no quorum): then creates wait,
+            // and fail after a bounded time, as every other operation does.
             let usable = st.stalled.is_none()
-                && self.renewed.lock().unwrap().elapsed() < self.ttl / 2
+                && self.session_sure()
                 && st.queue.front().is_none_or(|p| p.at.elapsed() < STALE);
             if let Some(h) = st.held.get_mut(&parent).filter(|h| !h.releasing && usable) {
                 if h.names.contains_key(name) {
@@ -642,7 +649,6 @@ impl SharedFs {
         if r.is_err() {
             st.cold.remove(&dir);
         }
-        let r = r.map(|_| ());
         if asked {
             st.streak.insert(dir, STREAK - 1);
         }
@@ -674,9 +680,8 @@ impl SharedFs {
         st.cold.insert(dir, Cold { names, after });
     }
 
-    /// Delete `L dir` (and `R dir`); the revision it was deleted at, if
-    /// known.
-    fn delete_lease(&self, dir: Ino) -> Result<Option<super::Rev>> {
+    /// Delete `L dir` (and `R dir`).
+    fn delete_lease(&self, dir: Ino) -> Result<()> {
         let since = Instant::now();
         loop {
             match self.store.commit(
@@ -685,10 +690,10 @@ impl SharedFs {
             ) {
                 Ok(Outcome::Committed(rev)) => {
                     self.note_own(rev);
-                    return Ok(Some(rev));
+                    return Ok(());
                 }
                 // The session is gone, and the lease with it.
-                Ok(Outcome::Conflict(_)) => return Ok(None),
+                Ok(Outcome::Conflict(_)) => return Ok(()),
                 // A delete applied twice is one delete.
                 Err(KvError::Unknown(_)) => {}
                 Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
@@ -860,10 +865,9 @@ impl SharedFs {
         }
     }
 
-    /// Requests from other daemons for the leases this one holds, as the
-    /// change stream delivers them.
-    /// A requested directory is given back at the end of its holder's
-    /// slice (at once if that has passed).
+    /// One round of the change stream (`follow`: requests from other
+    /// daemons, changes to kept listings), then give back each requested
+    /// directory whose slice has ended.
     fn answer_requests(&self, w: &mut Box<dyn super::Watch>) -> Result<()> {
         let wait = {
             let st = self.leases.st.lock().unwrap();
@@ -960,6 +964,6 @@ impl SharedFs {
                     }
                 }
             })
-            .expect("spawn lease request follower");
+            .expect("spawn lease follower");
     }
 }
