@@ -551,7 +551,7 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
         mnt.display(),
         fs.session()
     );
-    let f = shoal_fuse::shared::SharedFuse::new(fs, store, fuse);
+    let f = shoal_fuse::shared::SharedFuse::new(fs, fuse);
     f.mount(&mnt, mopts, allow_other)
         .map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)

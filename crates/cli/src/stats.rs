@@ -107,6 +107,9 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "lease_waits": s.lease_waits.load(Relaxed),
         "lease_listed": s.lease_listed.load(Relaxed),
         "lease_amends": s.lease_amends.load(Relaxed),
+        "cache_hits": s.cache_hits.load(Relaxed),
+        "cache_misses": s.cache_misses.load(Relaxed),
+        "cached_keys": fs.cached_keys(),
         "session": format!("{:x}", fs.session()),
     }})
 }
@@ -127,7 +130,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
         let ops = d("ops");
         let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
         emit(&format!(
-            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {} (entries read to take them {})\n",
+            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {} (entries read to take them {})  stats and lookups from the cache {} of {}\n",
             ops as f64 / a.interval,
             per(d("commits")),
             per(d("conflicts")),
@@ -143,6 +146,8 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
             d("leases_given"),
             d("lease_waits"),
             d("lease_listed"),
+            d("cache_hits"),
+            d("cache_hits") + d("cache_misses"),
         ));
         prev = cur;
         n += 1;

@@ -37,6 +37,12 @@ fn one_mount_sees_another_mounts_changes() {
 }
 
 #[test]
+fn stats_come_from_memory_and_follow_other_daemons() {
+    let (s, fss) = daemons(2);
+    checks::stats_come_from_memory_and_follow_other_daemons(&fss, &*s);
+}
+
+#[test]
 fn xattrs_are_shared() {
     let (s, fss) = daemons(2);
     checks::xattrs_are_shared(&fss, &*s);

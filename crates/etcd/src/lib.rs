@@ -16,7 +16,7 @@ use etcd_client::{
     TxnOpResponse, WatchOptions, WatchStream,
 };
 use shoal_core::shared::{
-    Cond, Event, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore,
+    Cond, Event, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore,
     Versioned, Watch,
 };
 use std::future::Future;
@@ -218,14 +218,16 @@ impl SharedStore for EtcdStore {
         }))
     }
 
-    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Got> {
         let reads: Vec<TxnOp> = keys.iter().map(|k| TxnOp::get(self.key(k), None)).collect();
         let mut c = self.client();
         let r = self.call(
             false,
             async move { c.txn(Txn::new().and_then(reads)).await },
         )?;
-        Ok(r.op_responses()
+        let at = r.header().map_or(0, |h| h.revision() as u64);
+        let vs = r
+            .op_responses()
             .iter()
             .map(|resp| match resp {
                 TxnOpResponse::Get(g) => g.kvs().first().map(|kv| Versioned {
@@ -234,7 +236,8 @@ impl SharedStore for EtcdStore {
                 }),
                 _ => None,
             })
-            .collect())
+            .collect();
+        Ok((vs, at))
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {

@@ -58,6 +58,9 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "cross", 2, ttl);
     checks::one_mount_sees_another_mounts_changes(&fss, &*s);
     println!("etcd: two mounts see each other's changes: ok");
+    let (s, fss) = daemons(&f, "cached", 2, ttl);
+    checks::stats_come_from_memory_and_follow_other_daemons(&fss, &*s);
+    println!("etcd: stats from memory, kept current by the stream: ok");
     let (s, fss) = daemons(&f, "races", 3, ttl);
     checks::races_between_daemons_have_posix_answers(&fss, &*s);
     checks::xattrs_are_shared(&fss, &*s);

@@ -3,13 +3,14 @@
 //!
 //! Deliberately small beside `ShoalFs`: the kernel checks permissions
 //! (default_permissions, mode bits; xattrs are kept, POSIX ACLs are not
-//! enforced and so refused), every request
-//! is one read or one transaction on the shared store, and the only cache
-//! is the kernel's. The kernel's entries and attributes live
+//! enforced and so refused), every change is one transaction on the shared
+//! store, and a stat or lookup is answered by the daemon's record cache or
+//! one read (`SharedFs::getattr`). The kernel's entries and attributes live
 //! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
-//! the change stream: a thread follows the store's watch and invalidates
-//! the kernel's entry for every name another daemon (or this one) changed
-//! and the attributes and pages of every inode changed. File data up to
+//! the change stream: a thread takes the daemon's stream
+//! (`SharedFs::subscribe`) and invalidates the kernel's entry for every
+//! name another daemon changed and the attributes and pages of every inode
+//! it changed. File data up to
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
 //! the object store behind the data seam (`shoal_core::shared::data`).
 
@@ -21,7 +22,6 @@ use fuser::{
     WriteFlags,
 };
 use shoal_core::shared::ns::{NewNode, SharedFs};
-use shoal_core::shared::{KvError, SharedStore};
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -53,7 +53,6 @@ type Listing = Vec<(Vec<u8>, u64, Kind)>;
 
 pub struct SharedFuse {
     fs: Arc<SharedFs>,
-    store: Arc<dyn SharedStore>,
     opts: SharedOptions,
     /// Directory handles: the listing taken at offset 0, served by index
     /// (stable cookies within one listing).
@@ -64,10 +63,9 @@ pub struct SharedFuse {
 }
 
 impl SharedFuse {
-    pub fn new(fs: Arc<SharedFs>, store: Arc<dyn SharedStore>, opts: SharedOptions) -> SharedFuse {
+    pub fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> SharedFuse {
         SharedFuse {
             fs,
-            store,
             opts,
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -112,8 +110,8 @@ impl SharedFuse {
         self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)
     }
 
-    /// Serve at `mountpoint` until unmounted, following the change stream
-    /// from the store's current revision.
+    /// Serve at `mountpoint` until unmounted, dropping from the kernel's
+    /// caches what the change stream says others changed.
     pub fn mount(
         self,
         mountpoint: &Path,
@@ -126,21 +124,17 @@ impl SharedFuse {
         if allow_other {
             cfg.acl = fuser::SessionACL::All;
         }
-        let store = self.store.clone();
         let fs = self.fs.clone();
         let counter = self.invalidations.clone();
-        let from = store
-            .revision()
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-            + 1;
+        let changes = fs.subscribe();
         let session = fuser::Session::new(self, mountpoint, &cfg)?;
         let notifier = session.notifier();
         let stop = Arc::new(AtomicBool::new(false));
         let follower = {
             let stop = stop.clone();
             std::thread::Builder::new()
-                .name("shoal-follow".into())
-                .spawn(move || follow(&*store, &fs, from, &notifier, &counter, &stop))?
+                .name("shoal-invalidate".into())
+                .spawn(move || invalidate(&fs, &changes, &notifier, &counter, &stop))?
         };
         let r = session.run();
         stop.store(true, Ordering::Relaxed);
@@ -149,66 +143,47 @@ impl SharedFuse {
     }
 }
 
-/// Follow the change stream and drop from the kernel what changed: an
+/// Drop from the kernel what the change stream says others changed: an
 /// entry's name (`inval_entry`), an inode's attributes and pages
-/// (`inval_inode`), for changes of other daemons (this one's replies told
-/// the kernel of its own). Runs on its own thread, never a FUSE worker: the
-/// kernel takes the directory's lock for `inval_entry`. A stream that fell
-/// behind compaction restarts from now; the kernel's TTL bounds what was
-/// missed.
-fn follow(
-    store: &dyn SharedStore,
+/// (`inval_inode`); this daemon's own changes were told by its replies.
+/// Runs on its own thread, never a FUSE worker nor the stream's
+/// (`shoal_core::shared::SharedFs::subscribe`): the kernel takes the
+/// directory's lock for `inval_entry`, and a create holding it may wait
+/// for the stream. While the stream is broken nothing comes; the kernel's
+/// TTL bounds what was missed.
+fn invalidate(
     fs: &SharedFs,
-    mut from: u64,
+    changes: &std::sync::mpsc::Receiver<Vec<shoal_core::shared::Event>>,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
     stop: &AtomicBool,
 ) {
     while !stop.load(Ordering::Relaxed) {
-        let mut w = match store.watch(b"", from) {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!("change stream: {e}; retrying");
-                std::thread::sleep(Duration::from_secs(1));
+        let evs = match changes.recv_timeout(Duration::from_millis(200)) {
+            Ok(evs) => evs,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        for e in evs {
+            if fs.is_own(e.rev) {
                 continue;
             }
-        };
-        while !stop.load(Ordering::Relaxed) {
-            let evs = match w.next(Duration::from_millis(200)) {
-                Ok(evs) => evs,
-                Err(KvError::Compacted(_)) => {
-                    from = store.revision().unwrap_or(from) + 1;
-                    break;
+            let k = &e.key;
+            let ino_at = |i: usize| u64::from_be_bytes(k[i..i + 8].try_into().unwrap());
+            let r = match k.first() {
+                Some(b'E') if k.len() > 9 => {
+                    notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]))
                 }
-                Err(e) => {
-                    tracing::warn!("change stream: {e}; resuming from revision {from}");
-                    std::thread::sleep(Duration::from_millis(200));
-                    break;
+                Some(b'I') | Some(b'T') if k.len() == 9 => {
+                    notifier.inval_inode(INodeNo(ino_at(1)), 0, 0)
                 }
+                _ => continue,
             };
-            for e in evs {
-                from = from.max(e.rev + 1);
-                if fs.is_own(e.rev) {
-                    // This daemon's change: its replies told the kernel.
-                    continue;
-                }
-                let k = &e.key;
-                let ino_at = |i: usize| u64::from_be_bytes(k[i..i + 8].try_into().unwrap());
-                let r = match k.first() {
-                    Some(b'E') if k.len() > 9 => {
-                        notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]))
-                    }
-                    Some(b'I') | Some(b'T') if k.len() == 9 => {
-                        notifier.inval_inode(INodeNo(ino_at(1)), 0, 0)
-                    }
-                    _ => continue,
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                // ENOENT: the kernel did not have it cached; nothing to drop.
-                if let Err(err) = r {
-                    if err.raw_os_error() != Some(libc::ENOENT) {
-                        tracing::debug!("invalidation: {err}");
-                    }
+            counter.fetch_add(1, Ordering::Relaxed);
+            // ENOENT: the kernel did not have it cached; nothing to drop.
+            if let Err(err) = r {
+                if err.raw_os_error() != Some(libc::ENOENT) {
+                    tracing::debug!("invalidation: {err}");
                 }
             }
         }

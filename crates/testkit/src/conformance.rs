@@ -171,7 +171,11 @@ fn atomic_commits(h: &Harness) {
         );
     }
     assert_eq!(s.get(&keys[3]).unwrap(), None);
-    let many = s.get_many(&keys).unwrap();
+    let (many, at) = s.get_many(&keys).unwrap();
+    assert!(
+        at >= r,
+        "get_many's revision {at} is before the commit's {r}"
+    );
     assert!(many[..3]
         .iter()
         .all(|v| v.as_ref().is_some_and(|v| v.mod_rev == r)));

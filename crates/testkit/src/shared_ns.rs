@@ -16,6 +16,26 @@ pub fn assert_clean(s: &dyn SharedStore) {
     assert!(r.problems.is_empty(), "{:?}", r.problems);
 }
 
+/// How long another daemon may take to see a change: its change stream's
+/// lag (`shoal_core::shared::cache`), far under this on a quiet machine.
+pub const SEEN_WITHIN: Duration = Duration::from_secs(5);
+
+/// `f()` comes to `want` within `SEEN_WITHIN`; how long it took.
+pub fn soon<T: PartialEq + std::fmt::Debug>(what: &str, want: T, f: impl Fn() -> T) -> Duration {
+    let t = std::time::Instant::now();
+    loop {
+        let got = f();
+        if got == want {
+            return t.elapsed();
+        }
+        assert!(
+            t.elapsed() < SEEN_WITHIN,
+            "{what}: {got:?} after {SEEN_WITHIN:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// `threads` threads over `fss` run `op(i, fs)` at once; the results.
 pub fn race<T: Send>(
     fss: &[Arc<SharedFs>],
@@ -95,16 +115,75 @@ pub fn one_daemon_answers_as_posix_does(fss: &[Arc<SharedFs>], s: &dyn SharedSto
 pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
-    assert_eq!(b.lookup(ROOT_INO, b"f").unwrap().ino, f.ino);
+    soon("B's lookup of A's create", Ok(f.ino), || {
+        b.lookup(ROOT_INO, b"f").map(|a| a.ino)
+    });
     b.write(f.ino, 0, b"from b").unwrap();
     assert_eq!(a.read(f.ino, 0, 10).unwrap(), b"from b");
     a.rename(ROOT_INO, b"f", ROOT_INO, b"g").unwrap();
-    assert_eq!(b.lookup(ROOT_INO, b"f"), Err(Error::NotFound));
-    assert_eq!(b.lookup(ROOT_INO, b"g").unwrap().ino, f.ino);
+    soon(
+        "B's lookup of A's renamed name",
+        Err(Error::NotFound),
+        || b.lookup(ROOT_INO, b"f").map(|a| a.ino),
+    );
+    soon("B's lookup of A's new name", Ok(f.ino), || {
+        b.lookup(ROOT_INO, b"g").map(|a| a.ino)
+    });
     // A directory removed on A cannot get new entries from B.
     let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
     a.rmdir(ROOT_INO, b"d").unwrap();
     assert_eq!(b.create(d.ino, b"late", 0o644), Err(Error::NotFound));
+    assert_clean(s);
+}
+
+/// Stats and lookups are answered from the daemon's record cache, kept
+/// current by the change stream: a second stat reads nothing, and another
+/// daemon's chmod, rename and unlink are seen within the stream's lag; an
+/// open reads the store whatever the cache holds (close-to-open).
+pub fn stats_come_from_memory_and_follow_other_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let hits = |f: &SharedFs| f.stats.cache_hits.load(Ordering::Relaxed);
+    let misses = |f: &SharedFs| f.stats.cache_misses.load(Ordering::Relaxed);
+    let d = a.mkdir(ROOT_INO, b"cached", 0o755).unwrap();
+    let f = a.create(d.ino, b"f", 0o644).unwrap();
+    a.fsync(f.ino).unwrap();
+    soon("B's lookup", Ok(f.ino), || {
+        b.lookup(d.ino, b"f").map(|a| a.ino)
+    });
+    let (h, m) = (hits(b), misses(b));
+    for _ in 0..100 {
+        assert_eq!(b.lookup(d.ino, b"f").unwrap().perm, 0o644);
+        assert_eq!(b.getattr(f.ino).unwrap().perm, 0o644);
+    }
+    assert_eq!(misses(b), m, "B read the store for what it knew");
+    assert!(hits(b) >= h + 300, "{} hits", hits(b) - h);
+    // Another daemon's changes replace what B knew.
+    let chmod = |m: u32| shoal_core::SetAttr {
+        mode: Some(m),
+        ..Default::default()
+    };
+    a.setattr(f.ino, &chmod(0o600)).unwrap();
+    soon("B's stat after A's chmod", 0o600, || {
+        b.getattr(f.ino).unwrap().perm
+    });
+    a.rename(d.ino, b"f", d.ino, b"g").unwrap();
+    soon("B's lookup after A's rename", Err(Error::NotFound), || {
+        b.lookup(d.ino, b"f").map(|a| a.ino)
+    });
+    assert_eq!(b.lookup(d.ino, b"g").unwrap().ino, f.ino);
+    a.write(f.ino, 0, b"abc").unwrap();
+    a.fsync(f.ino).unwrap();
+    // An open reads the store: A's write is there at once.
+    assert_eq!(b.open_file(f.ino).unwrap().size, 3);
+    b.release(f.ino).unwrap();
+    a.unlink(d.ino, b"g").unwrap();
+    soon("B's stat after A's unlink", Err(Error::NotFound), || {
+        b.getattr(f.ino).map(|a| a.perm)
+    });
+    // B's own change is seen by B at once (its commit teaches its cache).
+    let e = b.create(d.ino, b"e", 0o644).unwrap();
+    b.setattr(e.ino, &chmod(0o640)).unwrap();
+    assert_eq!(b.getattr(e.ino).unwrap().perm, 0o640);
     assert_clean(s);
 }
 

@@ -473,7 +473,7 @@ impl SharedFs {
         let mut at = 0;
         let took = match self.store.commit(&conds, &ops) {
             Ok(Outcome::Committed(rev)) => {
-                self.note_own(rev);
+                self.note_own(rev, &ops);
                 at = rev;
                 true
             }
@@ -569,7 +569,10 @@ impl SharedFs {
 
     /// What the stream delivered: requests for this daemon's leases, and
     /// changes to the entries of directories it gave back.
-    fn follow(&self, evs: Vec<super::Event>) {
+    pub(super) fn lease_events(&self, evs: &[super::Event]) {
+        if !self.leases.enabled {
+            return;
+        }
         let mut st = self.leases.st.lock().unwrap();
         for e in evs {
             st.seen = st.seen.max(e.rev);
@@ -684,12 +687,10 @@ impl SharedFs {
     fn delete_lease(&self, dir: Ino) -> Result<()> {
         let since = Instant::now();
         loop {
-            match self.store.commit(
-                &[Cond::Exists(skey(self.sid))],
-                &[Op::Delete(lkey(dir)), Op::Delete(rkey(dir))],
-            ) {
+            let ops = [Op::Delete(lkey(dir)), Op::Delete(rkey(dir))];
+            match self.store.commit(&[Cond::Exists(skey(self.sid))], &ops) {
                 Ok(Outcome::Committed(rev)) => {
-                    self.note_own(rev);
+                    self.note_own(rev, &ops);
                     return Ok(());
                 }
                 // The session is gone, and the lease with it.
@@ -707,8 +708,8 @@ impl SharedFs {
     pub(super) fn request_lease(&self, dir: Ino) {
         self.stats.lease_waits.fetch_add(1, Ordering::Relaxed);
         let op = Op::Put(rkey(dir), self.sid.to_le_bytes().to_vec(), Some(self.lease));
-        if let Ok(Outcome::Committed(rev)) = self.store.commit(&[], &[op]) {
-            self.note_own(rev);
+        if let Ok(Outcome::Committed(rev)) = self.store.commit(&[], std::slice::from_ref(&op)) {
+            self.note_own(rev, &[op]);
         }
     }
 
@@ -833,7 +834,7 @@ impl SharedFs {
             match self.store.commit(&conds, ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    self.note_own(rev);
+                    self.note_own(rev, ops);
                     return Ok(());
                 }
                 Ok(Outcome::Conflict(_)) => {
@@ -842,6 +843,7 @@ impl SharedFs {
                 }
                 Err(KvError::Unknown(_)) => {
                     self.stats.unknown.fetch_add(1, Ordering::Relaxed);
+                    self.cache.unsure(ops);
                     // Read back; a store that cannot answer that is tried
                     // again (the creates are acknowledged: never dropped
                     // while the session may live).
@@ -865,21 +867,20 @@ impl SharedFs {
         }
     }
 
-    /// One round of the change stream (`follow`: requests from other
-    /// daemons, changes to kept listings), then give back each requested
-    /// directory whose slice has ended.
-    fn answer_requests(&self, w: &mut Box<dyn super::Watch>) -> Result<()> {
-        let wait = {
-            let st = self.leases.st.lock().unwrap();
-            let now = Instant::now();
-            st.due
-                .values()
-                .map(|t| t.saturating_duration_since(now))
-                .min()
-                .unwrap_or(Duration::from_millis(200))
-        };
-        let evs = w.next(wait).map_err(Error::from)?;
-        self.follow(evs);
+    /// How long the stream may wait for changes before a requested
+    /// directory's slice ends (`release_due`).
+    pub(super) fn lease_wait(&self) -> Duration {
+        let st = self.leases.st.lock().unwrap();
+        let now = Instant::now();
+        st.due
+            .values()
+            .map(|t| t.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_millis(200))
+    }
+
+    /// Give back each requested directory whose slice has ended.
+    pub(super) fn release_due(&self) -> Result<()> {
         let now = Instant::now();
         let due: Vec<Ino> = {
             let st = self.leases.st.lock().unwrap();
@@ -895,8 +896,38 @@ impl SharedFs {
         Ok(())
     }
 
-    /// Start the flusher and the thread that answers lease requests; both
-    /// end when the daemon does.
+    /// The change stream follows from after revision `at` (`super::stream`):
+    /// listings kept before missed some changes (dropped); requests made
+    /// while no stream followed are answered.
+    pub(super) fn lease_stream_from(&self, at: super::Rev) {
+        if !self.leases.enabled {
+            return;
+        }
+        let held: Vec<Ino> = {
+            let mut st = self.leases.st.lock().unwrap();
+            st.cold.clear();
+            st.following = true;
+            st.seen = at;
+            st.held.keys().copied().collect()
+        };
+        for d in held {
+            if let Ok(Some(v)) = self.store.get(&rkey(d)) {
+                if v.value != self.sid.to_le_bytes() {
+                    self.leases.st.lock().unwrap().asked_for(d);
+                }
+            }
+        }
+    }
+
+    /// The change stream broke: no listing is kept until it follows again.
+    pub(super) fn lease_stream_lost(&self) {
+        let mut st = self.leases.st.lock().unwrap();
+        st.following = false;
+        st.cold.clear();
+    }
+
+    /// Start the flusher; it ends when the daemon does. (Requests for
+    /// leases come by the change stream: `super::stream`.)
     pub(super) fn start_leases(fs: &Arc<SharedFs>) {
         if !fs.leases.enabled {
             return;
@@ -913,57 +944,5 @@ impl SharedFs {
                 fs.flush_round(Duration::from_millis(100));
             })
             .expect("spawn lease flusher");
-        let weak: Weak<SharedFs> = Arc::downgrade(fs);
-        std::thread::Builder::new()
-            .name("shoal-lease-follow".into())
-            .spawn(move || {
-                let mut w: Option<Box<dyn super::Watch>> = None;
-                loop {
-                    let Some(fs) = weak.upgrade() else { return };
-                    if fs.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    if w.is_none() {
-                        // Every change from now on (requests, and the entries
-                        // of directories given back); the cold listings
-                        // made before missed some: dropped.
-                        w = fs
-                            .store
-                            .revision()
-                            .and_then(|r| Ok((r, fs.store.watch(b"", r + 1)?)))
-                            .ok()
-                            .map(|(r, w)| {
-                                let mut st = fs.leases.st.lock().unwrap();
-                                st.cold.clear();
-                                st.following = true;
-                                st.seen = r;
-                                w
-                            });
-                        // Requests made while no stream followed: answer them.
-                        let held: Vec<Ino> =
-                            fs.leases.st.lock().unwrap().held.keys().copied().collect();
-                        for d in held {
-                            if let Ok(Some(v)) = fs.store.get(&rkey(d)) {
-                                if v.value != fs.sid.to_le_bytes() {
-                                    fs.leases.st.lock().unwrap().asked_for(d);
-                                }
-                            }
-                        }
-                        if w.is_none() {
-                            drop(fs);
-                            std::thread::sleep(Duration::from_millis(200));
-                            continue;
-                        }
-                    }
-                    if let Err(e) = fs.answer_requests(w.as_mut().unwrap()) {
-                        tracing::debug!("lease requests: {e}; following again");
-                        let mut st = fs.leases.st.lock().unwrap();
-                        st.following = false;
-                        st.cold.clear();
-                        w = None;
-                    }
-                }
-            })
-            .expect("spawn lease follower");
     }
 }

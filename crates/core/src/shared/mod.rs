@@ -29,10 +29,12 @@
 //! [`Store`]: crate::store::Store
 
 pub mod blob;
+mod cache;
 pub mod data;
 mod lease;
 pub mod ns;
 pub mod sim;
+mod stream;
 
 use std::fmt;
 use std::time::Duration;
@@ -40,6 +42,10 @@ use std::time::Duration;
 /// Keys with their values and versions, and the revision of the snapshot
 /// they were read at (`SharedStore::scan`).
 pub type Scan = (Vec<(Vec<u8>, Versioned)>, Rev);
+
+/// Values of several keys (None: absent) and the revision they were read
+/// at (`SharedStore::get_many`).
+pub type Got = (Vec<Option<Versioned>>, Rev);
 
 /// A store revision: it grows with every committed change. 0 is "never":
 /// the `mod_rev` of a key that does not exist.
@@ -226,9 +232,12 @@ pub trait SharedStore: Send + Sync + 'static {
     /// finished before the call).
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>>;
     /// Several keys from one snapshot, in one round trip where the backend
-    /// can (etcd: one read-only Txn).
-    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
-        keys.iter().map(|k| self.get(k)).collect()
+    /// can (etcd: one read-only Txn), with a revision the values are at
+    /// least as new as (the snapshot's).
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Got> {
+        let at = self.revision()?;
+        let vs = keys.iter().map(|k| self.get(k)).collect::<KvResult<_>>()?;
+        Ok((vs, at))
     }
     /// Keys in `[lo, hi)`, ascending, at most `limit`, from one snapshot,
     /// with that snapshot's revision.

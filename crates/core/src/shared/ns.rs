@@ -217,6 +217,10 @@ pub struct SharedStats {
     pub lease_listed: AtomicU64,
     /// Changes to queued creates made in memory (`lease::amend_queued`).
     pub lease_amends: AtomicU64,
+    /// Stats and lookups answered by the record cache (`super::cache`),
+    /// and those that read the store.
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -248,7 +252,7 @@ impl Tx<'_> {
     pub fn get_many(&mut self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Versioned>>> {
         self.fs.settle()?;
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let vs = self.fs.patient(|| self.fs.store.get_many(&keys))?;
+        let (vs, _) = self.fs.patient(|| self.fs.store.get_many(&keys))?;
         for (key, v) in keys.into_iter().zip(&vs) {
             self.require(key, v)?;
         }
@@ -403,6 +407,13 @@ pub struct SharedFs {
     pub(super) chunk_cache: Mutex<super::data::ChunkCache>,
     /// Directory leases and the creates acknowledged under them.
     pub(super) leases: super::lease::Leases,
+    /// The store has a change stream (`super::stream`; TiKV has none).
+    pub(super) has_watch: bool,
+    /// Records, directory times and entries read, kept current by the
+    /// stream (`super::cache`).
+    pub(super) cache: super::cache::RecordCache,
+    /// Who gets the stream's changes (`subscribe`).
+    pub(super) subscribers: Mutex<Vec<std::sync::mpsc::Sender<Vec<super::Event>>>>,
     /// The session lease's time to live.
     pub(super) ttl: Duration,
     /// When the last renewal that succeeded was sent: the lease lives at
@@ -568,8 +579,8 @@ impl SharedFs {
             }
             Some(_) => {}
         }
-        // Leases are given back on request, which needs a change stream
-        // (TiKV has none: no leases there).
+        // Leases are given back on request, and the record cache is kept
+        // current, by the change stream (TiKV has none: neither there).
         let has_watch = !matches!(
             store.watch(b"R", store.revision().map_err(kv)? + 1),
             Err(KvError::Unsupported(_))
@@ -609,11 +620,15 @@ impl SharedFs {
             dirty_max: opts.dirty_max,
             chunk_cache: Mutex::new(Default::default()),
             leases: super::lease::Leases::new(opts.dir_leases && has_watch),
+            has_watch,
+            cache: Default::default(),
+            subscribers: Mutex::new(Vec::new()),
             ttl: opts.ttl,
             renewed: Arc::new(Mutex::new(granted)),
         });
         fs.reclaim_orphans()?;
         SharedFs::start_leases(&fs);
+        SharedFs::start_stream(&fs);
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
         let renewed = fs.renewed.clone();
         let h = std::thread::Builder::new()
@@ -653,7 +668,11 @@ impl SharedFs {
         Ok(fs)
     }
 
-    pub(super) fn note_own(&self, rev: u64) {
+    /// This daemon's commit of `ops` at `rev`: the record cache learns
+    /// what it wrote, and the stream's events at `rev` will be known as its
+    /// own.
+    pub(super) fn note_own(&self, rev: u64, ops: &[Op]) {
+        self.cache.committed(ops, rev);
         let mut o = self.own.lock().unwrap();
         let (ring, set) = &mut *o;
         if ring.len() >= 4096 {
@@ -823,7 +842,7 @@ impl SharedFs {
             match self.store.commit(&tx.conds, &tx.ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    self.note_own(rev);
+                    self.note_own(rev, &tx.ops);
                     self.after_commit(&tx.doomed);
                     return Ok(out);
                 }
@@ -872,6 +891,7 @@ impl SharedFs {
                 Err(KvError::Unknown(m)) => {
                     self.stats.unknown.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!("commit result unknown ({m}): reading back");
+                    self.cache.unsure(&tx.ops);
                     if self.applied(&tx.ops)? {
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
                         self.after_commit(&tx.doomed);
@@ -916,26 +936,33 @@ impl SharedFs {
         Ok(true)
     }
 
+    /// An inode's attributes, from the record cache if it knows them: at
+    /// most the change stream's lag behind the store (`super::cache`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.attr_of(ino, false)
+    }
+
+    /// `getattr`; `fresh`: read the store, whatever the cache knows (an
+    /// open: close-to-open).
+    fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {
         if let Some(n) = self.pending_node(ino) {
             // Made here from memory, not committed yet (`super::lease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
         // The record and, for a directory, its time key: one round trip.
-        let keys = [ikey(ino), tkey(ino)];
-        let mut vs = self.patient(|| self.store.get_many(&keys))?;
+        let mut vs = self.read_known(vec![ikey(ino), tkey(ino)], fresh)?;
         let t = vs.pop().flatten();
         let v = vs.pop().flatten().ok_or(Error::NotFound)?;
-        let mut a = as_seen(Node::decode(ino, &v.value)?.attr);
+        let mut a = as_seen(Node::decode(ino, &v)?.attr);
         if a.kind == Kind::File {
             a = self.with_buffered(a);
         }
         if a.kind == Kind::Dir {
             if let Some(t) = t {
-                if t.value.len() == 12 {
+                if t.len() == 12 {
                     let t = Ts {
-                        sec: i64::from_le_bytes(t.value[..8].try_into().unwrap()),
-                        nsec: u32::from_le_bytes(t.value[8..].try_into().unwrap()),
+                        sec: i64::from_le_bytes(t[..8].try_into().unwrap()),
+                        nsec: u32::from_le_bytes(t[8..].try_into().unwrap()),
                     };
                     a.mtime = a.mtime.max(t);
                     a.ctime = a.ctime.max(t);
@@ -955,12 +982,40 @@ impl SharedFs {
             Some(super::lease::Known::At(ino)) => return self.getattr(ino),
             None => {}
         }
-        let key = ekey(parent, name);
         let v = self
-            .patient(|| self.store.get(&key))?
+            .read_known(vec![ekey(parent, name)], false)?
+            .pop()
+            .flatten()
             .ok_or(Error::NotFound)?;
-        let (ino, _) = dec_entry(&v.value)?;
+        let (ino, _) = dec_entry(&v)?;
         self.getattr(ino)
+    }
+
+    /// The values of `keys` (None: absent), from the record cache if it
+    /// knows them all (and not `fresh`), else from the store in one round
+    /// trip (and then known). For answers, never for a commit's conditions (`Tx` reads).
+    fn read_known(&self, keys: Vec<Vec<u8>>, fresh: bool) -> Result<Vec<Option<Vec<u8>>>> {
+        let known: Option<Vec<_>> = keys.iter().map(|k| self.cache.get(k)).collect();
+        if let (Some(vs), false) = (known, fresh) {
+            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(vs);
+        }
+        self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let (vs, at) = self.patient(|| self.store.get_many(&keys))?;
+        Ok(keys
+            .iter()
+            .zip(vs)
+            .map(|(k, v)| {
+                let v = v.map(|v| v.value);
+                self.cache.learn(k, v.as_deref(), at);
+                v
+            })
+            .collect())
+    }
+
+    /// Keys the record cache holds (for `stats`).
+    pub fn cached_keys(&self) -> usize {
+        self.cache.len()
     }
 
     /// A directory's entries in name order, after `after` (exclusive), at
@@ -1451,7 +1506,9 @@ impl SharedFs {
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
         *self.opens.lock().unwrap().entry(ino).or_default() += 1;
-        let a = self.getattr(ino);
+        // From the store: what another daemon wrote before its close is
+        // seen by an open after it (close-to-open), stream or not.
+        let a = self.attr_of(ino, true);
         if a.is_err() {
             self.release(ino)?;
         }

@@ -266,10 +266,10 @@ impl SharedStore for SimStore {
         }))
     }
 
-    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<Vec<Option<Versioned>>> {
+    fn get_many(&self, keys: &[Vec<u8>]) -> KvResult<super::Got> {
         self.wait();
         let s = self.lock();
-        Ok(keys
+        let vs = keys
             .iter()
             .map(|k| {
                 s.kv.get(k).map(|e| Versioned {
@@ -277,7 +277,8 @@ impl SharedStore for SimStore {
                     mod_rev: e.mod_rev,
                 })
             })
-            .collect())
+            .collect();
+        Ok((vs, s.rev))
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {

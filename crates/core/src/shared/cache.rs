@@ -1,0 +1,210 @@
+//! What this daemon has read of records (`I`), directory times (`T`) and
+//! entries (`E`), kept current by the change stream, so that a stat or a
+//! lookup the kernel's cache no longer answers is answered from memory
+//! instead of a round trip to the store (docs/design.md, "The record
+//! cache").
+//!
+//! The rule that makes it safe: every cached value carries the revision it
+//! is known at (the snapshot a read was made at, or the revision of the
+//! change that wrote it), and a value only ever replaces one known at an
+//! older revision. Every change the stream delivers is put in, cached
+//! before or not (so a read that started before a change cannot put its
+//! older value in after it: the change's is newer and stays). When the
+//! cache is full it starts again empty, and reads older than the newest
+//! change it dropped are not kept (`floor`). The cache answers only while
+//! the stream follows (`following`); when the stream breaks, everything is
+//! dropped and reads older than the new stream's start are not kept. So an
+//! answer from here is at most the stream's lag behind the store: the
+//! bound the kernel's caches have once the stream invalidates them, and
+//! far less than their TTL. The etcd connection requires a leader
+//! (`with_require_leader`): a member cut off from the cluster ends the
+//! stream instead of keeping it silently open. Mutations never trust the
+//! cache: they read the store and commit on what they read (`ns::Tx`), so
+//! a stale answer can never become a lost update.
+
+use super::{Op, Rev};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Keys held (about 300 bytes each with their values); past it the cache
+/// starts again empty.
+const MAX_KEYS: usize = 200_000;
+
+#[derive(Default)]
+struct State {
+    /// Key -> its value (None: absent) and the revision that is known at.
+    keys: HashMap<Vec<u8>, (Option<Vec<u8>>, Rev)>,
+    /// Reads at a revision below this are not kept: a change after them
+    /// may have been dropped (the cache was full, or the stream broke).
+    floor: Rev,
+    /// The newest change put in.
+    newest: Rev,
+    following: bool,
+}
+
+#[derive(Default)]
+pub(super) struct RecordCache {
+    st: Mutex<State>,
+}
+
+/// Whether the cache holds this kind of key.
+fn cached(key: &[u8]) -> bool {
+    matches!(key.first(), Some(b'I' | b'T' | b'E'))
+}
+
+impl State {
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>, at: Rev) {
+        if self.keys.get(key).is_some_and(|(_, r)| *r >= at) {
+            return;
+        }
+        if self.keys.len() >= MAX_KEYS && !self.keys.contains_key(key) {
+            self.keys.clear();
+            self.floor = self.floor.max(self.newest);
+        }
+        self.keys
+            .insert(key.to_vec(), (value.map(<[u8]>::to_vec), at));
+    }
+}
+
+impl RecordCache {
+    /// The value of `key` if known (Some(None): known absent), only while
+    /// the stream follows.
+    pub(super) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        let st = self.st.lock().unwrap();
+        if !st.following {
+            return None;
+        }
+        st.keys.get(key).map(|(v, _)| v.clone())
+    }
+
+    /// What a read found: `key` held `value` at revision `at`.
+    pub(super) fn learn(&self, key: &[u8], value: Option<&[u8]>, at: Rev) {
+        if !cached(key) {
+            return;
+        }
+        let mut st = self.st.lock().unwrap();
+        if st.following && at >= st.floor {
+            st.put(key, value, at);
+        }
+    }
+
+    /// A change at revision `rev` (from the stream, or one of this
+    /// daemon's commits).
+    pub(super) fn change(&self, key: &[u8], value: Option<&[u8]>, rev: Rev) {
+        if !cached(key) {
+            return;
+        }
+        let mut st = self.st.lock().unwrap();
+        if st.following {
+            st.put(key, value, rev);
+            st.newest = st.newest.max(rev);
+        }
+    }
+
+    /// What a commit at `rev` wrote.
+    pub(super) fn committed(&self, ops: &[Op], rev: Rev) {
+        for op in ops {
+            match op {
+                Op::Put(k, v, _) => self.change(k, Some(v), rev),
+                Op::Delete(k) => self.change(k, None, rev),
+            }
+        }
+    }
+
+    /// Forget what `ops` wrote: a commit whose outcome is not known. (If
+    /// it applied, the stream delivers it, newer than any read before it.)
+    pub(super) fn unsure(&self, ops: &[Op]) {
+        let mut st = self.st.lock().unwrap();
+        for op in ops {
+            st.keys.remove(op.key());
+        }
+    }
+
+    /// The stream follows from revision `from` on (inclusive), or has
+    /// stopped (`None`): either way everything known is dropped.
+    pub(super) fn restart(&self, from: Option<Rev>) {
+        let mut st = self.st.lock().unwrap();
+        st.keys.clear();
+        st.following = from.is_some();
+        if let Some(f) = from {
+            // A read before `from - 1` may miss a change the stream will
+            // not deliver.
+            st.floor = st.floor.max(f.saturating_sub(1));
+        }
+    }
+
+    /// Keys held now (for `stats`).
+    pub(super) fn len(&self) -> usize {
+        self.st.lock().unwrap().keys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh() -> RecordCache {
+        let c = RecordCache::default();
+        c.restart(Some(11));
+        c
+    }
+
+    #[test]
+    fn a_read_older_than_a_change_does_not_undo_it() {
+        let c = fresh();
+        // The stream delivers a change at 20 to a key nobody read...
+        c.change(b"Ia", Some(b"new"), 20);
+        // ...then a read made at 15 comes back with the old value.
+        c.learn(b"Ia", Some(b"old"), 15);
+        assert_eq!(c.get(b"Ia"), Some(Some(b"new".to_vec())));
+        // A change before the read, delivered after it, changes nothing.
+        c.learn(b"Eb", None, 30);
+        c.change(b"Eb", Some(b"x"), 25);
+        assert_eq!(c.get(b"Eb"), Some(None));
+        // This daemon's own commit delivered again by the stream neither.
+        c.committed(&[Op::Put(b"Eb".to_vec(), b"y".to_vec(), None)], 31);
+        c.change(b"Eb", Some(b"y"), 31);
+        c.change(b"Eb", None, 32);
+        assert_eq!(c.get(b"Eb"), Some(None));
+    }
+
+    #[test]
+    fn nothing_is_answered_without_the_stream() {
+        let c = fresh();
+        c.learn(b"Ic", Some(b"v"), 12);
+        assert!(c.get(b"Ic").is_some());
+        c.restart(None);
+        assert_eq!(c.get(b"Ic"), None);
+        c.learn(b"Ic", Some(b"v"), 12);
+        assert_eq!(c.get(b"Ic"), None, "kept while the stream was down");
+        // Restarted from 30: a read at 12 may have missed 13..29.
+        c.restart(Some(30));
+        c.learn(b"Ic", Some(b"v"), 12);
+        assert_eq!(c.get(b"Ic"), None);
+        c.learn(b"Ic", Some(b"v"), 29);
+        assert!(c.get(b"Ic").is_some());
+    }
+
+    #[test]
+    fn a_full_cache_refuses_reads_older_than_what_it_dropped() {
+        let c = fresh();
+        for i in 0..MAX_KEYS as u64 {
+            c.change(format!("I{i}").as_bytes(), None, 100 + i);
+        }
+        assert_eq!(c.len(), MAX_KEYS);
+        // Full: the next key empties it; "I0"'s change (at 100) is gone,
+        // so a read before the newest dropped change is refused.
+        c.learn(b"Inew", Some(b"v"), 100 + MAX_KEYS as u64);
+        assert_eq!(c.len(), 1);
+        c.learn(b"I0", Some(b"old"), 99);
+        assert_eq!(c.get(b"I0"), None);
+    }
+
+    #[test]
+    fn an_unsure_commit_is_forgotten() {
+        let c = fresh();
+        c.learn(b"Id", Some(b"v"), 12);
+        c.unsure(&[Op::Delete(b"Id".to_vec())]);
+        assert_eq!(c.get(b"Id"), None);
+    }
+}
