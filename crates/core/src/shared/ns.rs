@@ -949,10 +949,24 @@ impl SharedFs {
             // Made here from memory, not committed yet (`super::lease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
-        // The record and, for a directory, its time key: one round trip.
-        let mut vs = self.read_known(vec![ikey(ino), tkey(ino)], fresh)?;
-        let t = vs.pop().flatten();
-        let v = vs.pop().flatten().ok_or(Error::NotFound)?;
+        // The record and, for a directory, its time key: one round trip,
+        // or none if the cache knows the record (and it is not a directory
+        // whose time it does not know).
+        let (v, t) = match self.cache.get(&ikey(ino)).filter(|_| !fresh) {
+            Some(None) => {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Err(Error::NotFound);
+            }
+            Some(Some(v)) if Node::decode(ino, &v)?.attr.kind != Kind::Dir => {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                (v, None)
+            }
+            _ => {
+                let mut vs = self.read_known(vec![ikey(ino), tkey(ino)], fresh)?;
+                let t = vs.pop().flatten();
+                (vs.pop().flatten().ok_or(Error::NotFound)?, t)
+            }
+        };
         let mut a = as_seen(Node::decode(ino, &v)?.attr);
         if a.kind == Kind::File {
             a = self.with_buffered(a);
