@@ -123,6 +123,12 @@ fn a_directory_taken_again_answers_what_others_changed() {
 }
 
 #[test]
+fn a_directory_made_here_is_leased_at_its_first_create() {
+    let (s, fss) = daemons(2);
+    checks::a_directory_made_here_is_leased_at_its_first_create(&fss, &*s);
+}
+
+#[test]
 fn a_queued_create_is_changed_in_memory() {
     let (s, fss) = daemons(2);
     checks::a_queued_create_is_changed_in_memory(&fss, &*s);

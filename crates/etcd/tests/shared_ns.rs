@@ -74,6 +74,7 @@ fn shared_namespace_on_etcd() {
     checks::daemons_creating_in_one_directory_take_turns(&fss, &*s);
     checks::a_directory_taken_again_answers_what_others_changed(&fss, &*s);
     checks::a_queued_create_is_changed_in_memory(&fss, &*s);
+    checks::a_directory_made_here_is_leased_at_its_first_create(&fss, &*s);
     println!("etcd: directory leases taken, given back, taken in turns, one winner per name: ok");
 
     // Fencing with a real lease: A stops renewing, its 2 s lease ends, and

@@ -451,6 +451,34 @@ fn leased_dir(a: &SharedFs, name: &[u8], prefix: &str, n: usize) -> shoal_core::
     d
 }
 
+/// A directory a daemon made is leased at its first create, also one made
+/// from memory inside a leased directory (its record is committed before
+/// the lease is taken); the other daemon sees everything once committed.
+pub fn a_directory_made_here_is_leased_at_its_first_create(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let top = a.mkdir(ROOT_INO, b"made", 0o755).unwrap();
+    let from_memory = count(a, |s| &s.lease_creates);
+    a.create(top.ino, b"f", 0o644).unwrap();
+    assert!(a.holds_lease(top.ino), "no lease at the first create");
+    // A subdirectory made from memory under the lease, then a file in it.
+    let sub = a.mkdir(top.ino, b"sub", 0o755).unwrap();
+    let g = a.create(sub.ino, b"g", 0o644).unwrap();
+    assert!(a.holds_lease(sub.ino), "no lease on the subdirectory");
+    assert_eq!(
+        count(a, |s| &s.lease_creates) - from_memory,
+        3,
+        "f, sub and g from memory"
+    );
+    a.fsyncdir().unwrap();
+    soon("B's lookup of g", Ok(g.ino), || {
+        b.lookup(sub.ino, b"g").map(|a| a.ino)
+    });
+    assert_clean(s);
+}
+
 /// A daemon that gave a directory back keeps its listing current from the
 /// change stream: taking it again reads no entries, and its answers from
 /// memory include what another daemon created, removed and renamed there

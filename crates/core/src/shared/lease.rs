@@ -464,6 +464,11 @@ impl SharedFs {
 
     /// Take `dir`'s lease and read its listing.
     fn acquire(&self, dir: Ino) -> Result<Acquired> {
+        if self.pending_node(dir).is_some() {
+            // Made from memory and not committed yet: its record must be
+            // there to be read after the lease's commit.
+            self.settle()?;
+        }
         let conds = [Cond::Exists(skey(self.sid)), Cond::Absent(lkey(dir))];
         let ops = [Op::Put(
             lkey(dir),

@@ -1070,9 +1070,8 @@ impl SharedFs {
         Ok(())
     }
 
-    /// Create `name` in `parent` (O_EXCL: EEXIST if it is there): a file,
-    /// a directory, or a symlink to `target`.
-    pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
+    /// `mknod`, without the lease wish.
+    fn mknod_in(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
         Self::check_name(name)?;
         let ino = self.new_ino()?;
         let make = |p: &Node, t: Ts| Self::new_node(ctx, p, ino, new, t);
@@ -1115,6 +1114,20 @@ impl SharedFs {
                 r => return r.map(as_seen),
             }
         }
+    }
+
+    /// Create `name` in `parent` (O_EXCL: EEXIST if it is there): a file,
+    /// a directory, or a symlink to `target`. A directory made is leased
+    /// at the first create in it (its listing is empty: the lease costs
+    /// one commit, where the creates it saves would each be a transaction,
+    /// and so would each change to them: untar makes a directory and then
+    /// its files).
+    pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
+        let a = self.mknod_in(ctx, parent, name, new)?;
+        if a.kind == Kind::Dir {
+            self.want_lease(a.ino);
+        }
+        Ok(a)
     }
 
     /// A new inode's record, in directory `p`.
