@@ -63,7 +63,7 @@ impl State {
             let mut i = 0u32;
             self.keys.retain(|_, _| {
                 i += 1;
-                i % 2 == 0
+                i.is_multiple_of(2)
             });
             self.floor = self.floor.max(self.newest);
         }
