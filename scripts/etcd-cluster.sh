@@ -8,6 +8,9 @@ set -euo pipefail
 cmd=$1; dir=$2; base=${3:-24000}
 case $cmd in
 start)
+  # Members a killed run left on this directory go first (they hold the
+  # ports, and their pid files are about to be removed).
+  pkill -KILL -f -- "--data-dir $dir/m" 2>/dev/null && sleep 0.5 || true
   rm -rf "$dir"; mkdir -p "$dir"
   cl=""; for i in 0 1 2; do cl+="${cl:+,}m$i=http://127.0.0.1:$((base+11+i))"; done
   for i in 0 1 2; do
@@ -26,7 +29,14 @@ start)
   done
   echo "etcd did not become healthy: see $dir/m*.log" >&2; exit 1 ;;
 stop)
-  for f in "$dir"/m*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  sleep 0.5; rm -rf "$dir" ;;
+  pids=$(cat "$dir"/m*.pid 2>/dev/null || true)
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+  # Gone before the ports are wanted again: up to 5 s, then KILL.
+  for _ in $(seq 50); do
+    alive=0; for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break; sleep 0.1
+  done
+  for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$dir" ;;
 *) echo "usage: $0 start|stop DIR [BASE]" >&2; exit 2 ;;
 esac
