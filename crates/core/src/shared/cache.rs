@@ -1,8 +1,8 @@
 //! What this daemon has read of records (`I`), directory times (`T`) and
 //! entries (`E`), kept current by the change stream, so that a stat or a
 //! lookup the kernel's cache no longer answers is answered from memory
-//! instead of a round trip to the store (docs/design.md, "The record
-//! cache").
+//! instead of a round trip to the store (docs/design.md, "Coherence
+//! between mounts").
 //!
 //! The rule that makes it safe: every cached value carries the revision it
 //! is known at (the snapshot a read was made at, or the revision of the
@@ -10,8 +10,8 @@
 //! older revision. Every change the stream delivers is put in, cached
 //! before or not (so a read that started before a change cannot put its
 //! older value in after it: the change's is newer and stays). When the
-//! cache is full it starts again empty, and reads older than the newest
-//! change it dropped are not kept (`floor`). The cache answers only while
+//! cache is full it drops half of what it holds, and reads older than the
+//! newest change it dropped are not kept (`floor`). The cache answers only while
 //! the stream follows (`following`); when the stream breaks, everything is
 //! dropped and reads older than the new stream's start are not kept. So an
 //! answer from here is at most the stream's lag behind the store: the
@@ -94,27 +94,37 @@ impl RecordCache {
         }
     }
 
-    /// A change at revision `rev` (from the stream, or one of this
-    /// daemon's commits).
-    pub(super) fn change(&self, key: &[u8], value: Option<&[u8]>, rev: Rev) {
-        if !cached(key) {
+    /// Changes, each a key, its new value (None: deleted) and the
+    /// revision it was made at: a batch of the stream's, or one of this
+    /// daemon's commits. One lock for the batch.
+    pub(super) fn changes<'a>(
+        &self,
+        changes: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, Rev)>,
+    ) {
+        let mut st = self.st.lock().unwrap();
+        if !st.following {
             return;
         }
-        let mut st = self.st.lock().unwrap();
-        if st.following {
-            st.put(key, value, rev);
-            st.newest = st.newest.max(rev);
+        for (key, value, rev) in changes {
+            if cached(key) {
+                st.put(key, value, rev);
+                st.newest = st.newest.max(rev);
+            }
         }
+    }
+
+    /// A change at revision `rev`.
+    #[cfg(test)]
+    fn change(&self, key: &[u8], value: Option<&[u8]>, rev: Rev) {
+        self.changes([(key, value, rev)]);
     }
 
     /// What a commit at `rev` wrote.
     pub(super) fn committed(&self, ops: &[Op], rev: Rev) {
-        for op in ops {
-            match op {
-                Op::Put(k, v, _) => self.change(k, Some(v), rev),
-                Op::Delete(k) => self.change(k, None, rev),
-            }
-        }
+        self.changes(ops.iter().map(|op| match op {
+            Op::Put(k, v, _) => (&k[..], Some(&v[..]), rev),
+            Op::Delete(k) => (&k[..], None, rev),
+        }));
     }
 
     /// Forget what `ops` wrote: a commit whose outcome is not known. (If

@@ -952,22 +952,32 @@ impl SharedFs {
         // The record and, for a directory, its time key: one round trip,
         // or none if the cache knows the record (and it is not a directory
         // whose time it does not know).
-        let (v, t) = match self.cache.get(&ikey(ino)).filter(|_| !fresh) {
+        let both = || -> Result<(Attr, Option<Vec<u8>>)> {
+            let mut vs = self.read_known(vec![ikey(ino), tkey(ino)], fresh)?;
+            let t = vs.pop().flatten();
+            let v = vs.pop().flatten().ok_or(Error::NotFound)?;
+            Ok((Node::decode(ino, &v)?.attr, t))
+        };
+        let known = if fresh {
+            None
+        } else {
+            self.cache.get(&ikey(ino))
+        };
+        let (a, t) = match known {
             Some(None) => {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Err(Error::NotFound);
             }
-            Some(Some(v)) if Node::decode(ino, &v)?.attr.kind != Kind::Dir => {
-                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                (v, None)
-            }
-            _ => {
-                let mut vs = self.read_known(vec![ikey(ino), tkey(ino)], fresh)?;
-                let t = vs.pop().flatten();
-                (vs.pop().flatten().ok_or(Error::NotFound)?, t)
-            }
+            Some(Some(v)) => match Node::decode(ino, &v)?.attr {
+                a if a.kind != Kind::Dir => {
+                    self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    (a, None)
+                }
+                _ => both()?,
+            },
+            None => both()?,
         };
-        let mut a = as_seen(Node::decode(ino, &v)?.attr);
+        let mut a = as_seen(a);
         if a.kind == Kind::File {
             a = self.with_buffered(a);
         }
@@ -1007,12 +1017,15 @@ impl SharedFs {
 
     /// The values of `keys` (None: absent), from the record cache if it
     /// knows them all (and not `fresh`), else from the store in one round
-    /// trip (and then known). For answers, never for a commit's conditions (`Tx` reads).
+    /// trip (and then known). For answers, never for a commit's
+    /// conditions (`Tx` reads).
     fn read_known(&self, keys: Vec<Vec<u8>>, fresh: bool) -> Result<Vec<Option<Vec<u8>>>> {
-        let known: Option<Vec<_>> = keys.iter().map(|k| self.cache.get(k)).collect();
-        if let (Some(vs), false) = (known, fresh) {
-            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(vs);
+        if !fresh {
+            let known: Option<Vec<_>> = keys.iter().map(|k| self.cache.get(k)).collect();
+            if let Some(vs) = known {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(vs);
+            }
         }
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         let (vs, at) = self.patient(|| self.store.get_many(&keys))?;

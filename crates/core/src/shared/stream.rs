@@ -82,9 +82,8 @@ impl SharedFs {
         if evs.is_empty() {
             return;
         }
-        for e in &evs {
-            self.cache.change(&e.key, e.value.as_deref(), e.rev);
-        }
+        self.cache
+            .changes(evs.iter().map(|e| (&e.key[..], e.value.as_deref(), e.rev)));
         self.lease_events(&evs);
         let mut subs = self.subscribers.lock().unwrap();
         subs.retain(|s| s.send(evs.clone()).is_ok());
