@@ -33,6 +33,8 @@ suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
 suite "shared store: conformance (simulator, TiKV mode, 3-member etcd), daemons racing, etcd members killed, frozen, quorum lost" \
   bash -c 'cargo test --release -q -p shoal-core --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
+suite "TiKV backend: conformance and daemons racing on the model of TiKV's transactions, with the client compiled in" \
+  cargo test --release -q -p shoal-tikv --features client -- --nocapture
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
 suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, kill -9, fsx, pjdfstest" bash tests/scripts/etcd-mounts.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh

@@ -16,12 +16,17 @@ err=$("$SHOAL" mkfs "$U" 2>&1) && fail "a second mkfs succeeded"
 [[ $err == *"already holds a shoal filesystem"* ]] || fail "second mkfs message: $err"
 "$SHOAL" fsck "$U" | grep -q "1 inodes, 0 entries, 0 problems" || fail "fsck of a new filesystem"
 err=$("$SHOAL" mount "$U" "$WORK" -o writeback_cache 2>&1) && fail "an etcd mount took an option it does not serve"
-[[ $err == *"not supported on an etcd mount"* ]] || fail "mount option message: $err"
+[[ $err == *"not supported on an etcd or TiKV mount"* ]] || fail "mount option message: $err"
 err=$("$SHOAL" mkfs etcd://127.0.0.1:1/x 2>&1) && fail "mkfs on no cluster succeeded"
 [[ $err == *"is etcd running there"* ]] || fail "no-cluster message: $err"
 [ $(wc -l <<<"$err") -eq 1 ] || fail "error is not one line: $err"
 err=$("$SHOAL" mkfs etcd://h:1 2>&1) && fail "a URL without NAME was taken"
 [[ $err == *"expected etcd://"* ]] || fail "bad URL message: $err"
+# TiKV is a build feature (docs/design.md, "TiKV"): without it, one line
+# that says how to get it.
+err=$("$SHOAL" mkfs tikv://127.0.0.1:1/x 2>&1) && fail "mkfs on TiKV in a shoal built without it succeeded"
+[[ $err == *"--features tikv"* ]] || fail "no-TiKV message: $err"
+[ $(wc -l <<<"$err") -eq 1 ] || fail "error is not one line: $err"
 # A bad or unreachable object store is refused at mkfs, in one line, and
 # nothing is made.
 err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=" 2>&1) && fail "mkfs took an empty endpoint"

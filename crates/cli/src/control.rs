@@ -138,7 +138,7 @@ pub fn request(sock: &Path, what: &str) -> Result<Value, String> {
 /// this returns 0.
 pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
-    if m.source.starts_with("etcd://") {
+    if crate::is_shared(&m.source) {
         let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
         let sock = shared_run_dir(&m.source, &mnt).join(SOCKET);
         let v = request(&sock, "sync")?;

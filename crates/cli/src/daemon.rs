@@ -180,8 +180,8 @@ fn check_mountpoint(m: &Path) -> Result<(), String> {
 }
 
 pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
-    if a.store.to_str().is_some_and(|s| s.starts_with("etcd://")) {
-        return mount_etcd(a);
+    if a.store.to_str().is_some_and(crate::is_shared) {
+        return mount_shared(a);
     }
     let mut a = a.clone();
     let store_arg = a.store.to_string_lossy().into_owned();
@@ -488,12 +488,15 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-/// `shoal mount etcd://H:P,.../NAME MNT`: a daemon on a namespace shared
-/// with other mounts (`shoal_fuse::shared`). The kernel checks permissions
-/// (default_permissions).
-fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
+/// `shoal mount etcd://H:P,.../NAME MNT` (or `tikv://PD:P,.../NAME`): a
+/// daemon on a namespace shared with other mounts (`shoal_fuse::shared`).
+/// The kernel checks permissions (default_permissions).
+fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let src = a.store.to_string_lossy().into_owned();
-    let url = shoal_etcd::EtcdUrl::parse(&src)?;
+    if src.starts_with("etcd://") {
+        // A bad URL is said before the daemon forks.
+        shoal_etcd::EtcdUrl::parse(&src)?;
+    }
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
     let mut session = shoal_core::shared::ns::SessionOpts::default();
     let mut allow_other = false;
@@ -515,7 +518,7 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
             "nodirlease" => session.dir_leases = false,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease)"
                 ))
             }
         }
@@ -525,9 +528,7 @@ fn mount_etcd(a: &MountArgs) -> Result<i32, String> {
         return spawn_background(a, Path::new(&src), true);
     }
     init_logging();
-    let store = shoal_etcd::EtcdStore::connect(&url, Duration::from_secs(5))
-        .map_err(|e| format!("{src}: {e}"))?;
-    let store: Arc<dyn shoal_core::shared::SharedStore> = store;
+    let store = crate::shared_connect(&src)?;
     session.who = format!(
         "{} pid {}",
         std::fs::read_to_string("/etc/hostname")

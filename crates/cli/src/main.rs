@@ -9,8 +9,10 @@ mod stats;
 
 use args::{Cli, Cmd};
 use clap::Parser;
+use shoal_core::shared::SharedStore;
 use shoal_core::Error;
 use std::path::Path;
+use std::sync::Arc;
 
 /// mimalloc instead of glibc malloc: the cache allocates and frees millions of
 /// small objects of mixed sizes; measured in docs/BENCHMARKS.md ("Allocator").
@@ -70,20 +72,44 @@ pub fn store_error(store: &Path, e: Error) -> String {
     }
 }
 
-/// A filesystem on etcd (`etcd://H:P,.../NAME`) rather than a store directory.
-fn etcd_target(p: &Path) -> Option<Result<std::sync::Arc<shoal_etcd::EtcdStore>, String>> {
-    let s = p.to_str()?;
-    if !s.starts_with("etcd://") {
-        return None;
+/// Whether `src` names a filesystem on a shared store (`etcd://H:P,.../NAME`,
+/// `tikv://PD:P,.../NAME`) rather than a store directory.
+pub fn is_shared(src: &str) -> bool {
+    src.starts_with("etcd://") || src.starts_with("tikv://")
+}
+
+/// The shared store `url` names, connected.
+pub fn shared_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+    if url.starts_with("tikv://") {
+        return tikv_connect(url);
     }
-    Some(shoal_etcd::EtcdUrl::parse(s).and_then(|u| {
-        shoal_etcd::EtcdStore::connect(&u, std::time::Duration::from_secs(5))
-            .map_err(|e| format!("{s}: {e}"))
-    }))
+    let u = shoal_etcd::EtcdUrl::parse(url)?;
+    let s = shoal_etcd::EtcdStore::connect(&u, std::time::Duration::from_secs(5))
+        .map_err(|e| format!("{url}: {e}"))?;
+    Ok(s)
+}
+
+#[cfg(feature = "tikv")]
+fn tikv_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+    let s = shoal_tikv::client::connect(url).map_err(|e| format!("{url}: {e}"))?;
+    Ok(s)
+}
+
+#[cfg(not(feature = "tikv"))]
+fn tikv_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+    Err(format!(
+        "{url}: this shoal was built without TiKV; build it with `cargo build --release --features tikv` (untested against a live TiKV cluster)"
+    ))
+}
+
+/// A filesystem on a shared store rather than a store directory.
+fn shared_target(p: &Path) -> Option<Result<Arc<dyn SharedStore>, String>> {
+    let s = p.to_str().filter(|s| is_shared(s))?;
+    Some(shared_connect(s))
 }
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
-    if let Some(store) = etcd_target(&a.store) {
+    if let Some(store) = shared_target(&a.store) {
         if let Some(url) = &a.data {
             let b = shoal_objects::ObjectBlobs::open(url).map_err(|e| e.to_string())?;
             b.probe().map_err(|e| e.to_string())?;
@@ -126,7 +152,7 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 }
 
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
-    if let Some(store) = etcd_target(&a.store) {
+    if let Some(store) = shared_target(&a.store) {
         let store = store?;
         let r = shoal_core::shared::ns::check(&*store).map_err(|e| e.to_string())?;
         let mut r = r;

@@ -92,5 +92,5 @@ pub const SOURCE_PREFIX: &str = "shoal:";
 /// `fuse` (the subtype is lost), so the source must also be a shoal store.
 pub fn is_shoal(src: &str, ty: &str) -> bool {
     ty == "fuse.shoal"
-        || (ty == "fuse" && (src.starts_with("etcd://") || store_of(src).join("SHOAL").exists()))
+        || (ty == "fuse" && (crate::is_shared(src) || store_of(src).join("SHOAL").exists()))
 }

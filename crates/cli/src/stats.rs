@@ -159,7 +159,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
 
 pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
-    if m.source.starts_with("etcd://") {
+    if crate::is_shared(&m.source) {
         let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
         let dir = crate::control::shared_run_dir(&m.source, &mnt);
         return shared_stats(a, &dir.join(crate::control::SOCKET));

@@ -9,7 +9,7 @@ use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
 use shoal_core::shared::sim::{Fault, SimStore};
 use shoal_core::shared::SharedStore;
 use shoal_core::{Error, ROOT_INO};
-use shoal_testkit::shared_ns::{self as checks, assert_clean, race};
+use shoal_testkit::shared_ns::{self as checks, assert_clean};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,41 +58,9 @@ fn races_between_daemons_have_posix_answers() {
 /// namespace checks clean: entries, link counts, parents, no cycles.
 #[test]
 fn random_races_leave_a_consistent_namespace() {
-    use rand::{Rng, SeedableRng};
     for seed in shoal_testkit::setup::seeds(4) {
-        println!("seed={seed}");
         let (s, fss) = daemons(3);
-        let dirs: Vec<u64> = std::iter::once(ROOT_INO)
-            .chain((0..3).map(|i| {
-                fss[0]
-                    .mkdir(ROOT_INO, format!("d{i}").as_bytes(), 0o755)
-                    .unwrap()
-                    .ino
-            }))
-            .collect();
-        race(&fss, 6, |t, fs| {
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ t as u64);
-            for _ in 0..150 {
-                let p = dirs[rng.gen_range(0..dirs.len())];
-                let q = dirs[rng.gen_range(0..dirs.len())];
-                let n = format!("n{}", rng.gen_range(0..6));
-                let m = format!("n{}", rng.gen_range(0..6));
-                let _ = match rng.gen_range(0..7) {
-                    0 => fs.create(p, n.as_bytes(), 0o644).map(|_| ()),
-                    1 => fs.mkdir(p, n.as_bytes(), 0o755).map(|_| ()),
-                    2 => fs.unlink(p, n.as_bytes()),
-                    3 => fs.rmdir(p, n.as_bytes()),
-                    4 => fs.rename(p, n.as_bytes(), q, m.as_bytes()),
-                    5 => match fs.lookup(p, n.as_bytes()) {
-                        Ok(a) => fs.link(a.ino, q, m.as_bytes()).map(|_| ()),
-                        Err(e) => Err(e),
-                    },
-                    _ => fs.readdir(p, None, 100).map(|_| ()),
-                };
-            }
-        });
-        let r = ns::check(&*s).unwrap();
-        assert!(r.problems.is_empty(), "seed={seed}: {:?}", r.problems);
+        checks::random_races_leave_a_consistent_namespace(&fss, &*s, seed);
         let (commits, conflicts) = s.counts();
         println!("seed={seed}: {commits} commits, {conflicts} conflicts");
     }

@@ -1,5 +1,6 @@
 //! One conformance suite for every shared store (`shoal_core::shared`): the
-//! simulator in etcd and TiKV modes, and a real etcd cluster. What the
+//! simulator in etcd and TiKV modes, a real etcd cluster, and the TiKV
+//! backend on its model of TiKV's transactions. What the
 //! daemons' correctness rests on is checked here, each point with the
 //! threads racing for real: versions that move with every change, commits
 //! that apply whole or not at all, exactly one winner of a name, no lost

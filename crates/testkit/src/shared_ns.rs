@@ -1,6 +1,7 @@
 //! The multi-daemon namespace checks (`shoal_core::shared::ns`), one copy
-//! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`)
-//! and a real etcd cluster (`crates/etcd/tests/shared_ns.rs`). Each takes
+//! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`),
+//! a real etcd cluster (`crates/etcd/tests/shared_ns.rs`) and the TiKV
+//! backend on its model (`crates/tikv/tests/shared_ns.rs`). Each takes
 //! the daemons (two or three `SharedFs` on one namespace, each with its own
 //! connection) and the store, for `ns::check`.
 
@@ -589,4 +590,47 @@ pub fn one_winner_per_name_with_leases(fss: &[Arc<SharedFs>], s: &dyn SharedStor
     );
     assert_eq!(fss[1].readdir(d.ino, None, 1000).unwrap().len(), 150);
     assert_clean(s);
+}
+
+/// Random operations from several daemons on a few names (`seed` picks
+/// them), then the namespace checks clean: entries, link counts, parents,
+/// no cycles.
+pub fn random_races_leave_a_consistent_namespace(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+    seed: u64,
+) {
+    use rand::{Rng, SeedableRng};
+    println!("seed={seed}");
+    let dirs: Vec<u64> = std::iter::once(ROOT_INO)
+        .chain((0..3).map(|i| {
+            fss[0]
+                .mkdir(ROOT_INO, format!("d{i}").as_bytes(), 0o755)
+                .unwrap()
+                .ino
+        }))
+        .collect();
+    race(fss, 6, |t, fs| {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ t as u64);
+        for _ in 0..150 {
+            let p = dirs[rng.gen_range(0..dirs.len())];
+            let q = dirs[rng.gen_range(0..dirs.len())];
+            let n = format!("n{}", rng.gen_range(0..6));
+            let m = format!("n{}", rng.gen_range(0..6));
+            let _ = match rng.gen_range(0..7) {
+                0 => fs.create(p, n.as_bytes(), 0o644).map(|_| ()),
+                1 => fs.mkdir(p, n.as_bytes(), 0o755).map(|_| ()),
+                2 => fs.unlink(p, n.as_bytes()),
+                3 => fs.rmdir(p, n.as_bytes()),
+                4 => fs.rename(p, n.as_bytes(), q, m.as_bytes()),
+                5 => match fs.lookup(p, n.as_bytes()) {
+                    Ok(a) => fs.link(a.ino, q, m.as_bytes()).map(|_| ()),
+                    Err(e) => Err(e),
+                },
+                _ => fs.readdir(p, None, 100).map(|_| ()),
+            };
+        }
+    });
+    let r = ns::check(s).unwrap();
+    assert!(r.problems.is_empty(), "seed={seed}: {:?}", r.problems);
 }

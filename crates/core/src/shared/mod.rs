@@ -23,7 +23,8 @@
 //!
 //! Implementations: [`sim::SimStore`] (in memory, with real conflicts, a
 //! watch that lags, leases on a fake clock, commits whose result is lost,
-//! and a TiKV mode), `shoal_etcd::EtcdStore`. One conformance suite runs
+//! and a TiKV mode), `shoal_etcd::EtcdStore`, `shoal_tikv::TikvStore`
+//! (tested on a model of TiKV's transactions). One conformance suite runs
 //! against every one (`shoal_testkit::conformance`).
 //!
 //! [`Store`]: crate::store::Store
