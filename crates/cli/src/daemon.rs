@@ -493,10 +493,9 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
 /// The kernel checks permissions (default_permissions).
 fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let src = a.store.to_string_lossy().into_owned();
-    if src.starts_with("etcd://") {
-        // A bad URL is said before the daemon forks.
-        shoal_etcd::EtcdUrl::parse(&src)?;
-    }
+    // A bad URL, or TiKV in a shoal built without it, is said before the
+    // daemon forks.
+    crate::shared_check(&src)?;
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
     let mut session = shoal_core::shared::ns::SessionOpts::default();
     let mut allow_other = false;

@@ -78,10 +78,22 @@ pub fn is_shared(src: &str) -> bool {
     src.starts_with("etcd://") || src.starts_with("tikv://")
 }
 
+/// Whether this shoal can serve the shared store `url` names, without
+/// connecting (a mount says so before its daemon forks).
+pub fn shared_check(url: &str) -> Result<(), String> {
+    if url.starts_with("tikv://") {
+        return tikv_check(url);
+    }
+    shoal_etcd::EtcdUrl::parse(url).map(|_| ())
+}
+
 /// The shared store `url` names, connected.
 pub fn shared_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+    shared_check(url)?;
+    #[cfg(feature = "tikv")]
     if url.starts_with("tikv://") {
-        return tikv_connect(url);
+        let s = shoal_tikv::client::connect(url).map_err(|e| format!("{url}: {e}"))?;
+        return Ok(s);
     }
     let u = shoal_etcd::EtcdUrl::parse(url)?;
     let s = shoal_etcd::EtcdStore::connect(&u, std::time::Duration::from_secs(5))
@@ -90,13 +102,14 @@ pub fn shared_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
 }
 
 #[cfg(feature = "tikv")]
-fn tikv_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
-    let s = shoal_tikv::client::connect(url).map_err(|e| format!("{url}: {e}"))?;
-    Ok(s)
+fn tikv_check(url: &str) -> Result<(), String> {
+    shoal_tikv::client::parse_url(url)
+        .map(|_| ())
+        .map_err(|e| format!("{url}: {e}"))
 }
 
 #[cfg(not(feature = "tikv"))]
-fn tikv_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+fn tikv_check(url: &str) -> Result<(), String> {
     Err(format!(
         "{url}: this shoal was built without TiKV; build it with `cargo build --release --features tikv` (untested against a live TiKV cluster)"
     ))

@@ -214,18 +214,9 @@ fn a_daemon_whose_session_ended_cannot_commit() {
 #[test]
 fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
     let (s, fss) = daemons(1);
-    let a = &fss[0];
-    s.fail_next(Fault::Unknown { applied: true });
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
-    assert_eq!(a.lookup(ROOT_INO, b"f").unwrap().ino, f.ino);
-    s.fail_next(Fault::Unknown { applied: false });
-    let g = a.create(ROOT_INO, b"g", 0o644).unwrap();
-    assert_eq!(a.lookup(ROOT_INO, b"g").unwrap().ino, g.ino);
-    // A link whose answer is lost is not made twice.
-    s.fail_next(Fault::Unknown { applied: true });
-    a.link(f.ino, ROOT_INO, b"f2").unwrap();
-    assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
-    assert_clean(&*s);
+    checks::a_lost_answer_neither_loses_nor_doubles_an_operation(&fss, &*s, &|applied| {
+        s.fail_next(Fault::Unknown { applied })
+    });
 }
 
 /// An open file keeps its bytes after its last name goes, until its last

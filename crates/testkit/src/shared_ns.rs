@@ -634,3 +634,25 @@ pub fn random_races_leave_a_consistent_namespace(
     let r = ns::check(s).unwrap();
     assert!(r.problems.is_empty(), "seed={seed}: {:?}", r.problems);
 }
+
+/// A commit whose answer is lost (`lose(applied)` makes the store's next
+/// commit lose its answer, applied or not) is neither lost nor done twice:
+/// the daemon reads back before it answers.
+pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+    lose: &dyn Fn(bool),
+) {
+    let a = &fss[0];
+    lose(true);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
+    assert_eq!(a.lookup(ROOT_INO, b"f").unwrap().ino, f.ino);
+    lose(false);
+    let g = a.create(ROOT_INO, b"g", 0o644).unwrap();
+    assert_eq!(a.lookup(ROOT_INO, b"g").unwrap().ino, g.ino);
+    // A link whose answer is lost is not made twice.
+    lose(true);
+    a.link(f.ino, ROOT_INO, b"f2").unwrap();
+    assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
+    assert_clean(s);
+}

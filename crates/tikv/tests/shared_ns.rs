@@ -94,15 +94,7 @@ fn a_daemon_whose_session_ended_cannot_commit_and_its_orphans_are_reclaimed() {
 #[test]
 fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
     let (kv, s, fss) = daemons(1);
-    let a = &fss[0];
-    kv.fail_next(Fault::Undetermined { applied: true });
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
-    assert_eq!(a.lookup(ROOT_INO, b"f").unwrap().ino, f.ino);
-    kv.fail_next(Fault::Undetermined { applied: false });
-    let g = a.create(ROOT_INO, b"g", 0o644).unwrap();
-    assert_eq!(a.lookup(ROOT_INO, b"g").unwrap().ino, g.ino);
-    kv.fail_next(Fault::Undetermined { applied: true });
-    a.link(f.ino, ROOT_INO, b"f2").unwrap();
-    assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
-    assert_clean(&*s);
+    checks::a_lost_answer_neither_loses_nor_doubles_an_operation(&fss, &*s, &|applied| {
+        kv.fail_next(Fault::Undetermined { applied })
+    });
 }
