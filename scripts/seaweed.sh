@@ -8,6 +8,8 @@
 #                                         range: a client's connection can hold
 #                                         it first); default 24400
 #   scripts/seaweed.sh stop DIR
+# With SEAWEED_KEYS=ACCESS:SECRET, requests signed with that key are taken
+# as well as unsigned ones (JuiceFS signs its requests).
 # Prints the S3 endpoint (http://127.0.0.1:PORT) on start.
 set -euo pipefail
 cmd=$1; dir=$2; base=${3:-24400}
@@ -21,8 +23,15 @@ start)
   # the free disk holds) leaves none for a new bucket with less than about
   # 60 GB free. Its files (and the filer's leveldb) in DIR; the server's fds are the
   # log's, so that $(...) around this script does not wait for it.
+  conf=()
+  if [ -n "${SEAWEED_KEYS:-}" ]; then
+    all='"actions": ["Admin", "Read", "Write", "List", "Tagging"]'
+    printf '{"identities": [{"name": "anonymous", %s}, {"name": "keys", "credentials": [{"accessKey": "%s", "secretKey": "%s"}], %s}]}\n' \
+      "$all" "${SEAWEED_KEYS%%:*}" "${SEAWEED_KEYS#*:}" "$all" > "$dir/s3.json"
+    conf=(-s3.config="$dir/s3.json")
+  fi
   cd "$dir"
-  setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=64 -master.volumeSizeLimitMB=256 -s3.port.iceberg=0 -s3.port.lance=0 \
+  setsid weed server -dir="$dir" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -volume.max=64 -master.volumeSizeLimitMB=256 -s3.port.iceberg=0 -s3.port.lance=0 "${conf[@]}" \
     -master.port=$((base+1)) -volume.port=$((base+2)) -filer.port=$((base+3)) -s3.port=$((base+4)) \
     -master.port.grpc=$((base+5)) -volume.port.grpc=$((base+6)) -filer.port.grpc=$((base+7)) -s3.port.grpc=$((base+8)) \
     > "$dir/weed.log" 2>&1 < /dev/null &

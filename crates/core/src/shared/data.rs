@@ -23,6 +23,9 @@
 //! covers only part of it); close, fsync, a truncate, 32 MiB of the file's
 //! dirty chunks, or the daemon's bound on all files' (`SessionOpts::dirty_max`,
 //! 256 MiB) upload them and commit the table and size in one transaction.
+//! A chunk written whole is uploaded at once in the background ([`Upload`]),
+//! so the flush mostly waits for the commit; a sequential reader's next
+//! chunks are fetched ahead ([`ChunkReader`]).
 //! This is close-to-open: another mount sees the bytes after the writer's
 //! close or fsync, as with NFS and JuiceFS. Two daemons writing one file at
 //! once: the last commit wins per chunk (documented in docs/design.md).
@@ -746,7 +749,10 @@ impl SharedFs {
         // chunk after this one read the table): read the new table.
         let mut tries = 0;
         loop {
-            let n = self.load(ino)?;
+            // The record as the cache knows it (no round trip per read: the
+            // kernel reads 128 KiB at a time); after a missing object, the
+            // store's.
+            let n = self.load_known(ino, tries > 0)?;
             if n.attr.size <= SHARED_INLINE_MAX || n.attr.kind != Kind::File {
                 let mut b = n.blob;
                 b.resize(n.attr.size as usize, 0);

@@ -1479,7 +1479,9 @@ impl SharedFs {
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         check_xattr_name(name)?;
-        let n = self.load(ino)?;
+        // From the cache when it knows the record: the kernel asks for
+        // security.capability before every write.
+        let n = self.load_known(ino, false)?;
         n.xattrs
             .into_iter()
             .find(|(k, _)| k == name)
@@ -1488,7 +1490,12 @@ impl SharedFs {
     }
 
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        Ok(self.load(ino)?.xattrs.into_iter().map(|(k, _)| k).collect())
+        Ok(self
+            .load_known(ino, false)?
+            .xattrs
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
     }
 
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
@@ -1507,6 +1514,22 @@ impl SharedFs {
         })
     }
 
+    /// An inode's record from the record cache when it knows it, else (or
+    /// `fresh`) from the store. What the cache answers is at least as new
+    /// as what this daemon's last read of the store saw (an open's, for
+    /// close-to-open): it only ever moves forward (`super::cache`).
+    pub(super) fn load_known(&self, ino: Ino, fresh: bool) -> Result<Node> {
+        if let Some(n) = self.pending_node(ino) {
+            return Ok(n);
+        }
+        let v = self
+            .read_known(vec![ikey(ino)], fresh)?
+            .pop()
+            .flatten()
+            .ok_or(Error::NotFound)?;
+        Node::decode(ino, &v)
+    }
+
     /// An inode's record, read outside any transaction.
     pub(super) fn load(&self, ino: Ino) -> Result<Node> {
         if let Some(n) = self.pending_node(ino) {
@@ -1520,7 +1543,7 @@ impl SharedFs {
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let n = self.load(ino)?;
+        let n = self.load_known(ino, false)?;
         if n.attr.kind != Kind::Symlink {
             return Err(Error::Invalid);
         }
