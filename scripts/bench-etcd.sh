@@ -18,7 +18,9 @@
 # objects in a local directory, then both on SeaweedFS's S3 (signed
 # requests).
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
-#   PARTS="meta data untar" (the default; any of them) picks what runs.
+#   PARTS="meta data untar" (the default; any of them) picks what runs;
+#   "shoal-meta" is meta without JuiceFS. SHOAL_OPTS=o1,o2 mounts shoal's
+#   namespace with those options (-o), e.g. nodirlease.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SHOAL:-$PWD/target/release/shoal}
@@ -41,8 +43,9 @@ KEY=shoalbench SECRET=shoalbenchsecret
 S3=$(SEAWEED_KEYS=$KEY:$SECRET bash scripts/seaweed.sh start "$B/weed" 24350)
 export AWS_ACCESS_KEY_ID=$KEY AWS_SECRET_ACCESS_KEY=$SECRET  # shoal signs, as JuiceFS does
 "$S" mkfs "etcd://$EPS/shoal" --data "s3://shoal/shoal?endpoint=$S3" >/dev/null
-"$S" mount -d "etcd://$EPS/shoal" "$B/s1" >/dev/null
-"$S" mount -d "etcd://$EPS/shoal" "$B/s2" >/dev/null
+OPTS=(); [ -n "${SHOAL_OPTS:-}" ] && OPTS=(-o "$SHOAL_OPTS")
+"$S" mount -d "${OPTS[@]}" "etcd://$EPS/shoal" "$B/s1" >/dev/null
+"$S" mount -d "${OPTS[@]}" "etcd://$EPS/shoal" "$B/s2" >/dev/null
 # The pids of the mounts' daemons and of the etcd members, for CPU.
 daemons() { for m in "$@"; do pgrep -f -- " $m( |\$)"; done | paste -sd,; }
 export ETCD_PIDS=$(cat "$B"/etcd/m*.pid | paste -sd,)
@@ -135,11 +138,11 @@ keys, mib, hits, misses = s["cached_keys"], s["cached_bytes"] / 2**20, s["cache_
 print(f"{sys.argv[1]}: RSS {rss / 2**20:.0f} MiB, record cache {keys} keys {mib:.0f} MiB counted, hits {hits} misses {misses}")' "$m" "$pid"
   done
 }
-if part meta; then
+if part meta || part shoal-meta; then
   run shoal "$B/s1"; run shoal "$B/s1" "$B/s2"
   shoal_mem "$B/s1" "$B/s2"
-  run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"
 fi
+if part meta; then run juicefs "$B/j1"; run juicefs "$B/j1" "$B/j2"; fi
 juicefs format --storage s3 --bucket "$S3/jfs" --access-key $KEY --secret-key $SECRET "etcd://$EPS/jfs3" jfs3 >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs3" "$B/k1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs3" "$B/k2" >/dev/null 2>&1
