@@ -58,15 +58,19 @@ const HEADER: usize = 16;
 /// again before the caller is told the store is unavailable.
 const MAX_ATTEMPTS: u32 = 200;
 
-/// How often renewals look for expired leases to delete.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often renewals look for expired leases to delete, and how many
+/// lease records one look reads (the next look goes on from there).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+pub const SWEEP_PAGE: u32 = 1024;
 
 /// The seam on a TiKV-like transactional client `K`.
 pub struct TikvStore<K: TxnKv> {
     kv: K,
     /// Every key of this filesystem starts with it (`/shoal/NAME/`).
     prefix: Vec<u8>,
-    last_sweep: Mutex<Option<Instant>>,
+    /// When renewals last looked for expired leases, and the lease id the
+    /// next look starts from.
+    last_sweep: Mutex<(Option<Instant>, LeaseId)>,
 }
 
 /// A value as stored.
@@ -130,7 +134,7 @@ impl<K: TxnKv> TikvStore<K> {
         TikvStore {
             kv,
             prefix,
-            last_sweep: Mutex::new(None),
+            last_sweep: Mutex::new((None, 0)),
         }
     }
 
@@ -383,25 +387,35 @@ impl<K: TxnKv> TikvStore<K> {
     }
 
     /// Delete leases whose deadline has passed, with their keys (at most
-    /// once a `SWEEP_EVERY`, from renewals).
+    /// once a `SWEEP_EVERY`, from renewals): `SWEEP_PAGE` lease records a
+    /// time, each look going on where the last stopped and starting over
+    /// past the last, so every expired lease is found however many live
+    /// ones come before it.
     fn sweep(&self) -> KvResult<()> {
-        {
+        let from = {
             let mut last = self.last_sweep.lock().unwrap();
-            if last.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
+            if last.0.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
                 return Ok(());
             }
-            *last = Some(Instant::now());
-        }
+            last.0 = Some(Instant::now());
+            last.1
+        };
         let mut txn = self.kv.begin().map_err(txn_err)?;
         let now = physical_ms(txn.start_ts());
-        let lo = self.lease_key(0);
+        let lo = self.lease_key(from);
         let hi = self.lease_key(LeaseId::MAX);
-        let leases = txn.scan(&lo, &hi, 1024).map_err(txn_err)?;
+        let leases = txn.scan(&lo, &hi, SWEEP_PAGE).map_err(txn_err)?;
         txn.rollback();
+        let id_of = |k: &[u8]| LeaseId::from_be_bytes(k[k.len() - 8..].try_into().unwrap());
+        // A full page: the next look starts after its last lease.
+        let next = match leases.last() {
+            Some((k, _)) if leases.len() == SWEEP_PAGE as usize => id_of(k).saturating_add(1),
+            _ => 0,
+        };
+        self.last_sweep.lock().unwrap().1 = next;
         for (k, v) in leases {
             if lease_deadline(&v) <= now {
-                let id = i64::from_be_bytes(k[lo.len() - 8..].try_into().unwrap());
-                self.end_lease(id, true)?;
+                self.end_lease(id_of(&k), true)?;
             }
         }
         Ok(())

@@ -152,3 +152,37 @@ fn conditions_on_keys_not_written_are_serial() {
         assert!(wins[0] || wins[1], "round {round}: neither won");
     }
 }
+
+/// An expired lease behind more live ones than one sweep reads is still
+/// swept: each sweep goes on where the last stopped.
+#[test]
+fn an_expired_lease_past_a_sweeps_page_is_swept() {
+    use shoal_tikv::{SWEEP_EVERY, SWEEP_PAGE};
+    let (kv, s) = store();
+    let live: Vec<_> = (0..SWEEP_PAGE + 5)
+        .map(|_| s.lease_grant(Duration::from_secs(600)).unwrap())
+        .collect();
+    let late = s.lease_grant(Duration::from_secs(1)).unwrap();
+    s.commit(&[], &[Op::Put(b"late".to_vec(), b"1".to_vec(), Some(late))])
+        .unwrap();
+    kv.advance(Duration::from_secs(2));
+    let leases = || {
+        let mut t = shoal_tikv::txn::TxnKv::begin(&kv).unwrap();
+        let all = shoal_tikv::txn::Txn::scan(&mut t, b"", b"\xff", 10_000).unwrap();
+        all.iter().filter(|(k, _)| k[9] == b'l').count()
+    };
+    assert_eq!(leases(), live.len() + 1);
+    // Renewals sweep at most once a SWEEP_EVERY: the first reads a page
+    // of live leases, the second the rest.
+    for _ in 0..2 {
+        s.lease_renew(live[0]).unwrap();
+        std::thread::sleep(SWEEP_EVERY);
+    }
+    s.lease_renew(live[0]).unwrap();
+    assert_eq!(
+        leases(),
+        live.len(),
+        "the expired lease past the first page"
+    );
+    assert!(matches!(s.lease_renew(late), Err(KvError::LeaseExpired(_))));
+}
