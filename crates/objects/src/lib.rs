@@ -78,8 +78,12 @@ impl ObjectBlobs {
                 return Err(bad("a file URL takes an absolute path (file:///DIR)"));
             }
             std::fs::create_dir_all(dir).map_err(|e| bad(&e.to_string()))?;
+            // Synced: an object must be on disk, under its name, before the
+            // commit that names it (docs/design.md, "Crash argument"); the
+            // crate's default writes and renames without a sync.
             let s = object_store::local::LocalFileSystem::new_with_prefix(dir)
-                .map_err(|e| bad(&e.to_string()))?;
+                .map_err(|e| bad(&e.to_string()))?
+                .with_fsync(true);
             (Arc::new(s), String::new())
         } else {
             return Err(bad(
