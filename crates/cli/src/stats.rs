@@ -89,6 +89,7 @@ macro_rules! p {
 pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &fs.stats;
+    let cached = fs.cached_keys();
     json!({"shared": {
         "ops": s.ops.load(Relaxed),
         "commits": s.commits.load(Relaxed),
@@ -109,8 +110,8 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "lease_amends": s.lease_amends.load(Relaxed),
         "cache_hits": s.cache_hits.load(Relaxed),
         "cache_misses": s.cache_misses.load(Relaxed),
-        "cached_keys": fs.cached_keys().0,
-        "cached_bytes": fs.cached_keys().1,
+        "cached_keys": cached.0,
+        "cached_bytes": cached.1,
         "session": format!("{:x}", fs.session()),
     }})
 }

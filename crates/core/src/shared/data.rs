@@ -566,16 +566,13 @@ impl SharedFs {
                 r.ahead.fetch_sub(1, Ordering::Relaxed);
                 return;
             }
-            let (r, blobs, stats, len) = (r.clone(), blobs.clone(), self.stats.clone(), p.len);
+            let (reader, blobs, stats, len) = (r.clone(), blobs.clone(), self.stats.clone(), p.len);
             let spawned = std::thread::Builder::new()
                 .name("shoal-read-ahead".into())
-                .spawn({
-                    let r = r.clone();
-                    move || {
-                        // A failure is the reader's to see, when it asks.
-                        let _ = r.fetch(&*blobs, &stats, &name, len as u64);
-                        r.ahead.fetch_sub(1, Ordering::Relaxed);
-                    }
+                .spawn(move || {
+                    // A failure is the reader's to see, when it asks.
+                    let _ = reader.fetch(&*blobs, &stats, &name, len as u64);
+                    reader.ahead.fetch_sub(1, Ordering::Relaxed);
                 });
             if spawned.is_err() {
                 r.ahead.fetch_sub(1, Ordering::Relaxed);
@@ -607,14 +604,20 @@ impl SharedFs {
         }
     }
 
+    /// An early upload no commit will name: wait for it, and delete what
+    /// it made.
+    fn discard(&self, ino: Ino, u: Upload) {
+        let name = u.piece.name(ino);
+        if u.wait().is_ok() {
+            self.delete_object(&name);
+        }
+    }
+
     fn commit_buffer(&self, ino: Ino, b: &mut FileBuf) -> Result<()> {
         // Uploads of versions written over are named by nothing: they go
         // whatever becomes of this flush.
         for u in std::mem::take(&mut b.stale) {
-            let name = u.piece.name(ino);
-            if u.wait().is_ok() {
-                self.delete_object(&name);
-            }
+            self.discard(ino, u);
         }
         let mut early = std::mem::take(&mut b.uploads);
         if b.mtime.is_none() {
@@ -632,10 +635,7 @@ impl SharedFs {
                     if let Some(u) = other {
                         // Written over after it was sent (its write copied
                         // the chunk): not this version.
-                        let name = u.piece.name(ino);
-                        if u.wait().is_ok() {
-                            self.delete_object(&name);
-                        }
+                        self.discard(ino, u);
                     }
                     let p = Piece {
                         chunk,
@@ -649,10 +649,7 @@ impl SharedFs {
         }
         // Early uploads of chunks a truncate dropped since.
         for (_, u) in early {
-            let name = u.piece.name(ino);
-            if u.wait().is_ok() {
-                self.delete_object(&name);
-            }
+            self.discard(ino, u);
         }
         // Uploads run UPLOADS at a time: one PUT after another leaves the
         // object store's latency unhidden (a 256 MiB file is 64 of them).
