@@ -278,3 +278,50 @@ fn fdatasync_keeps_bytes_and_size_and_skips_time_only_commits() {
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "{:?}", r.problems);
 }
+
+/// With FUSE passthrough the kernel writes a file's object without the
+/// daemon, which learns of it from the object's length and time
+/// (`refresh_from_data`, at each FSYNC). A write inside the object within
+/// one tick of a coarse clock changes neither (a kernel without multigrain
+/// timestamps, such as 6.9-6.12, which have passthrough): the fsync must
+/// sync the object all the same, or the fsync'ed bytes are lost to a power
+/// cut. MemData's clock never ticks.
+#[test]
+fn fsync_keeps_what_the_kernel_wrote_through_the_backing_file() {
+    let store = shoal_testkit::setup::fresh_store();
+    let cfg = Config {
+        commit_interval_ms: 600_000,
+        ..Config::default()
+    };
+    let e = Engine::open(store.clone() as Arc<dyn Store>, cfg.clone()).unwrap();
+    let b = shoal_core::INLINE_MAX as usize;
+    let a = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
+    e.write(a.ino, 0, &vec![1u8; 3 * b]).unwrap();
+    e.fsync(a.ino).unwrap();
+    // An open in passthrough mode: the FUSE layer refreshes the inode from
+    // the object before it answers attributes, and keeps the time it saw.
+    let mut seen = None;
+    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    // The kernel writes through the backing file, then fsyncs (and fdatasyncs).
+    let data = store.data();
+    data.write(a.ino, b as u64, &vec![7u8; b]).unwrap();
+    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    e.fsync(a.ino).unwrap();
+    data.write(a.ino, 2 * b as u64, &vec![8u8; b]).unwrap();
+    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    e.fdatasync(a.ino).unwrap();
+    store.fail_writes(true);
+    e.halt();
+    drop(e);
+    store.fail_writes(false);
+    store.power_cut(0);
+    let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let f = e2.lookup(&Ctx::root(), ROOT_INO, b"f").unwrap();
+    assert_eq!(f.size, 3 * b as u64);
+    let got = e2.read(f.ino, 0, 3 * b as u32).unwrap();
+    let want: Vec<u8> = [1u8, 7, 8].iter().flat_map(|&x| vec![x; b]).collect();
+    assert!(
+        got == want,
+        "bytes written through the backing file and fsync'ed were lost"
+    );
+}
