@@ -74,14 +74,22 @@ for t in "${targets[@]}"; do
   want seqwrite || break
   echo "$t store: $(du -sB1M --exclude=reserve "$B/$t" 2>/dev/null | cut -f1) MiB for the $SIZE file" 
 done
-# SQLite: 1000 autocommit inserts, rollback journal and WAL.
+# SQLite: 1000 autocommit inserts, rollback journal and WAL, on every
+# target, then on the same ext4 remounted `sync` (each write O_SYNC, each
+# directory change synchronous: the like-for-like reference for a shoal
+# mount with durability=sync, e.g. LEVERS="default durability=sync").
+sqlite_one() {
+  local mode=$1 t=$2 dir=$3
+  rm -f "$dir/t.db"*
+  t0=$(date +%s.%N)
+  { echo "PRAGMA journal_mode=$mode; CREATE TABLE t(x);"; for i in $(seq 1000); do echo "INSERT INTO t VALUES($i);"; done; } | sqlite3 "$dir/t.db" >/dev/null
+  t1=$(date +%s.%N)
+  echo "sqlite $mode $t: $(echo "1000 / ($t1 - $t0)" | bc -l | xargs printf '%.0f') tx/s"
+}
 want sqlite && for mode in delete wal; do
-  for t in "${targets[@]}"; do
-    rm -f "$B/$t/t.db"*
-    t0=$(date +%s.%N)
-    { echo "PRAGMA journal_mode=$mode; CREATE TABLE t(x);"; for i in $(seq 1000); do echo "INSERT INTO t VALUES($i);"; done; } | sqlite3 "$B/$t/t.db" >/dev/null
-    t1=$(date +%s.%N)
-    echo "sqlite $mode $t: $(echo "1000 / ($t1 - $t0)" | bc -l | xargs printf '%.0f') tx/s"
-  done
+  for t in "${targets[@]}"; do sqlite_one "$mode" "$t" "$B/$t"; done
+  mount -o remount,sync "$B/ext4"
+  sqlite_one "$mode" ext4-mounted-sync "$B/ext4"
+  mount -o remount,async "$B/ext4"
 done
 :

@@ -301,14 +301,14 @@ fn fsync_keeps_what_the_kernel_wrote_through_the_backing_file() {
     // An open in passthrough mode: the FUSE layer refreshes the inode from
     // the object before it answers attributes, and keeps the time it saw.
     let mut seen = None;
-    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    e.refresh_from_data(a.ino, &mut seen, true).unwrap();
     // The kernel writes through the backing file, then fsyncs (and fdatasyncs).
     let data = store.data();
     data.write(a.ino, b as u64, &vec![7u8; b]).unwrap();
-    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    e.refresh_from_data(a.ino, &mut seen, true).unwrap();
     e.fsync(a.ino).unwrap();
     data.write(a.ino, 2 * b as u64, &vec![8u8; b]).unwrap();
-    e.refresh_from_data(a.ino, &mut seen).unwrap();
+    e.refresh_from_data(a.ino, &mut seen, true).unwrap();
     e.fdatasync(a.ino).unwrap();
     store.fail_writes(true);
     e.halt();

@@ -131,6 +131,13 @@ pub struct ShoalFs {
 /// A file handle's bit saying the kernel reads and writes it through the
 /// backing file (passthrough).
 const PASSTHROUGH_FH: u64 = 1 << 63;
+/// With `PASSTHROUGH_FH`: the handle was opened for writing.
+const WRITABLE_FH: u64 = 1 << 62;
+
+/// An open that can write (O_WRONLY or O_RDWR).
+fn writable_open(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
+}
 
 /// An inode's open handles. The kernel keeps an inode either in cached mode
 /// (handles served by the daemon) or in passthrough mode, not both at once
@@ -141,6 +148,10 @@ const PASSTHROUGH_FH: u64 = 1 << 63;
 struct Opened {
     plain: u32,
     passthrough: u32,
+    /// Passthrough handles open for writing: while there are any (and when
+    /// the last closes), the object may hold bytes the daemon has not
+    /// synced, even if its time did not change.
+    writers: u32,
     backing: Option<Arc<fuser::BackingId>>,
     /// The data object's modification time when last looked at (writes
     /// through the backing file change it; see `Engine::refresh_from_data`).
@@ -498,7 +509,12 @@ impl ShoalFs {
     /// object and no plain handle is open; not for a setuid or setgid file
     /// (its bits must drop on another user's write, which the daemon does:
     /// `drop_privileges`) unless passthrough handles are open already.
-    fn open_handle(&self, a: &Attr, reply: &ReplyOpen) -> Option<Arc<fuser::BackingId>> {
+    fn open_handle(
+        &self,
+        a: &Attr,
+        writable: bool,
+        reply: &ReplyOpen,
+    ) -> Option<Arc<fuser::BackingId>> {
         let mut shard = self.opened[a.ino as usize % 16].lock().unwrap();
         let o = shard.entry(a.ino).or_default();
         let eligible = self.passthrough
@@ -523,7 +539,7 @@ impl ShoalFs {
                     o.backing = Some(Arc::new(id));
                     // The object's time now: writes through it change it.
                     let mut seen = None;
-                    let _ = self.engine.refresh_from_data(a.ino, &mut seen);
+                    let _ = self.engine.refresh_from_data(a.ino, &mut seen, false);
                     o.seen = seen;
                 }
                 Err(e) => {
@@ -535,6 +551,9 @@ impl ShoalFs {
             }
         }
         o.passthrough += 1;
+        if writable {
+            o.writers += 1;
+        }
         // The kernel's cached attributes came with no passthrough handle
         // open and would be kept for attr_ttl: drop them, so the next stat
         // asks (and gets what the kernel wrote through the object).
@@ -569,16 +588,20 @@ impl ShoalFs {
 
     /// A handle closed: take what the kernel wrote through the backing
     /// file into the inode when it was the last passthrough one.
-    fn close_handle(&self, ino: u64, passthrough: bool) {
+    fn close_handle(&self, ino: u64, passthrough: bool, writable: bool) {
         let mut shard = self.opened[ino as usize % 16].lock().unwrap();
         let Some(o) = shard.get_mut(&ino) else {
             return;
         };
         if passthrough {
             o.passthrough = o.passthrough.saturating_sub(1);
+            let written = writable || o.writers > 0;
+            if writable {
+                o.writers = o.writers.saturating_sub(1);
+            }
             if let Err(e) = self
                 .engine
-                .refresh_from_data(ino, &mut o.seen)
+                .refresh_from_data(ino, &mut o.seen, written)
                 .and_then(|()| self.engine.unpin_data(ino))
             {
                 tracing::warn!("inode {ino}: {e}");
@@ -602,7 +625,10 @@ impl ShoalFs {
         let mut shard = self.opened[ino as usize % 16].lock().unwrap();
         if let Some(o) = shard.get_mut(&ino) {
             if o.passthrough > 0 {
-                if let Err(e) = self.engine.refresh_from_data(ino, &mut o.seen) {
+                if let Err(e) = self
+                    .engine
+                    .refresh_from_data(ino, &mut o.seen, o.writers > 0)
+                {
                     tracing::warn!("inode {ino}: {e}");
                 }
                 return true;
@@ -1138,9 +1164,13 @@ impl Filesystem for ShoalFs {
             .engine
             .open_file(&self.ctx(req), ino.0, open_mask(flags.0))
         {
-            Ok(a) => match self.open_handle(&a, &reply) {
+            Ok(a) => match self.open_handle(&a, writable_open(flags.0), &reply) {
                 Some(id) => {
-                    reply.opened_passthrough(FileHandle(ino.0 | PASSTHROUGH_FH), self.fopen(), &id)
+                    let mut fh = ino.0 | PASSTHROUGH_FH;
+                    if writable_open(flags.0) {
+                        fh |= WRITABLE_FH;
+                    }
+                    reply.opened_passthrough(FileHandle(fh), self.fopen(), &id)
                 }
                 None => reply.opened(FileHandle(ino.0), self.fopen()),
             },
@@ -1204,7 +1234,7 @@ impl Filesystem for ShoalFs {
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::RELEASE);
-        self.close_handle(ino.0, _fh.0 & PASSTHROUGH_FH != 0);
+        self.close_handle(ino.0, _fh.0 & PASSTHROUGH_FH != 0, _fh.0 & WRITABLE_FH != 0);
         Self::empty(reply, self.engine.release(ino.0));
     }
 

@@ -580,7 +580,14 @@ impl Engine {
     /// differs from `seen` (the object's time at the last call, which this
     /// updates). Called for files with passthrough handles before their
     /// attributes are answered, and when a handle closes or syncs.
-    pub fn refresh_from_data(&self, ino: Ino, seen: &mut Option<Ts>) -> Result<()> {
+    ///
+    /// `writer`: a handle that can write through the backing file is, or
+    /// was until now, open. The object is then noted as unsynced even when
+    /// its length and time are unchanged: a write within one tick of a
+    /// coarse clock changes neither (kernels without multigrain timestamps,
+    /// 6.9-6.12 among those with passthrough), and the next fsync or sync
+    /// must still reach its bytes.
+    pub fn refresh_from_data(&self, ino: Ino, seen: &mut Option<Ts>, writer: bool) -> Result<()> {
         let i = self.inode(ino)?;
         let Some((len, mtime)) = self.data.modified(ino).map_err(|e| data::about(e, ino))? else {
             return Ok(());
@@ -593,13 +600,12 @@ impl Engine {
                 return Ok(());
             }
             if len == st.attr.size && !written {
-                // Nothing to take in, but the kernel may still have written
-                // inside the object: a write within one tick of a coarse
-                // clock leaves its time as it was (kernels without
-                // multigrain timestamps, 6.9-6.12 among those with
-                // passthrough). Its bytes are for the next sync all the same.
+                // Nothing to take in, but a writer may still have written
+                // inside the object without changing its time.
                 drop(st);
-                self.data_written(ino);
+                if writer {
+                    self.data_written(ino);
+                }
                 return Ok(());
             }
         }
