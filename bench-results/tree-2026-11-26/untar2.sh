@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # Where untar2's time goes: untar twice into a fresh shoal mount (default
-# settings, store on /var/tmp), per phase the disk's sectors written, the
-# CPU seconds of the daemon, of tar, of the kernel's writeback threads and
-# idle; then again with a sync (host dirty pages written back) between the
-# two. bash bench-results/tree-2026-11-26/untar2.sh
+# settings, store on /var/tmp), per phase the disk's MiB written and the
+# CPU seconds of the daemon, of tar, of the whole machine busy and waiting
+# for I/O (of 2 x the phase's seconds); then again with a sync (host dirty
+# pages written back) between the two. bash bench-results/tree-2026-11-26/untar2.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=$PWD/target/release/shoal; TAR=/var/tmp/shoal-bench-linux.tar; M=/mnt/untar2; ST=/var/tmp/untar2.store
 DEV=$(lsblk -no pkname "$(findmnt -no source -T /var/tmp)" 2>/dev/null || true); DEV=${DEV:-$(basename "$(findmnt -no source -T /var/tmp)")}
 wsec() { awk -v d="$DEV" '$3==d {print $10}' /proc/diskstats; }
-cpu() { awk '/^cpu / {print $2+$3+$4, $5}' /proc/stat; }   # busy, idle (jiffies)
+cpu() { awk '/^cpu / {print $2+$3+$4+$7+$8, $6}' /proc/stat; }   # busy, iowait (jiffies)
 pcpu() { awk '{print $14+$15+$16+$17}' /proc/$1/stat; }
-kw() { local t=0; for p in $(pgrep -f 'kworker.*flush'); do t=$((t + $(awk '{print $14+$15}' /proc/$p/stat 2>/dev/null || echo 0))); done; echo $t; }
 for between in none sync; do
   mountpoint -q $M && $S umount $M; rm -rf $ST; mkdir -p $M
   $S mkfs $ST >/dev/null; $S mount -d $ST $M >/dev/null
@@ -19,13 +18,13 @@ for between in none sync; do
   sync; echo 3 > /proc/sys/vm/drop_caches; cat $TAR > /dev/null
   for ph in a b; do
     [ $ph = b ] && [ $between = sync ] && sync
-    w0=$(wsec); read b0 i0 < <(cpu); d0=$(pcpu $D); k0=$(kw); t0=$(date +%s.%N)
+    w0=$(wsec); read b0 i0 < <(cpu); d0=$(pcpu $D); t0=$(date +%s.%N)
     /usr/bin/time -f "%U %S" -o /tmp/untar2.tartime tar -xf $TAR -C $M --one-top-level=$ph
-    t1=$(date +%s.%N); w1=$(wsec); read b1 i1 < <(cpu); d1=$(pcpu $D); k1=$(kw)
+    t1=$(date +%s.%N); w1=$(wsec); read b1 i1 < <(cpu); d1=$(pcpu $D)
     read tu ts < /tmp/untar2.tartime
-    printf 'between=%-4s untar%s %6.2f s  disk written %6d MiB  CPU s: daemon %5.1f tar %5.1f writeback %4.1f all-busy %5.1f idle %5.1f\n' \
+    printf 'between=%-4s untar%s %6.2f s  disk written %6d MiB  CPU s: daemon %5.1f tar %5.1f all busy %5.1f iowait %5.1f\n' \
       $between $ph "$(echo "$t1 - $t0" | bc)" $(( (w1 - w0) / 2048 )) "$(echo "($d1 - $d0)/100" | bc -l)" "$(echo "$tu + $ts" | bc)" \
-      "$(echo "($k1 - $k0)/100" | bc -l)" "$(echo "($b1 - $b0)/100" | bc -l)" "$(echo "($i1 - $i0)/100" | bc -l)"
+      "$(echo "($b1 - $b0)/100" | bc -l)" "$(echo "($i1 - $i0)/100" | bc -l)"
   done
 done
 $S umount $M; rm -rf $ST
