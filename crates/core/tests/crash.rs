@@ -15,6 +15,24 @@ use shoal_testkit::setup::base_seed;
 
 type State = BTreeSet<(String, model::K, u32, Vec<u8>)>;
 
+/// Cut the power under a running engine: nothing more reaches the store,
+/// the engine stops, then the store keeps `keep` of the batches written
+/// since its last sync (and data objects only what was synced). Returns the
+/// engine recovered from what is left.
+fn cut_power(
+    store: &Arc<shoal_core::MemStore>,
+    e: Arc<Engine>,
+    keep: usize,
+    cfg: &Config,
+) -> Result<Arc<Engine>, Error> {
+    store.fail_writes(true);
+    e.halt();
+    drop(e);
+    store.fail_writes(false);
+    store.power_cut(keep);
+    Engine::open(store.clone() as Arc<dyn Store>, cfg.clone())
+}
+
 fn one_cut(seed: u64, cfg: &Config) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
@@ -176,12 +194,7 @@ fn unlinked_open_file_is_reclaimed_after_crash() {
     let r = shoal_core::fsck::fsck(&*store, false).unwrap();
     assert!(r.is_clean(), "orphan is legal while open: {:?}", r.problems);
     // Crash with the file still open.
-    store.fail_writes(true);
-    e.halt();
-    drop(e);
-    store.fail_writes(false);
-    store.power_cut(0);
-    let _e2 = Engine::open(store.clone() as Arc<dyn Store>, Config::default()).unwrap();
+    let _e2 = cut_power(&store, e, 0, &Config::default()).unwrap();
     let dump = store.dump();
     assert!(
         dump.iter().all(|(k, _)| k[0] != b'D' && k[0] != b'O'),
@@ -262,12 +275,7 @@ fn fdatasync_keeps_bytes_and_size_and_skips_time_only_commits() {
     // One more overwrite, synced, then the power goes.
     e.write(a.ino, b as u64, &vec![4u8; b]).unwrap();
     e.fdatasync(a.ino).unwrap();
-    store.fail_writes(true);
-    e.halt();
-    drop(e);
-    store.fail_writes(false);
-    store.power_cut(0);
-    let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let e2 = cut_power(&store, e, 0, &cfg).unwrap();
     let f = e2.lookup(&Ctx::root(), ROOT_INO, b"f").unwrap();
     assert_eq!(f.size, 5 * b as u64);
     let got = e2.read(f.ino, 0, 5 * b as u32).unwrap();
@@ -310,12 +318,7 @@ fn fsync_keeps_what_the_kernel_wrote_through_the_backing_file() {
     data.write(a.ino, 2 * b as u64, &vec![8u8; b]).unwrap();
     e.refresh_from_data(a.ino, &mut seen, true).unwrap();
     e.fdatasync(a.ino).unwrap();
-    store.fail_writes(true);
-    e.halt();
-    drop(e);
-    store.fail_writes(false);
-    store.power_cut(0);
-    let e2 = Engine::open(store.clone() as Arc<dyn Store>, cfg).unwrap();
+    let e2 = cut_power(&store, e, 0, &cfg).unwrap();
     let f = e2.lookup(&Ctx::root(), ROOT_INO, b"f").unwrap();
     assert_eq!(f.size, 3 * b as u64);
     let got = e2.read(f.ino, 0, 3 * b as u32).unwrap();
