@@ -3,7 +3,8 @@
 # settings, store on /var/tmp), per phase the disk's MiB written and the
 # CPU seconds of the daemon, of tar, of the whole machine busy and waiting
 # for I/O (of 2 x the phase's seconds); then again with a sync (host dirty
-# pages written back) between the two. bash bench-results/tree-2026-11-26/untar2.sh
+# pages written back) between the two; BETWEEN="none sync drop" adds a
+# run with the page cache dropped between them. bash bench-results/tree-2026-11-26/untar2.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=$PWD/target/release/shoal; TAR=/var/tmp/shoal-bench-linux.tar; M=/mnt/untar2; ST=/var/tmp/untar2.store
@@ -11,13 +12,14 @@ DEV=$(lsblk -no pkname "$(findmnt -no source -T /var/tmp)" 2>/dev/null || true);
 wsec() { awk -v d="$DEV" '$3==d {print $10}' /proc/diskstats; }
 cpu() { awk '/^cpu / {print $2+$3+$4+$7+$8, $6}' /proc/stat; }   # busy, iowait (jiffies)
 pcpu() { awk '{print $14+$15+$16+$17}' /proc/$1/stat; }
-for between in none sync; do
+for between in ${BETWEEN:-none sync}; do
   mountpoint -q $M && $S umount $M; rm -rf $ST; mkdir -p $M
   $S mkfs $ST >/dev/null; $S mount -d $ST $M >/dev/null
   D=$(pgrep -f "mount $ST $M" | head -1)
   sync; echo 3 > /proc/sys/vm/drop_caches; cat $TAR > /dev/null
   for ph in a b; do
     [ $ph = b ] && [ $between = sync ] && sync
+    [ $ph = b ] && [ $between = drop ] && { sync; echo 3 > /proc/sys/vm/drop_caches; cat $TAR > /dev/null; }
     w0=$(wsec); read b0 i0 < <(cpu); d0=$(pcpu $D); t0=$(date +%s.%N)
     /usr/bin/time -f "%U %S" -o /tmp/untar2.tartime tar -xf $TAR -C $M --one-top-level=$ph
     t1=$(date +%s.%N); w1=$(wsec); read b1 i1 < <(cpu); d1=$(pcpu $D)
