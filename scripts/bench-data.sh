@@ -79,7 +79,7 @@ done
 # directory change synchronous: the like-for-like reference for a shoal
 # mount with durability=sync, e.g. LEVERS="default durability=sync").
 sqlite_one() {
-  local mode=$1 t=$2 dir=$3
+  local mode=$1 t=$2 dir=$3 t0 t1
   rm -f "$dir/t.db"*
   t0=$(date +%s.%N)
   { echo "PRAGMA journal_mode=$mode; CREATE TABLE t(x);"; for i in $(seq 1000); do echo "INSERT INTO t VALUES($i);"; done; } | sqlite3 "$dir/t.db" >/dev/null

@@ -595,13 +595,13 @@ impl ShoalFs {
         };
         if passthrough {
             o.passthrough = o.passthrough.saturating_sub(1);
-            let written = writable || o.writers > 0;
+            let writer = writable || o.writers > 0;
             if writable {
                 o.writers = o.writers.saturating_sub(1);
             }
             if let Err(e) = self
                 .engine
-                .refresh_from_data(ino, &mut o.seen, written)
+                .refresh_from_data(ino, &mut o.seen, writer)
                 .and_then(|()| self.engine.unpin_data(ino))
             {
                 tracing::warn!("inode {ino}: {e}");
@@ -1160,14 +1160,15 @@ impl Filesystem for ShoalFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.requests.count(req::OPEN);
+        let writable = writable_open(flags.0);
         match self
             .engine
             .open_file(&self.ctx(req), ino.0, open_mask(flags.0))
         {
-            Ok(a) => match self.open_handle(&a, writable_open(flags.0), &reply) {
+            Ok(a) => match self.open_handle(&a, writable, &reply) {
                 Some(id) => {
                     let mut fh = ino.0 | PASSTHROUGH_FH;
-                    if writable_open(flags.0) {
+                    if writable {
                         fh |= WRITABLE_FH;
                     }
                     reply.opened_passthrough(FileHandle(fh), self.fopen(), &id)
