@@ -103,6 +103,7 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "object_deletes": s.blob_deletes.load(Relaxed),
         "leases_taken": s.leases_taken.load(Relaxed),
         "leases_given": s.leases_given.load(Relaxed),
+        "lease_splits": s.lease_splits.load(Relaxed),
         "lease_creates": s.lease_creates.load(Relaxed),
         "lease_batches": s.lease_batches.load(Relaxed),
         "lease_waits": s.lease_waits.load(Relaxed),
@@ -132,7 +133,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
         let ops = d("ops");
         let per = |x: u64| if ops == 0 { 0.0 } else { x as f64 / ops as f64 };
         emit(&format!(
-            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/waited {} {} {} (entries read to take them {})  stats and lookups from the cache {} of {}\n",
+            "ops/s {:.0}  commits per op {:.2}  conflicts per op {:.3}  retries (unknown, unavailable) {} {}  reads per op {:.2}  objects put/get/delete {} {} {}  creates from memory {} in {} batches, leases taken/given/split/waited {} {} {} {} (entries read to take them {})  stats and lookups from the cache {} of {}\n",
             ops as f64 / a.interval,
             per(d("commits")),
             per(d("conflicts")),
@@ -146,6 +147,7 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
             d("lease_batches"),
             d("leases_taken"),
             d("leases_given"),
+            d("lease_splits"),
             d("lease_waits"),
             d("lease_listed"),
             d("cache_hits"),

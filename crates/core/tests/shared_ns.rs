@@ -85,6 +85,18 @@ fn daemons_creating_in_one_directory_take_turns() {
 }
 
 #[test]
+fn daemons_creating_apart_in_one_directory_split_it() {
+    let (s, fss) = daemons(2);
+    checks::daemons_creating_apart_in_one_directory_split_it(&fss, &*s);
+}
+
+#[test]
+fn one_winner_per_name_across_split_ranges() {
+    let (s, fss) = daemons(3);
+    checks::one_winner_per_name_across_split_ranges(&fss, &*s);
+}
+
+#[test]
 fn a_directory_taken_again_answers_what_others_changed() {
     let (s, fss) = daemons(2);
     checks::a_directory_taken_again_answers_what_others_changed(&fss, &*s);

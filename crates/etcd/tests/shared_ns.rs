@@ -72,10 +72,12 @@ fn shared_namespace_on_etcd() {
     checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
     checks::one_winner_per_name_with_leases(&fss, &*s);
     checks::daemons_creating_in_one_directory_take_turns(&fss, &*s);
+    checks::daemons_creating_apart_in_one_directory_split_it(&fss, &*s);
+    checks::one_winner_per_name_across_split_ranges(&fss, &*s);
     checks::a_directory_taken_again_answers_what_others_changed(&fss, &*s);
     checks::a_queued_create_is_changed_in_memory(&fss, &*s);
     checks::a_directory_made_here_is_leased_at_its_first_create(&fss, &*s);
-    println!("etcd: directory leases taken, given back, taken in turns, one winner per name: ok");
+    println!("etcd: directory leases taken, given back, taken in turns, split between daemons, one winner per name: ok");
 
     // Fencing with a real lease: A stops renewing, its 2 s lease ends, and
     // its commits are refused while B's go on.

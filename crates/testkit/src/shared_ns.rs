@@ -386,13 +386,23 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
             m.ino
         );
     }
-    // B writes the directory: A gives the lease back (with its queue).
+    // B creates a name past all of A's: A splits the directory (keeps
+    // the names below `b`), B takes the rest and answers from memory too.
     assert_eq!(b.create(d.ino, b"a7", 0o644), Err(Error::Exists));
     b.create(d.ino, b"b0", 0o644).unwrap();
     assert!(count(b, |s| &s.lease_waits) >= 1, "B never met A's lease");
-    assert_eq!(count(a, |s| &s.leases_given), 1, "A did not give it back");
+    assert_eq!(count(a, |s| &s.lease_splits), 1, "A did not split it");
+    assert_eq!(count(a, |s| &s.leases_given), 0, "A gave it back");
+    assert!(
+        a.holds_lease(d.ino) && b.holds_lease(d.ino),
+        "not both hold a range"
+    );
     assert_eq!(a.create(d.ino, b"b0", 0o644), Err(Error::Exists));
-    assert_eq!(a.readdir(d.ino, None, 1000).unwrap().len(), 101);
+    // B creates a name among A's: A gives its range back (with its queue).
+    b.create(d.ino, b"a50x", 0o644).unwrap();
+    assert_eq!(count(a, |s| &s.leases_given), 1, "A did not give it back");
+    assert_eq!(a.create(d.ino, b"a50x", 0o644), Err(Error::Exists));
+    assert_eq!(a.readdir(d.ino, None, 1000).unwrap().len(), 102);
     // A's own unlink in a directory it holds gives the lease back first.
     let e = a.mkdir(ROOT_INO, b"own", 0o755).unwrap();
     for i in 0..10 {
@@ -405,20 +415,43 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_clean(s);
 }
 
-/// Two daemons creating in one directory take turns holding its lease:
-/// most creates of each are answered from memory, both get turns, and
-/// every name is there once.
+/// Two daemons creating names that interleave in one directory take
+/// turns holding its lease: most creates of each are answered from
+/// memory, both get turns, and every name is there once.
 pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    // (Scattered names: each turn's creates span the directory.)
+    let name = |t: usize, n: usize| format!("{:08x}-{t}", (n as u32).wrapping_mul(2_654_435_761));
+    creating_in_one_directory(fss, s, b"turns", name, false);
+}
+
+/// Two daemons creating names that sort apart in one directory (each its
+/// own prefix, as a cluster's jobs name their files) split its names
+/// between them, once, and both answer their creates from memory.
+pub fn daemons_creating_apart_in_one_directory_split_it(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+) {
+    creating_in_one_directory(fss, s, b"apart", |t, n| format!("d{t}-{n}"), true);
+}
+
+fn creating_in_one_directory(
+    fss: &[Arc<SharedFs>],
+    s: &dyn SharedStore,
+    dir: &[u8],
+    name: fn(usize, usize) -> String,
+    apart: bool,
+) {
     let (a, b) = (&fss[0], &fss[1]);
-    let d = a.mkdir(ROOT_INO, b"turns", 0o755).unwrap();
+    let d = a.mkdir(ROOT_INO, dir, 0o755).unwrap();
     // (A may hold the root's lease: its mkdir is seen by B once committed.)
     a.fsyncdir().unwrap();
-    let before: Vec<(u64, u64)> = [a, b]
+    let before: Vec<(u64, u64, u64)> = [a, b]
         .iter()
         .map(|f| {
             (
                 count(f, |s| &s.lease_creates),
                 count(f, |s| &s.leases_taken),
+                count(f, |s| &s.lease_splits),
             )
         })
         .collect();
@@ -427,23 +460,38 @@ pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &d
         let t0 = std::time::Instant::now();
         let mut n = 0;
         while t0.elapsed() < Duration::from_millis(1500) || n < 50 {
-            fs.create(d.ino, format!("d{t}-{n}").as_bytes(), 0o644)
-                .unwrap();
+            fs.create(d.ino, name(t, n).as_bytes(), 0o644).unwrap();
             n += 1;
             // (At most 5,000 a second: the simulator answers at millions.)
             std::thread::sleep(Duration::from_micros(200));
         }
         n
     });
+    let mut splits = 0;
     for (i, f) in [a, b].iter().enumerate() {
         let from_memory = count(f, |s| &s.lease_creates) - before[i].0;
         let turns = count(f, |s| &s.leases_taken) - before[i].1;
-        assert!(turns >= 2, "daemon {i}: {turns} turns");
-        assert!(
-            from_memory * 2 >= made[i] as u64,
-            "daemon {i}: {from_memory} of {} creates from memory",
-            made[i]
-        );
+        splits += count(f, |s| &s.lease_splits) - before[i].2;
+        if apart {
+            // One take each (a second if the first split went the other
+            // way), and nearly every create from memory.
+            assert!((1..=3).contains(&turns), "daemon {i}: {turns} takes");
+            assert!(
+                from_memory * 10 >= made[i] as u64 * 9,
+                "daemon {i}: {from_memory} of {} creates from memory",
+                made[i]
+            );
+        } else {
+            assert!(turns >= 2, "daemon {i}: {turns} turns");
+            assert!(
+                from_memory * 2 >= made[i] as u64,
+                "daemon {i}: {from_memory} of {} creates from memory",
+                made[i]
+            );
+        }
+    }
+    if apart {
+        assert!((1..=2).contains(&splits), "{splits} splits");
     }
     a.fsyncdir().unwrap();
     b.fsyncdir().unwrap();
@@ -578,6 +626,57 @@ pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<SharedFs>], s: &dyn Share
         );
         assert_eq!(b.read(f, 0, 100).unwrap(), format!("hello {i}").as_bytes());
     }
+    assert_clean(s);
+}
+
+/// Daemons creating their own names in one directory split it between
+/// them, then each also tries names of another's range (which it makes
+/// too; by transaction, or by taking that range in turn): one winner per
+/// name.
+pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let d = fss[0].mkdir(ROOT_INO, b"ranges", 0o755).unwrap();
+    fss[0].fsyncdir().unwrap();
+    let threads = fss.len().max(2);
+    let won = race(fss, threads, |t, fs| {
+        let mut won = vec![];
+        let t0 = std::time::Instant::now();
+        let mut split_at: Option<usize> = None;
+        let mut i = 0;
+        while split_at.is_none_or(|s| i < s + 200) {
+            // Own names for 400 ms (several slices: the directory splits),
+            // then for 200 creates more, after every seventh, the same
+            // name of the next daemon.
+            if split_at.is_none() && t0.elapsed() > Duration::from_millis(400) {
+                split_at = Some(i);
+            }
+            let mut names = vec![format!("r{t}-{i}")];
+            if split_at.is_some() && i % 7 == 3 {
+                names.push(format!("r{}-{i}", (t + 1) % threads));
+            }
+            i += 1;
+            for name in names {
+                match fs.create(d.ino, name.as_bytes(), 0o644) {
+                    Ok(_) => won.push(name),
+                    Err(Error::Exists) => {}
+                    Err(e) => panic!("create {name}: {e:?}"),
+                }
+            }
+            // (At most 5,000 a second: the simulator answers at millions.)
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        won
+    });
+    let mut all: Vec<&String> = won.iter().flatten().collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "a name won twice");
+    for f in fss {
+        f.fsyncdir().unwrap();
+    }
+    assert_eq!(fss[1].readdir(d.ino, None, 100_000).unwrap().len(), n);
+    let splits: u64 = fss.iter().map(|f| count(f, |s| &s.lease_splits)).sum();
+    assert!(splits >= 1, "the directory was never split");
     assert_clean(s);
 }
 

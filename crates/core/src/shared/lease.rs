@@ -44,7 +44,7 @@
 //! **Changes to queued creates** (a file's bytes, mode, owner, times,
 //! chunk table) are made in the queue while its batch has not left.
 
-use super::ns::{ekey, enc_entry, erange, ikey, lkey, rkey, skey, tkey, Node, SharedFs};
+use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
 use super::{Cond, KvError, Op, Outcome};
 use crate::error::{Error, Result};
 use crate::types::{Attr, Ino, Kind, Ts};
@@ -85,13 +85,20 @@ const BACKOFF_MAX: Duration = Duration::from_secs(64);
 /// A directory's entries: name -> child and kind.
 type Names = HashMap<Vec<u8>, (Ino, Kind)>;
 
-/// A directory this daemon holds.
+/// A name range of a directory this daemon holds.
 struct Held {
+    /// The range: names from `lo` up to `hi` (None: every name after).
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
     /// The directory's record when the lease was taken (a create inherits
     /// its setgid group; nobody else can change it while held).
     dir: Node,
-    /// Every entry: the store's at the lease plus this daemon's creates.
+    /// Every entry in the range: the store's at the lease plus this
+    /// daemon's creates.
     names: Names,
+    /// The least and greatest name this daemon created here from memory
+    /// since it took the range (where to split it: `split_lease`).
+    own: Option<(Vec<u8>, Vec<u8>)>,
     /// Being given back: no more creates from memory.
     releasing: bool,
     /// When it was taken (another daemon's request waits for `SLICE`).
@@ -104,9 +111,68 @@ struct Held {
     moved: bool,
 }
 
-/// The listing of a directory this daemon gave back, kept current from
-/// the change stream, so that taking it again reads only the record.
+impl Held {
+    fn contains(&self, name: &[u8]) -> bool {
+        in_range(name, &self.lo, self.hi.as_deref())
+    }
+}
+
+fn in_range(name: &[u8], lo: &[u8], hi: Option<&[u8]>) -> bool {
+    name >= lo && hi.is_none_or(|h| name < h)
+}
+
+/// A directory's split points (`P dir`), in order: each begins a range
+/// (the first range begins at the empty name).
+fn dec_splits(v: Option<&[u8]>) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut v = v.unwrap_or_default();
+    while !v.is_empty() {
+        let n = *v.first().unwrap() as usize;
+        if v.len() < 1 + n || n == 0 {
+            return Err(Error::Corrupted("a directory's split points".into()));
+        }
+        out.push(v[1..1 + n].to_vec());
+        v = &v[1 + n..];
+    }
+    Ok(out)
+}
+
+fn enc_splits(splits: &[Vec<u8>]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for s in splits {
+        v.push(s.len() as u8);
+        v.extend_from_slice(s);
+    }
+    v
+}
+
+/// The range `name` falls in: its first name and the next range's.
+fn range_of(splits: &[Vec<u8>], name: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+    let i = splits.partition_point(|s| s.as_slice() <= name);
+    let lo = if i == 0 {
+        Vec::new()
+    } else {
+        splits[i - 1].clone()
+    };
+    (lo, splits.get(i).cloned())
+}
+
+/// The shortest name `s` with `a < s <= b` (`a < b`): `b` cut just past
+/// where it first differs from `a`. Names `2m1p-0-K` below and `2m1p-1-K`
+/// above split at `2m1p-1`, so every later name of either side stays on it.
+fn between(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let k = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    b[..(k + 1).min(b.len())].to_vec()
+}
+
+/// The listing of a directory's range this daemon gave back, kept
+/// current from the change stream, so that taking it again reads only
+/// the record.
 struct Cold {
+    /// The range it is exact for (the stream's changes to names outside
+    /// it are applied too, and ignored when it is used).
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
     names: Names,
     /// The revision `names` was exact at (taken then, or read then): the
     /// stream's changes after it are applied to it.
@@ -115,6 +181,15 @@ struct Cold {
 
 /// Cold listings kept, at most.
 const MAX_COLD: usize = 16;
+/// Split points a directory gets, at most (then its ranges take turns).
+const MAX_SPLITS: usize = 64;
+
+/// Another daemon asked for a range: given back, or split, at `at`.
+struct Due {
+    at: Instant,
+    /// The name it wants (empty: the whole directory).
+    wanted: Vec<u8>,
+}
 
 /// A create acknowledged from memory.
 struct Pending {
@@ -129,7 +204,8 @@ struct Pending {
 
 #[derive(Default)]
 struct State {
-    held: HashMap<Ino, Held>,
+    /// Per directory, the ranges held.
+    held: HashMap<Ino, Vec<Held>>,
     queue: VecDeque<Pending>,
     /// Records of the queued (and in-flight) creates.
     nodes: HashMap<Ino, Node>,
@@ -139,8 +215,9 @@ struct State {
     streak: HashMap<Ino, u32>,
     /// Not taken again before this.
     not_before: HashMap<Ino, Instant>,
-    /// Asked for by another daemon: given back at this time (its slice's end).
-    due: HashMap<Ino, Instant>,
+    /// Ranges (directory, first name) asked for by another daemon: given
+    /// back or split at the end of their slice.
+    due: HashMap<(Ino, Vec<u8>), Due>,
     /// Being taken by one of this daemon's threads (the others wait).
     acquiring: HashSet<Ino>,
     /// Listings of directories given back, while the stream follows.
@@ -156,11 +233,47 @@ struct State {
 }
 
 impl State {
-    /// Another daemon asked for `dir`: due at the end of this one's slice.
-    fn asked_for(&mut self, dir: Ino) {
-        if let Some(h) = self.held.get(&dir) {
-            let at = h.since + SLICE;
-            self.due.entry(dir).or_insert(at);
+    /// Another daemon asked for `wanted` in `dir` (empty: all of it): the
+    /// ranges it names are due at the end of their slice.
+    fn asked_for(&mut self, dir: Ino, wanted: &[u8]) {
+        let Some(hs) = self.held.get(&dir) else {
+            return;
+        };
+        for h in hs {
+            if !wanted.is_empty() && !h.contains(wanted) {
+                continue;
+            }
+            let d = self.due.entry((dir, h.lo.clone())).or_insert(Due {
+                at: h.since + SLICE,
+                wanted: wanted.to_vec(),
+            });
+            // Asked for all of it: given back, not split.
+            if wanted.is_empty() {
+                d.wanted.clear();
+            }
+        }
+    }
+
+    /// The range of `dir` held that `name` falls in.
+    fn range(&self, dir: Ino, name: &[u8]) -> Option<&Held> {
+        self.held.get(&dir)?.iter().find(|h| h.contains(name))
+    }
+    fn range_mut(&mut self, dir: Ino, name: &[u8]) -> Option<&mut Held> {
+        self.held
+            .get_mut(&dir)?
+            .iter_mut()
+            .find(|h| h.contains(name))
+    }
+    /// The range of `dir` held from `lo`.
+    fn at_lo(&mut self, dir: Ino, lo: &[u8]) -> Option<&mut Held> {
+        self.held.get_mut(&dir)?.iter_mut().find(|h| h.lo == lo)
+    }
+    fn remove(&mut self, dir: Ino, lo: &[u8]) {
+        if let Some(hs) = self.held.get_mut(&dir) {
+            hs.retain(|h| h.lo != lo);
+            if hs.is_empty() {
+                self.held.remove(&dir);
+            }
         }
     }
 }
@@ -227,9 +340,15 @@ impl SharedFs {
         self.renewed.lock().unwrap().elapsed() < self.ttl / 2
     }
 
-    /// Whether this daemon holds `dir`'s lease.
+    /// Whether this daemon holds a lease on any of `dir`'s ranges.
     pub(super) fn holds(&self, dir: Ino) -> bool {
         self.leases.enabled && self.leases.st.lock().unwrap().held.contains_key(&dir)
+    }
+
+    /// Whether this daemon holds the lease on the range of `dir` that
+    /// `name` falls in.
+    pub(super) fn holds_name(&self, dir: Ino, name: &[u8]) -> bool {
+        self.leases.enabled && self.leases.st.lock().unwrap().range(dir, name).is_some()
     }
 
     /// A queued create's record (it is not in the store yet).
@@ -280,7 +399,7 @@ impl SharedFs {
             return None;
         }
         let st = self.leases.st.lock().unwrap();
-        let h = st.held.get(&dir).filter(|h| !h.moved)?;
+        let h = st.range(dir, name).filter(|h| !h.moved)?;
         Some(match h.names.get(name) {
             Some(&(ino, _)) => Known::At(ino),
             None => Known::Absent,
@@ -351,7 +470,10 @@ impl SharedFs {
             let usable = st.stalled.is_none()
                 && self.session_sure()
                 && st.queue.front().is_none_or(|p| p.at.elapsed() < STALE);
-            if let Some(h) = st.held.get_mut(&parent).filter(|h| !h.releasing && usable) {
+            if let Some(h) = st
+                .range_mut(parent, name)
+                .filter(|h| !h.releasing && usable)
+            {
                 if h.names.contains_key(name) {
                     return Err(Error::Exists);
                 }
@@ -360,6 +482,10 @@ impl SharedFs {
                 n.attr.version = 1;
                 let kind = n.attr.kind;
                 h.names.insert(name.to_vec(), (ino, kind));
+                h.own = Some(match h.own.take() {
+                    None => (name.to_vec(), name.to_vec()),
+                    Some((lo, hi)) => (lo.min(name.to_vec()), hi.max(name.to_vec())),
+                });
                 let attr = n.attr;
                 st.nodes.insert(ino, n);
                 st.queue.push_back(Pending {
@@ -375,7 +501,7 @@ impl SharedFs {
                 self.leases.cv.notify_all();
                 return Ok(Some(attr));
             }
-            if !usable || st.held.contains_key(&parent) || Instant::now() > deadline {
+            if !usable || st.range(parent, name).is_some() || Instant::now() > deadline {
                 return Ok(None);
             }
             if st.acquiring.contains(&parent) {
@@ -407,7 +533,7 @@ impl SharedFs {
             }
             st.acquiring.insert(parent);
             drop(st);
-            let took = self.acquire(parent);
+            let took = self.acquire(parent, name);
             self.leases.st.lock().unwrap().acquiring.remove(&parent);
             self.leases.cv.notify_all();
             match took? {
@@ -417,22 +543,29 @@ impl SharedFs {
                 // back (at the end of its slice), and take it.
                 Acquired::Other => {
                     if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
-                        self.request_lease(parent);
+                        self.request_lease(parent, name);
                         asked = Some(Instant::now());
                     }
-                    self.wait_given_back(parent, deadline)?;
+                    self.wait_given_back(parent, name, deadline)?;
                 }
             }
         }
     }
 
-    /// Wait until no daemon holds `dir` (polling its key), up to `deadline`
-    /// or 100 ms (the caller asks again).
-    fn wait_given_back(&self, dir: Ino, deadline: Instant) -> Result<()> {
+    /// Wait until no daemon holds the range of `dir` that `name` falls in
+    /// (polling its split points and its lease: the holder may have given
+    /// it back, or split it and kept the other side), up to `deadline` or
+    /// 100 ms (the caller asks again).
+    fn wait_given_back(&self, dir: Ino, name: &[u8], deadline: Instant) -> Result<()> {
         let until = deadline.min(Instant::now() + Duration::from_millis(100));
         let mut pause = Duration::from_millis(1);
         while Instant::now() < until {
-            if self.patient(|| self.store.get(&lkey(dir)))?.is_none() {
+            let p = self.patient(|| self.store.get(&pkey(dir)))?;
+            let (lo, _) = range_of(&dec_splits(p.as_ref().map(|v| &v.value[..]))?, name);
+            if self
+                .patient(|| self.store.get(&lkey_at(dir, &lo)))?
+                .is_none()
+            {
                 return Ok(());
             }
             std::thread::sleep(pause);
@@ -462,40 +595,60 @@ impl SharedFs {
         }
     }
 
-    /// Take `dir`'s lease and read its listing.
-    fn acquire(&self, dir: Ino) -> Result<Acquired> {
+    /// Take the lease on the range of `dir` that `name` falls in, and read
+    /// the range's listing.
+    fn acquire(&self, dir: Ino, name: &[u8]) -> Result<Acquired> {
         if self.pending_node(dir).is_some() {
             // Made from memory and not committed yet: its record must be
             // there to be read after the lease's commit.
             self.settle()?;
         }
-        let conds = [Cond::Exists(skey(self.sid)), Cond::Absent(lkey(dir))];
-        let ops = [Op::Put(
-            lkey(dir),
-            self.sid.to_le_bytes().to_vec(),
-            Some(self.lease),
-        )];
         let mut at = 0;
-        let took = match self.store.commit(&conds, &ops) {
-            Ok(Outcome::Committed(rev)) => {
-                self.note_own(rev, &ops);
-                at = rev;
-                true
+        let mut tries = 0;
+        let (lo, hi) = loop {
+            tries += 1;
+            // The split points as they are; the lease's commit requires
+            // them unchanged, so the range it takes is one of today's.
+            let p = self.patient(|| self.store.get(&pkey(dir)))?;
+            let (lo, hi) = range_of(&dec_splits(p.as_ref().map(|v| &v.value[..]))?, name);
+            let conds = [
+                Cond::Exists(skey(self.sid)),
+                Cond::Absent(lkey_at(dir, &lo)),
+                match &p {
+                    Some(v) => Cond::ModRev(pkey(dir), v.mod_rev),
+                    None => Cond::Absent(pkey(dir)),
+                },
+            ];
+            let ops = [Op::Put(
+                lkey_at(dir, &lo),
+                self.sid.to_le_bytes().to_vec(),
+                Some(self.lease),
+            )];
+            let took = match self.store.commit(&conds, &ops) {
+                Ok(Outcome::Committed(rev)) => {
+                    self.note_own(rev, &ops);
+                    at = rev;
+                    true
+                }
+                // Split meanwhile: look again.
+                Ok(Outcome::Conflict(failed)) if failed.contains(&2) && tries < 10 => continue,
+                Ok(Outcome::Conflict(_)) => false,
+                // Lost answer: it is ours if the key says so.
+                Err(KvError::Unknown(_)) => self
+                    .patient(|| self.store.get(&lkey_at(dir, &lo)))?
+                    .is_some_and(|v| v.value == self.sid.to_le_bytes()),
+                Err(_) => {
+                    self.not_before(dir, Duration::from_secs(1));
+                    return Ok(Acquired::Not);
+                }
+            };
+            if !took {
+                return Ok(Acquired::Other);
             }
-            Ok(Outcome::Conflict(_)) => false,
-            // Lost answer: it is ours if the key says so.
-            Err(KvError::Unknown(_)) => self
-                .patient(|| self.store.get(&lkey(dir)))?
-                .is_some_and(|v| v.value == self.sid.to_le_bytes()),
-            Err(_) => {
-                self.not_before(dir, Duration::from_secs(1));
-                return Ok(Acquired::Not);
-            }
+            break (lo, hi);
         };
-        if !took {
-            return Ok(Acquired::Other);
-        }
-        // The record and every entry, read after the lease's commit.
+        // The record and every entry of the range, read after the lease's
+        // commit.
         let listing = (|| -> Result<Option<(Node, Names, super::Rev)>> {
             let Some(v) = self.patient(|| self.store.get(&ikey(dir)))? else {
                 return Ok(None);
@@ -504,11 +657,15 @@ impl SharedFs {
             if node.attr.kind != Kind::Dir {
                 return Ok(None);
             }
-            if let Some(names) = self.cold_listing(dir, at) {
+            if let Some(names) = self.cold_listing(dir, &lo, hi.as_deref(), at) {
                 return Ok(Some((node, names, at)));
             }
-            let (lo, hi) = erange(dir);
-            let (kvs, rev) = self.patient(|| self.store.scan(&lo, &hi, MAX_LISTING + 1))?;
+            let from = ekey(dir, &lo);
+            let to = match &hi {
+                Some(h) => ekey(dir, h),
+                None => erange(dir).1,
+            };
+            let (kvs, rev) = self.patient(|| self.store.scan(&from, &to, MAX_LISTING + 1))?;
             self.stats
                 .lease_listed
                 .fetch_add(kvs.len() as u64, Ordering::Relaxed);
@@ -524,39 +681,54 @@ impl SharedFs {
         match listing {
             Ok(Some((node, names, at))) => {
                 let mut st = self.leases.st.lock().unwrap();
-                st.held.insert(
-                    dir,
-                    Held {
-                        dir: node,
-                        names,
-                        releasing: false,
-                        since: Instant::now(),
-                        at,
-                        moved: false,
-                    },
-                );
+                st.held.entry(dir).or_default().push(Held {
+                    lo,
+                    hi,
+                    dir: node,
+                    names,
+                    own: None,
+                    releasing: false,
+                    since: Instant::now(),
+                    at,
+                    moved: false,
+                });
                 self.stats.leases_taken.fetch_add(1, Ordering::Relaxed);
                 Ok(Acquired::Took)
             }
             other => {
                 // Not worth holding (gone, too large) or unreadable: give it back.
-                self.delete_lease(dir)?;
+                self.delete_lease(dir, &lo)?;
                 self.not_before(dir, BACKOFF_MAX);
                 other.map(|_| Acquired::Not)
             }
         }
     }
 
-    /// The listing kept since this daemon gave `dir` back, once the stream
-    /// delivered every change up to `at` (the lease's commit: after it
-    /// only this daemon changes the entries). None: read it whole.
-    fn cold_listing(&self, dir: Ino, at: super::Rev) -> Option<Names> {
+    /// The listing of `[lo, hi)` kept since this daemon gave `dir` back
+    /// (if it covered that range), once the stream delivered every change
+    /// up to `at` (the lease's commit: after it only this daemon changes
+    /// the range's entries). None: read it whole.
+    fn cold_listing(
+        &self,
+        dir: Ino,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        at: super::Rev,
+    ) -> Option<Names> {
         let mut st = self.leases.st.lock().unwrap();
         if at == 0 {
             st.cold.remove(&dir);
             return None;
         }
-        if !st.cold.contains_key(&dir) {
+        let covers = st.cold.get(&dir).is_some_and(|c| {
+            c.lo.as_slice() <= lo
+                && match (&c.hi, hi) {
+                    (None, _) => true,
+                    (Some(ch), Some(h)) => h <= ch.as_slice(),
+                    (Some(_), None) => false,
+                }
+        });
+        if !covers {
             return None;
         }
         let since = Instant::now();
@@ -568,7 +740,8 @@ impl SharedFs {
                 .unwrap()
                 .0;
         }
-        let c = st.cold.remove(&dir)?;
+        let mut c = st.cold.remove(&dir)?;
+        c.names.retain(|n, _| in_range(n, lo, hi));
         (st.following && st.seen >= at).then_some(c.names)
     }
 
@@ -585,10 +758,12 @@ impl SharedFs {
                 // (A request of this daemon's own is a thread of it that
                 // met the lease while another was taking it: ignored.)
                 Some(b'R') if e.key.len() == 9 => {
-                    let mine = e.value.as_deref() == Some(&self.sid.to_le_bytes()[..]);
-                    if e.value.is_some() && !mine {
+                    let Some(v) = e.value.as_deref().filter(|v| v.len() >= 8) else {
+                        continue;
+                    };
+                    if v[..8] != self.sid.to_le_bytes() {
                         let dir = u64::from_be_bytes(e.key[1..9].try_into().unwrap());
-                        st.asked_for(dir);
+                        st.asked_for(dir, &v[8..]);
                     }
                 }
                 Some(b'E') if e.key.len() > 9 => {
@@ -624,14 +799,51 @@ impl SharedFs {
         st.not_before.insert(dir, Instant::now() + d);
     }
 
-    /// Give `dir` back: commit the queue, then delete `L dir` (and any
-    /// request for it). `asked`: another daemon wants it (let it take it
-    /// first, then ask for it again at the next create here).
-    pub(super) fn release_lease(&self, dir: Ino, asked: bool) -> Result<()> {
+    /// Give back this daemon's ranges of `dir` (`lo`: the one from `lo`;
+    /// None: all). `asked`: another daemon wants the name given (empty:
+    /// the whole directory); a range whose own creates all sort on one
+    /// side of that name is split instead (`split_lease`), else given
+    /// back and taken again at the next create here, after the asker.
+    pub(super) fn release_lease(
+        &self,
+        dir: Ino,
+        lo: Option<&[u8]>,
+        asked: Option<&[u8]>,
+    ) -> Result<()> {
+        let los: Vec<Vec<u8>> = {
+            let st = self.leases.st.lock().unwrap();
+            let Some(hs) = st.held.get(&dir) else {
+                return Ok(());
+            };
+            hs.iter()
+                .filter(|h| lo.is_none_or(|l| h.lo == l))
+                .map(|h| h.lo.clone())
+                .collect()
+        };
+        let mut first = Ok(());
+        for lo in los {
+            if let Some(w) = asked.filter(|w| !w.is_empty()) {
+                match self.split_lease(dir, &lo, w) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("splitting a directory's lease: {e}; giving it back"),
+                }
+            }
+            let r = self.give_back(dir, &lo, asked.is_some());
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Give back the range of `dir` from `lo`: commit the queue, then
+    /// delete its lease (and any request for the directory).
+    fn give_back(&self, dir: Ino, lo: &[u8], asked: bool) -> Result<()> {
         {
             let mut st = self.leases.st.lock().unwrap();
             loop {
-                match st.held.get_mut(&dir) {
+                match st.at_lo(dir, lo) {
                     None => return Ok(()),
                     Some(h) if !h.releasing => {
                         h.releasing = true;
@@ -648,12 +860,12 @@ impl SharedFs {
         let r = self.settle().and_then(|()| {
             // The queue is committed: the listing is kept (before the
             // delete, so that the stream's changes after it land in it).
-            self.keep_cold(dir);
-            self.delete_lease(dir)
+            self.keep_cold(dir, lo);
+            self.delete_lease(dir, lo)
         });
         let mut st = self.leases.st.lock().unwrap();
-        st.held.remove(&dir);
-        st.due.remove(&dir);
+        st.remove(dir, lo);
+        st.due.remove(&(dir, lo.to_vec()));
         if r.is_err() {
             st.cold.remove(&dir);
         }
@@ -668,31 +880,164 @@ impl SharedFs {
         r
     }
 
-    /// Keep a held directory's listing as a cold one, from its revision
-    /// on (while the stream follows).
-    fn keep_cold(&self, dir: Ino) {
+    /// Another daemon wants `wanted` in the range of `dir` from `lo`. If
+    /// every create this daemon made there from memory sorts below it (or
+    /// above), split the range between them: one commit adds a split point
+    /// to `P dir` and leaves this daemon the side of its own creates, so
+    /// the asker can take the other while both answer from memory. False:
+    /// names interleave (or nothing to go by): give it back instead.
+    ///
+    /// Why it is safe: no queued create of this daemon lies on the side
+    /// given up (its own creates are all on the other side, and from the
+    /// moment the range is narrowed here, under the state's lock, creates
+    /// from memory are answered only on the kept side); the commit
+    /// requires this daemon's lease on the whole range and the split
+    /// points unchanged, so the ranges stay disjoint and cover every name.
+    fn split_lease(&self, dir: Ino, lo: &[u8], wanted: &[u8]) -> Result<bool> {
+        // Narrow the range in memory first (its listing keeps the names
+        // past the new bound until the split commits: nothing looks them
+        // up in this range any more).
+        let (s, upper, old_hi) = {
+            let mut st = self.leases.st.lock().unwrap();
+            let Some(h) = st
+                .at_lo(dir, lo)
+                .filter(|h| !h.releasing && h.contains(wanted))
+            else {
+                return Ok(false);
+            };
+            let Some((min, max)) = h.own.clone() else {
+                return Ok(false);
+            };
+            let (s, upper) = if max.as_slice() < wanted {
+                (between(&max, wanted), false)
+            } else if min.as_slice() > wanted {
+                (between(wanted, &min), true)
+            } else {
+                return Ok(false);
+            };
+            if s.len() > 255 {
+                return Ok(false);
+            }
+            let old_hi = h.hi.clone();
+            if upper {
+                h.lo = s.clone();
+            } else {
+                h.hi = Some(s.clone());
+            }
+            st.due.remove(&(dir, lo.to_vec()));
+            (s, upper, old_hi)
+        };
+        let r = self.commit_split(dir, lo, &s, upper);
+        let kept = if upper { s.clone() } else { lo.to_vec() };
+        let mut st = self.leases.st.lock().unwrap();
+        let Some(h) = st.at_lo(dir, &kept) else {
+            return r.map(|_| false);
+        };
+        if !matches!(r, Ok(true)) {
+            // Not split: the store has the whole range held; so does
+            // memory again (the caller gives it back).
+            h.lo = lo.to_vec();
+            h.hi = old_hi;
+            return r.map(|_| false);
+        }
+        let (l, hi) = (h.lo.clone(), h.hi.clone());
+        h.names.retain(|n, _| in_range(n, &l, hi.as_deref()));
+        h.since = Instant::now();
+        self.stats.lease_splits.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// The split's commit: `s` into `P dir`; if this daemon keeps the
+    /// upper side, its lease moves from `L dir lo` to `L dir s`.
+    fn commit_split(&self, dir: Ino, lo: &[u8], s: &[u8], upper: bool) -> Result<bool> {
+        let since = Instant::now();
+        for _ in 0..10 {
+            let p = self.patient(|| self.store.get(&pkey(dir)))?;
+            let mut splits = dec_splits(p.as_ref().map(|v| &v.value[..]))?;
+            if splits.len() >= MAX_SPLITS {
+                return Ok(false);
+            }
+            let i = splits.partition_point(|x| x.as_slice() < s);
+            if splits.get(i).is_some_and(|x| x == s) {
+                return Ok(false);
+            }
+            splits.insert(i, s.to_vec());
+            let mut conds = vec![
+                Cond::Exists(skey(self.sid)),
+                Cond::Exists(lkey_at(dir, lo)),
+                match &p {
+                    Some(v) => Cond::ModRev(pkey(dir), v.mod_rev),
+                    None => Cond::Absent(pkey(dir)),
+                },
+            ];
+            let mut ops = vec![
+                Op::Put(pkey(dir), enc_splits(&splits), None),
+                Op::Delete(rkey(dir)),
+            ];
+            if upper {
+                conds.push(Cond::Absent(lkey_at(dir, s)));
+                ops.push(Op::Delete(lkey_at(dir, lo)));
+                ops.push(Op::Put(
+                    lkey_at(dir, s),
+                    self.sid.to_le_bytes().to_vec(),
+                    Some(self.lease),
+                ));
+            }
+            match self.store.commit(&conds, &ops) {
+                Ok(Outcome::Committed(rev)) => {
+                    self.note_own(rev, &ops);
+                    return Ok(true);
+                }
+                // Another range of this directory split meanwhile.
+                Ok(Outcome::Conflict(failed)) if failed == [2] => continue,
+                Ok(Outcome::Conflict(_)) => return Ok(false),
+                // Lost answer: applied if `P dir` has the split point.
+                Err(KvError::Unknown(_)) => {
+                    let p = self.patient(|| self.store.get(&pkey(dir)))?;
+                    let now = dec_splits(p.as_ref().map(|v| &v.value[..]))?;
+                    return Ok(now.iter().any(|x| x == s));
+                }
+                Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
+                Err(e) => return Err(Error::from(e)),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Keep a held range's listing as the directory's cold one, from its
+    /// revision on (while the stream follows).
+    fn keep_cold(&self, dir: Ino, lo: &[u8]) {
         let mut st = self.leases.st.lock().unwrap();
         if !st.following {
             return;
         }
-        let Some(h) = st.held.get_mut(&dir) else {
+        let Some(h) = st.at_lo(dir, lo) else {
             return;
         };
         let names = std::mem::take(&mut h.names);
         let after = h.at;
+        let hi = h.hi.clone();
         h.moved = true;
         if st.cold.len() >= MAX_COLD {
             let k = *st.cold.keys().next().unwrap();
             st.cold.remove(&k);
         }
-        st.cold.insert(dir, Cold { names, after });
+        st.cold.insert(
+            dir,
+            Cold {
+                lo: lo.to_vec(),
+                hi,
+                names,
+                after,
+            },
+        );
     }
 
-    /// Delete `L dir` (and `R dir`).
-    fn delete_lease(&self, dir: Ino) -> Result<()> {
+    /// Delete the lease on `dir`'s range from `lo` (and `R dir`).
+    fn delete_lease(&self, dir: Ino, lo: &[u8]) -> Result<()> {
         let since = Instant::now();
         loop {
-            let ops = [Op::Delete(lkey(dir)), Op::Delete(rkey(dir))];
+            let ops = [Op::Delete(lkey_at(dir, lo)), Op::Delete(rkey(dir))];
             match self.store.commit(&[Cond::Exists(skey(self.sid))], &ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.note_own(rev, &ops);
@@ -708,11 +1053,14 @@ impl SharedFs {
         }
     }
 
-    /// Ask the holder of `dir` to give it back (another daemon: this one's
-    /// commit failed on its lease).
-    pub(super) fn request_lease(&self, dir: Ino) {
+    /// Ask the holder of the range of `dir` that `wanted` falls in (empty:
+    /// every holder of `dir`) to give it back or split it (this daemon's
+    /// commit failed on another's lease).
+    pub(super) fn request_lease(&self, dir: Ino, wanted: &[u8]) {
         self.stats.lease_waits.fetch_add(1, Ordering::Relaxed);
-        let op = Op::Put(rkey(dir), self.sid.to_le_bytes().to_vec(), Some(self.lease));
+        let mut v = self.sid.to_le_bytes().to_vec();
+        v.extend_from_slice(wanted);
+        let op = Op::Put(rkey(dir), v, Some(self.lease));
         if let Ok(Outcome::Committed(rev)) = self.store.commit(&[], std::slice::from_ref(&op)) {
             self.note_own(rev, &[op]);
         }
@@ -734,7 +1082,7 @@ impl SharedFs {
             .collect();
         let mut first = self.settle();
         for d in dirs {
-            let r = self.release_lease(d, false);
+            let r = self.release_lease(d, None, None);
             if first.is_ok() {
                 first = r;
             }
@@ -879,7 +1227,7 @@ impl SharedFs {
         let now = Instant::now();
         st.due
             .values()
-            .map(|t| t.saturating_duration_since(now))
+            .map(|d| d.at.saturating_duration_since(now))
             .min()
             .unwrap_or(Duration::from_millis(200))
     }
@@ -887,16 +1235,22 @@ impl SharedFs {
     /// Give back each requested directory whose slice has ended.
     pub(super) fn release_due(&self) -> Result<()> {
         let now = Instant::now();
-        let due: Vec<Ino> = {
+        let due: Vec<(Ino, Vec<u8>, Vec<u8>)> = {
             let st = self.leases.st.lock().unwrap();
             st.due
                 .iter()
-                .filter(|(_, t)| **t <= now)
-                .map(|(d, _)| *d)
+                .filter(|(_, d)| d.at <= now)
+                .map(|((dir, lo), d)| (*dir, lo.clone(), d.wanted.clone()))
                 .collect()
         };
-        for dir in due {
-            self.release_lease(dir, true)?;
+        for (dir, lo, wanted) in due {
+            self.leases
+                .st
+                .lock()
+                .unwrap()
+                .due
+                .remove(&(dir, lo.clone()));
+            self.release_lease(dir, Some(&lo), Some(&wanted))?;
         }
         Ok(())
     }
@@ -917,8 +1271,8 @@ impl SharedFs {
         };
         for d in held {
             if let Ok(Some(v)) = self.store.get(&rkey(d)) {
-                if v.value != self.sid.to_le_bytes() {
-                    self.leases.st.lock().unwrap().asked_for(d);
+                if v.value.len() >= 8 && v.value[..8] != self.sid.to_le_bytes() {
+                    self.leases.st.lock().unwrap().asked_for(d, &v.value[8..]);
                 }
             }
         }
@@ -949,5 +1303,49 @@ impl SharedFs {
                 fs.flush_round(Duration::from_millis(100));
             })
             .expect("spawn lease flusher");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_split_point_between_two_names_is_short_and_between_them() {
+        for (a, b, s) in [
+            (&b"2m1p-0-999"[..], &b"2m1p-1-5"[..], &b"2m1p-1"[..]),
+            (b"a", b"ab", b"ab"),
+            (b"a99", b"b0", b"b"),
+            (b"", b"x", b"x"),
+        ] {
+            let got = between(a, b);
+            assert_eq!(got, s);
+            assert!(a < got.as_slice() && got.as_slice() <= b);
+        }
+    }
+
+    #[test]
+    fn every_name_falls_in_exactly_one_range() {
+        let splits = vec![b"g".to_vec(), b"m".to_vec(), b"t".to_vec()];
+        assert_eq!(dec_splits(Some(&enc_splits(&splits))).unwrap(), splits);
+        assert_eq!(dec_splits(None).unwrap(), Vec::<Vec<u8>>::new());
+        assert!(dec_splits(Some(&[5, b'a'])).is_err());
+        for name in [&b""[..], b"a", b"g", b"gz", b"m", b"s", b"t", b"zz"] {
+            let (lo, hi) = range_of(&splits, name);
+            assert!(in_range(name, &lo, hi.as_deref()), "{name:?}");
+            let los = [&b""[..], b"g", b"m", b"t"];
+            let n = los
+                .iter()
+                .enumerate()
+                .filter(|(i, l)| in_range(name, l, los.get(i + 1).copied()))
+                .count();
+            assert_eq!(n, 1);
+        }
+        assert_eq!(
+            range_of(&splits, b"h"),
+            (b"g".to_vec(), Some(b"m".to_vec()))
+        );
+        assert_eq!(range_of(&splits, b"a"), (vec![], Some(b"g".to_vec())));
+        assert_eq!(range_of(&splits, b"u"), (b"t".to_vec(), None));
     }
 }

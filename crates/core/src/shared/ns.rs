@@ -108,12 +108,31 @@ pub(super) fn skey(sid: u64) -> Vec<u8> {
     tagged(b'S', sid)
 }
 
-/// A directory's lease (`super::lease`): the holder's session.
+/// The lease on `dir`'s first name range (`super::lease`): the holder's session.
 pub(super) fn lkey(dir: Ino) -> Vec<u8> {
     tagged(b'L', dir)
 }
 
-/// Another daemon asks for a directory's lease back.
+/// The lease on `dir`'s name range from split point `lo` (`lo` empty: the
+/// first range, `lkey`).
+pub(super) fn lkey_at(dir: Ino, lo: &[u8]) -> Vec<u8> {
+    let mut k = lkey(dir);
+    k.extend_from_slice(lo);
+    k
+}
+
+/// Every lease on `dir`'s names: `[L dir, L dir+1)`.
+pub(super) fn lrange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
+    (lkey(dir), tagged(b'L', dir.saturating_add(1)))
+}
+
+/// `dir`'s split points: where its name ranges begin (absent: one range).
+pub(super) fn pkey(dir: Ino) -> Vec<u8> {
+    tagged(b'P', dir)
+}
+
+/// Another daemon asks for a directory's lease back (the value: its
+/// session and the name it wants, none: every range).
 pub(super) fn rkey(dir: Ino) -> Vec<u8> {
     tagged(b'R', dir)
 }
@@ -211,6 +230,8 @@ pub struct SharedStats {
     /// take them (a directory's listing).
     pub leases_taken: AtomicU64,
     pub leases_given: AtomicU64,
+    /// Leased name ranges split between two daemons (`super::lease`).
+    pub lease_splits: AtomicU64,
     pub lease_creates: AtomicU64,
     pub lease_batches: AtomicU64,
     pub lease_waits: AtomicU64,
@@ -235,6 +256,10 @@ pub struct Tx<'a> {
     /// A create: it counts towards taking its directory's lease, where
     /// any other change of the directory counts against.
     creating: bool,
+    /// A create that, meeting another daemon's lease, asks for the range
+    /// of this name and goes to take it (`mknod_in`); None: asks for the
+    /// whole directory back and waits.
+    want: Option<Vec<u8>>,
 }
 
 impl Tx<'_> {
@@ -331,19 +356,19 @@ impl Tx<'_> {
         Ok(())
     }
     /// This commit changes `dir` (an entry, its record, its emptiness):
-    /// it requires that no other daemon holds `dir`'s lease, and this
-    /// daemon gives back its own first (`super::lease`).
+    /// it requires that no daemon holds a lease on any of `dir`'s name
+    /// ranges, and this daemon gives back its own first (`super::lease`).
     fn guard(&mut self, dir: Ino) -> Result<()> {
         if self.fs.holds(dir) {
-            self.fs.release_lease(dir, false)?;
+            self.fs.release_lease(dir, None, None)?;
         }
         if !self.creating {
             self.fs.not_streaking(dir);
         }
-        let k = lkey(dir);
-        if !self.seen.contains_key(&k) {
-            self.seen.insert(k.clone(), 0);
-            self.conds.push(Cond::Absent(k));
+        let (lo, hi) = lrange(dir);
+        if !self.seen.contains_key(&lo) {
+            self.seen.insert(lo.clone(), 0);
+            self.conds.push(Cond::Empty(lo, hi));
         }
         Ok(())
     }
@@ -364,6 +389,9 @@ impl Tx<'_> {
 const RETRY: &str = "shoal: retry";
 /// The marker of a create whose directory this daemon took meanwhile.
 const LEASED: &str = "shoal: leased";
+/// A create met another daemon's lease on its directory: take the lease
+/// of its name's range (`mknod_in`).
+const LEASED_ELSEWHERE: &str = "shoal: leased elsewhere";
 
 fn kv(e: KvError) -> Error {
     Error::from(e)
@@ -832,6 +860,7 @@ impl SharedFs {
                 ops: vec![],
                 doomed: vec![],
                 creating: false,
+                want: None,
             };
             let out = match body(&mut tx) {
                 Err(Error::Io(m)) if m == RETRY => {
@@ -866,11 +895,19 @@ impl SharedFs {
                         // ask for it (again every 100 ms) and wait, up to
                         // twice the session's lease (a holder that froze
                         // loses its lease by then), not counted as tries.
+                        // A create asks for its name's range and goes to
+                        // take it (the holder may split the directory
+                        // rather than give it all back).
+                        if let Some(name) = tx.want.as_deref().filter(|_| self.leases.enabled) {
+                            for &d in &leased {
+                                self.request_lease(d, name);
+                                self.want_lease(d);
+                            }
+                            return Err(Error::Io(LEASED_ELSEWHERE.into()));
+                        }
                         if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
                             for &d in &leased {
-                                if !self.holds(d) {
-                                    self.request_lease(d);
-                                }
+                                self.request_lease(d, b"");
                                 // A create that waited for another's turn
                                 // takes the next turn itself.
                                 if tx.creating {
@@ -1094,6 +1131,7 @@ impl SharedFs {
         let ino = self.new_ino()?;
         let make = |p: &Node, t: Ts| Self::new_node(ctx, p, ino, new, t);
         let mut redirect = true;
+        let mut elsewhere = true;
         loop {
             // In a directory this daemon holds: from memory.
             if let Some(a) = self.lease_create(parent, name, ino, &make)? {
@@ -1102,11 +1140,17 @@ impl SharedFs {
             let r = self.run(|tx| {
                 // (Once: a lease held but not answering from memory, the
                 // store being slow, is given back by this transaction.)
-                if redirect && self.holds(parent) {
+                if redirect && self.holds_name(parent, name) {
                     // Taken meanwhile by another thread of this daemon.
                     return Err(Error::Io(LEASED.into()));
                 }
                 tx.creating = true;
+                // (Once: another daemon's lease met, this name's range is
+                // asked for and taken; the second time the whole
+                // directory is asked back.)
+                if elsewhere {
+                    tx.want = Some(name.to_vec());
+                }
                 // The parent and the name in one round trip.
                 let vs = tx.get_many(vec![ikey(parent), ekey(parent, name)])?;
                 let p = match &vs[0] {
@@ -1129,6 +1173,7 @@ impl SharedFs {
             });
             match r {
                 Err(Error::Io(m)) if m == LEASED => redirect = false,
+                Err(Error::Io(m)) if m == LEASED_ELSEWHERE => elsewhere = false,
                 r => return r.map(as_seen),
             }
         }
@@ -1264,6 +1309,7 @@ impl SharedFs {
             tx.del_entry(parent, name)?;
             tx.del(ikey(ino));
             tx.del(tkey(ino));
+            tx.del(pkey(ino));
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
@@ -1339,6 +1385,7 @@ impl SharedFs {
                         }
                         tx.del(ikey(t));
                         tx.del(tkey(t));
+                        tx.del(pkey(t));
                     }
                     (false, false) => {
                         let mut tn = tx.node(t)?;
