@@ -448,7 +448,8 @@ impl SharedFs {
         }
         // Waiting for another daemon's turn ends by this time at the
         // latest (its session ends by then if it froze).
-        let deadline = Instant::now() + self.ttl * 2 + Duration::from_secs(5);
+        let started = Instant::now();
+        let deadline = started + self.ttl * 2 + Duration::from_secs(5);
         let mut wanted = false;
         let mut asked: Option<Instant> = None;
         loop {
@@ -501,13 +502,41 @@ impl SharedFs {
                 self.leases.cv.notify_all();
                 return Ok(Some(attr));
             }
-            if !usable || st.range(parent, name).is_some() || Instant::now() > deadline {
+            // Held, and the queue behind (a busy store): wait for it, up
+            // to the bound any operation waits for an unavailable store
+            // (a transaction would give back every range held here).
+            if !usable
+                && st.stalled.is_none()
+                && self.session_sure()
+                && st.range(parent, name).is_some_and(|h| !h.releasing)
+                && started.elapsed() < self.unavailable_wait
+            {
+                st = self.leases.nudge(st);
+                drop(st);
+                continue;
+            }
+            if !usable || Instant::now() > deadline {
                 return Ok(None);
+            }
+            if st.range(parent, name).is_some() {
+                // Being given back by another thread: once it is gone,
+                // take it again (after the asker), rather than a
+                // transaction, which would give back every range of the
+                // directory held here.
+                st = self.leases.nudge(st);
+                drop(st);
+                continue;
             }
             if st.acquiring.contains(&parent) {
                 st = self.leases.nudge(st);
                 drop(st);
                 continue;
+            }
+            // A daemon holding a range of the directory takes the range of
+            // a name outside it at once (a transaction would give back
+            // what it holds).
+            if !wanted && st.held.contains_key(&parent) {
+                wanted = true;
             }
             if !wanted {
                 let streak = st.streak.entry(parent).or_default();
