@@ -3,13 +3,15 @@
 //! no other daemon can change that directory's entries (issue 24's lever
 //! for creates on etcd; docs/design.md, "Directory leases").
 //!
-//! **The lease.** A key `L dir` holding the daemon's session, put on its
-//! session's lease by a commit that requires it absent. Every commit of
+//! **The lease.** A directory's names are cut into ranges by split points
+//! (`P dir`; none: one range). A key `L dir lo` holding the daemon's
+//! session, put on its session's lease by a commit that requires it absent
+//! and `P dir` unchanged, leases the range from `lo`. Every transaction of
 //! any daemon that writes an entry of `dir`, its record, or depends on its
-//! emptiness requires `L dir` absent ([`super::ns::Tx`]'s guard), unless it
-//! is the holder's (whose commits all require its session key, which lives
-//! and dies with `L dir`). So from the lease's commit until `L dir` goes,
-//! the directory's entries change only by the holder.
+//! emptiness requires no `L dir *` at all ([`super::ns::Tx`]'s guard); the
+//! holder's batches of queued creates write only in its ranges. So from
+//! the lease's commit until `L dir lo` goes, the range's entries change only
+//! by the holder.
 //!
 //! **Acknowledging from memory.** On taking the lease the holder reads the
 //! directory's record and every entry (at a revision after the lease's: all
@@ -27,12 +29,18 @@
 //! creates still queued), never one in the middle. fsync of a file or a
 //! directory waits for the queue too.
 //!
-//! **Giving it back, in turns.** The holder releases a directory when one
-//! of its own operations would change the directory other than by a
-//! create (after committing the queue), and when another daemon asks: a
-//! daemon whose commit failed on `L dir` puts `R dir` and retries; the
-//! holder follows the change stream and, at the end of its 100 ms slice,
-//! commits its queue and deletes `L dir` and `R dir` in one transaction.
+//! **Giving it back, in turns.** The holder releases its ranges of a
+//! directory when one of its own operations would change the directory
+//! other than by a create (after committing the queue), and when another
+//! daemon asks: a daemon whose commit failed on a lease puts `R dir` with
+//! the name it wants and goes to take that name's range; the holder
+//! follows the change stream and, at the end of its 100 ms slice, commits
+//! its queue and deletes `L dir lo` and `R dir` in one transaction.
+//!
+//! **Splitting.** If all of the holder's own creates in the range sort on
+//! one side of the asked name, it splits the range there instead
+//! (`split_lease`) and keeps its side: two mounts creating apart in one
+//! directory both answer from memory.
 //! A daemon whose create waited takes the lease at its next create, so
 //! daemons creating in one directory take turns. A holder that dies or is
 //! cut off loses `L dir` with its session lease; its queued creates can
