@@ -4,7 +4,8 @@
 //! calls map one to one onto etcd's: a conditional commit is one `Txn`
 //! (`If` the conditions, `Then` the writes, `Else` reads of the conditions'
 //! keys, so a conflict says which failed), the change stream is a `Watch`
-//! with the previous values, sessions are leases.
+//! (without the previous values: nothing reads them, and each costs the
+//! cluster a read per event per watcher), sessions are leases.
 //!
 //! The client (`etcd-client`) is async; the seam is synchronous, so the
 //! store owns a small tokio runtime and blocks on it. Every call has a
@@ -366,7 +367,6 @@ impl SharedStore for EtcdStore {
         let k = self.key(prefix);
         let opts = WatchOptions::new()
             .with_prefix()
-            .with_prev_key()
             .with_start_revision(from as i64)
             .with_progress_notify();
         let stream = self.call(false, async move { c.watch(k, Some(opts)).await })?;
@@ -464,7 +464,6 @@ impl Watch for EtcdWatch {
                     EventType::Put => Some(kv.value().to_vec()),
                     EventType::Delete => None,
                 },
-                prev: e.prev_kv().map(|p| p.value().to_vec()),
                 rev,
             });
         }

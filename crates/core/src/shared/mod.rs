@@ -132,9 +132,6 @@ pub struct Event {
     pub key: Vec<u8>,
     /// The new value, None for a delete.
     pub value: Option<Vec<u8>>,
-    /// The value before (None if the key was absent): a removed entry's
-    /// old value names the inode whose kernel entry must go.
-    pub prev: Option<Vec<u8>>,
     pub rev: Rev,
 }
 

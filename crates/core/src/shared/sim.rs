@@ -188,11 +188,10 @@ impl SimStore {
         let rev = self.next_rev(s);
         let mut events = Vec::new();
         for k in keys {
-            let prev = s.kv.remove(&k).map(|e| e.value);
+            s.kv.remove(&k);
             events.push(Event {
                 key: k,
                 value: None,
-                prev,
                 rev,
             });
         }
@@ -225,7 +224,7 @@ impl SimStore {
         for op in ops {
             match op {
                 Op::Put(k, v, lease) => {
-                    let prev = s.kv.insert(
+                    s.kv.insert(
                         k.clone(),
                         Entry {
                             value: v.clone(),
@@ -236,16 +235,14 @@ impl SimStore {
                     events.push(Event {
                         key: k.clone(),
                         value: Some(v.clone()),
-                        prev: prev.map(|e| e.value),
                         rev,
                     });
                 }
                 Op::Delete(k) => {
-                    if let Some(e) = s.kv.remove(k) {
+                    if s.kv.remove(k).is_some() {
                         events.push(Event {
                             key: k.clone(),
                             value: None,
-                            prev: Some(e.value),
                             rev,
                         });
                     }
