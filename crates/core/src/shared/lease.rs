@@ -463,9 +463,14 @@ impl SharedFs {
         loop {
             let mut st = self.leases.st.lock().unwrap();
             while st.queue.len() >= MAX_QUEUE && st.stalled.is_none() {
-                if st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE) {
-                    // The store does not keep up: by transaction (which
-                    // waits for the queue, a bounded time).
+                // The store does not keep up: by transaction (which waits
+                // for the queue, a bounded time); in a range held here, wait
+                // for the queue here as long (a transaction would give back
+                // every range of the directory held here).
+                let held = st.range(parent, name).is_some_and(|h| !h.releasing);
+                if (!held && st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE))
+                    || started.elapsed() >= self.unavailable_wait
+                {
                     return Ok(None);
                 }
                 st = self.leases.nudge(st);
