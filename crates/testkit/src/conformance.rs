@@ -334,10 +334,7 @@ fn change_stream(h: &Harness) {
     last.sort();
     assert_eq!(
         last,
-        vec![
-            (a.clone(), None, r2),
-            (b.clone(), Some(b"2".to_vec()), r2)
-        ]
+        vec![(a.clone(), None, r2), (b.clone(), Some(b"2".to_vec()), r2)]
     );
     // Resumed from the second commit: only it.
     let mut w2 = s.watch(&p, r1 + 1).unwrap();

@@ -430,15 +430,20 @@ impl SharedFs {
                 return Err(lost());
             }
             if since.elapsed() >= self.unavailable_wait {
-                return Err(Error::Io(format!(
-                    "the metadata store did not take this mount's {} queued creates for {:?}; the operation failed, and the mount carries on by itself when the store is back",
-                    st.queue.len() + st.in_flight,
-                    self.unavailable_wait
-                )));
+                return Err(self.not_taken(&st));
             }
             st = self.leases.nudge(st);
         }
         Ok(())
+    }
+
+    /// The queue waited `unavailable_wait` for the store: the error.
+    fn not_taken(&self, st: &State) -> Error {
+        Error::Io(format!(
+            "the metadata store did not take this mount's {} queued creates for {:?}; the operation failed, and the mount carries on by itself when the store is back",
+            st.queue.len() + st.in_flight,
+            self.unavailable_wait
+        ))
     }
 
     /// A create in `parent` answered from memory, if this daemon holds
@@ -468,9 +473,10 @@ impl SharedFs {
                 // for the queue here as long (a transaction would give back
                 // every range of the directory held here).
                 let held = st.range(parent, name).is_some_and(|h| !h.releasing);
-                if (!held && st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE))
-                    || started.elapsed() >= self.unavailable_wait
-                {
+                if held && started.elapsed() >= self.unavailable_wait {
+                    return Err(self.not_taken(&st));
+                }
+                if !held && st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE) {
                     return Ok(None);
                 }
                 st = self.leases.nudge(st);
@@ -522,8 +528,10 @@ impl SharedFs {
                 && st.stalled.is_none()
                 && self.session_sure()
                 && st.range(parent, name).is_some_and(|h| !h.releasing)
-                && started.elapsed() < self.unavailable_wait
             {
+                if started.elapsed() >= self.unavailable_wait {
+                    return Err(self.not_taken(&st));
+                }
                 st = self.leases.nudge(st);
                 drop(st);
                 continue;
