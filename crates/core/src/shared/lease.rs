@@ -304,10 +304,12 @@ impl Leases {
         }
     }
 
-    /// Wake the flusher and wait a little for the state to change (a
-    /// commit, a release); the caller checks again.
-    fn nudge<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.cv.notify_all();
+    /// Wait a little for the state to change (a commit, a release: whoever
+    /// makes one notifies); the caller checks again. Waiters do not wake
+    /// each other: two threads that each notified before waiting woke one
+    /// another without end (two workers on a full queue: 5,000-8,800
+    /// creates/s in process against 11,000-13,600 for one).
+    fn wait<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         self.cv
             .wait_timeout(st, Duration::from_millis(50))
             .unwrap()
@@ -421,8 +423,14 @@ impl SharedFs {
         }
         let since = Instant::now();
         let mut st = self.leases.st.lock().unwrap();
+        let mut woke = false;
         while !st.queue.is_empty() || st.in_flight > 0 {
             st.urgent = true;
+            if !woke {
+                // The flusher may be lingering for a fuller batch.
+                self.leases.cv.notify_all();
+                woke = true;
+            }
             if let Some(e) = &st.stalled {
                 return Err(e.clone());
             }
@@ -432,7 +440,7 @@ impl SharedFs {
             if since.elapsed() >= self.unavailable_wait {
                 return Err(self.not_taken(&st));
             }
-            st = self.leases.nudge(st);
+            st = self.leases.wait(st);
         }
         Ok(())
     }
@@ -479,7 +487,7 @@ impl SharedFs {
                 if !held && st.queue.front().is_some_and(|p| p.at.elapsed() >= STALE) {
                     return Ok(None);
                 }
-                st = self.leases.nudge(st);
+                st = self.leases.wait(st);
                 if self.lost.load(Ordering::Relaxed) {
                     return Err(lost());
                 }
@@ -532,7 +540,7 @@ impl SharedFs {
                 if started.elapsed() >= self.unavailable_wait {
                     return Err(self.not_taken(&st));
                 }
-                st = self.leases.nudge(st);
+                st = self.leases.wait(st);
                 drop(st);
                 continue;
             }
@@ -544,12 +552,12 @@ impl SharedFs {
                 // take it again (after the asker), rather than a
                 // transaction, which would give back every range of the
                 // directory held here.
-                st = self.leases.nudge(st);
+                st = self.leases.wait(st);
                 drop(st);
                 continue;
             }
             if st.acquiring.contains(&parent) {
-                st = self.leases.nudge(st);
+                st = self.leases.wait(st);
                 drop(st);
                 continue;
             }
@@ -903,7 +911,7 @@ impl SharedFs {
                         break;
                     }
                     // Another thread is giving it back: wait for it.
-                    Some(_) => st = self.leases.nudge(st),
+                    Some(_) => st = self.leases.wait(st),
                 }
             }
         }
