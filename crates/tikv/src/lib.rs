@@ -17,9 +17,11 @@
 //!   commit fail (first committer wins) and it is run again from the start;
 //!   only a condition that does not hold is a `Conflict` for the caller.
 //!   `Empty(lo, hi)` is read but cannot be locked (no range locks): it holds
-//!   against a racing insert only because the namespace's two users of it
-//!   (rmdir, rename over a directory) also change the directory's record,
-//!   which every create in it reads as a condition (docs/design.md).
+//!   against a racing insert only because the namespace's users of it over
+//!   entries (rmdir, rename over a directory) also change the directory's
+//!   record, which every create in it reads as a condition (docs/design.md);
+//!   its other user, the guard that no directory lease exists (`L dir *`),
+//!   never meets a key here: without a change stream no daemon takes leases.
 //! - **Sessions.** TiKV has no leases. A lease is a record holding its
 //!   deadline in the oracle's time (physical milliseconds of a timestamp);
 //!   a key put with a lease is indexed under it and reads as absent once the
