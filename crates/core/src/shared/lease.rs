@@ -510,10 +510,12 @@ impl SharedFs {
                 n.attr.version = 1;
                 let kind = n.attr.kind;
                 h.names.insert(name.to_vec(), (ino, kind));
-                h.own = Some(match h.own.take() {
-                    None => (name.to_vec(), name.to_vec()),
-                    Some((lo, hi)) => (lo.min(name.to_vec()), hi.max(name.to_vec())),
-                });
+                match &mut h.own {
+                    None => h.own = Some((name.to_vec(), name.to_vec())),
+                    Some((least, _)) if name < least.as_slice() => *least = name.to_vec(),
+                    Some((_, most)) if name > most.as_slice() => *most = name.to_vec(),
+                    Some(_) => {}
+                }
                 let attr = n.attr;
                 st.nodes.insert(ino, n);
                 st.queue.push_back(Pending {
@@ -610,6 +612,13 @@ impl SharedFs {
         }
     }
 
+    /// `P dir` as it is in the store, and the split points it holds.
+    fn read_splits(&self, dir: Ino) -> Result<(Option<super::Versioned>, Vec<Vec<u8>>)> {
+        let p = self.patient(|| self.store.get(&pkey(dir)))?;
+        let splits = dec_splits(p.as_ref().map(|v| &v.value[..]))?;
+        Ok((p, splits))
+    }
+
     /// Wait until no daemon holds the range of `dir` that `name` falls in
     /// (polling its split points and its lease: the holder may have given
     /// it back, or split it and kept the other side), up to `deadline` or
@@ -618,8 +627,7 @@ impl SharedFs {
         let until = deadline.min(Instant::now() + Duration::from_millis(100));
         let mut pause = Duration::from_millis(1);
         while Instant::now() < until {
-            let p = self.patient(|| self.store.get(&pkey(dir)))?;
-            let (lo, _) = range_of(&dec_splits(p.as_ref().map(|v| &v.value[..]))?, name);
+            let (lo, _) = range_of(&self.read_splits(dir)?.1, name);
             if self
                 .patient(|| self.store.get(&lkey_at(dir, &lo)))?
                 .is_none()
@@ -667,15 +675,12 @@ impl SharedFs {
             tries += 1;
             // The split points as they are; the lease's commit requires
             // them unchanged, so the range it takes is one of today's.
-            let p = self.patient(|| self.store.get(&pkey(dir)))?;
-            let (lo, hi) = range_of(&dec_splits(p.as_ref().map(|v| &v.value[..]))?, name);
+            let (p, splits) = self.read_splits(dir)?;
+            let (lo, hi) = range_of(&splits, name);
             let conds = [
                 Cond::Exists(skey(self.sid)),
                 Cond::Absent(lkey_at(dir, &lo)),
-                match &p {
-                    Some(v) => Cond::ModRev(pkey(dir), v.mod_rev),
-                    None => Cond::Absent(pkey(dir)),
-                },
+                Cond::as_read(pkey(dir), &p),
             ];
             let ops = [Op::Put(
                 lkey_at(dir, &lo),
@@ -1010,8 +1015,7 @@ impl SharedFs {
     fn commit_split(&self, dir: Ino, lo: &[u8], s: &[u8], upper: bool) -> Result<bool> {
         let since = Instant::now();
         for _ in 0..10 {
-            let p = self.patient(|| self.store.get(&pkey(dir)))?;
-            let mut splits = dec_splits(p.as_ref().map(|v| &v.value[..]))?;
+            let (p, mut splits) = self.read_splits(dir)?;
             if splits.len() >= MAX_SPLITS {
                 return Ok(false);
             }
@@ -1023,10 +1027,7 @@ impl SharedFs {
             let mut conds = vec![
                 Cond::Exists(skey(self.sid)),
                 Cond::Exists(lkey_at(dir, lo)),
-                match &p {
-                    Some(v) => Cond::ModRev(pkey(dir), v.mod_rev),
-                    None => Cond::Absent(pkey(dir)),
-                },
+                Cond::as_read(pkey(dir), &p),
             ];
             let mut ops = vec![
                 Op::Put(pkey(dir), enc_splits(&splits), None),
@@ -1051,9 +1052,7 @@ impl SharedFs {
                 Ok(Outcome::Conflict(_)) => return Ok(false),
                 // Lost answer: applied if `P dir` has the split point.
                 Err(KvError::Unknown(_)) => {
-                    let p = self.patient(|| self.store.get(&pkey(dir)))?;
-                    let now = dec_splits(p.as_ref().map(|v| &v.value[..]))?;
-                    return Ok(now.iter().any(|x| x == s));
+                    return Ok(self.read_splits(dir)?.1.iter().any(|x| x == s));
                 }
                 Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
                 Err(e) => return Err(Error::from(e)),

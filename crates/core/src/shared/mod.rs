@@ -76,6 +76,15 @@ pub enum Cond {
 }
 
 impl Cond {
+    /// `key` unchanged since it was read as `v`: at that revision, or
+    /// still absent.
+    pub fn as_read(key: Vec<u8>, v: &Option<Versioned>) -> Cond {
+        match v {
+            Some(v) => Cond::ModRev(key, v.mod_rev),
+            None => Cond::Absent(key),
+        }
+    }
+
     /// The key the condition is on (the range's first for `Empty`).
     pub fn key(&self) -> &[u8] {
         match self {

@@ -293,10 +293,7 @@ impl Tx<'_> {
             Some(_) => Ok(()),
             None => {
                 self.seen.insert(key.clone(), rev);
-                self.conds.push(match v {
-                    Some(v) => Cond::ModRev(key, v.mod_rev),
-                    None => Cond::Absent(key),
-                });
+                self.conds.push(Cond::as_read(key, v));
                 Ok(())
             }
         }
