@@ -4,17 +4,19 @@
 # CPU seconds of the daemon, of tar, of the whole machine busy and waiting
 # for I/O (of 2 x the phase's seconds); then again with a sync (host dirty
 # pages written back) between the two; BETWEEN="none sync drop" adds a
-# run with the page cache dropped between them. bash bench-results/tree-2026-11-26/untar2.sh
+# run with the page cache dropped between them. SHOAL=path/to/shoal picks
+# another build, MOUNT_OPTS=o1,o2 mounts with those options (-o).
+#   bash bench-results/tree-2026-11-26/untar2.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-S=$PWD/target/release/shoal; TAR=/var/tmp/shoal-bench-linux.tar; M=/mnt/untar2; ST=/var/tmp/untar2.store
+S=${SHOAL:-$PWD/target/release/shoal}; TAR=/var/tmp/shoal-bench-linux.tar; M=/mnt/untar2; ST=/var/tmp/untar2.store
 DEV=$(lsblk -no pkname "$(findmnt -no source -T /var/tmp)" 2>/dev/null || true); DEV=${DEV:-$(basename "$(findmnt -no source -T /var/tmp)")}
 wsec() { awk -v d="$DEV" '$3==d {print $10}' /proc/diskstats; }
 cpu() { awk '/^cpu / {print $2+$3+$4+$7+$8, $6}' /proc/stat; }   # busy, iowait (jiffies)
 pcpu() { awk '{print $14+$15+$16+$17}' /proc/$1/stat; }
 for between in ${BETWEEN:-none sync}; do
   mountpoint -q $M && $S umount $M; rm -rf $ST; mkdir -p $M
-  $S mkfs $ST >/dev/null; $S mount -d $ST $M >/dev/null
+  $S mkfs $ST >/dev/null; $S mount -d ${MOUNT_OPTS:+-o $MOUNT_OPTS} $ST $M >/dev/null
   D=$(pgrep -f "mount $ST $M" | head -1)
   sync; echo 3 > /proc/sys/vm/drop_caches; cat $TAR > /dev/null
   for ph in a b; do
