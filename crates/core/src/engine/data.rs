@@ -108,6 +108,13 @@ impl Engine {
     /// past INLINE_MAX. The object is cut first: it may hold bytes from an
     /// earlier time the file was this large (a shrink keeps the object,
     /// emptied) or from writes a crash lost the size of.
+    ///
+    /// On ext4 the cut has a second effect, measured and kept: a file
+    /// truncated to 0 is written back when it is closed (auto_da_alloc),
+    /// so an untar's objects reach the disk as the object cache closes
+    /// them rather than all at once later. Skipping the cut when the object
+    /// is empty made the tree's untar 10-25% slower (docs/perf-log/23-...,
+    /// addendum 2).
     pub(super) fn externalize(&self, st: &mut InodeState) -> Result<()> {
         let ino = st.attr.ino;
         let mut bytes = st.blocks.remove(&0).unwrap_or_default();
