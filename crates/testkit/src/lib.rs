@@ -22,5 +22,6 @@ pub mod crash;
 pub mod etcd;
 pub mod model;
 pub mod objects;
+pub mod proxy;
 pub mod setup;
 pub mod shared_ns;

@@ -448,9 +448,10 @@ impl SharedFs {
     /// The queue waited `unavailable_wait` for the store: the error.
     fn not_taken(&self, st: &State) -> Error {
         Error::Io(format!(
-            "the metadata store did not take this mount's {} queued creates for {:?}; the operation failed, and the mount carries on by itself when the store is back",
+            "the metadata store did not take this mount's {} queued creates for {:?}; the operation failed, {}",
             st.queue.len() + st.in_flight,
-            self.unavailable_wait
+            self.unavailable_wait,
+            self.way_back()
         ))
     }
 

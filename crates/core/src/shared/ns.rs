@@ -737,12 +737,31 @@ impl SharedFs {
         self.stats.unavailable.fetch_add(1, Ordering::Relaxed);
         if since.elapsed() >= self.unavailable_wait {
             return Err(Error::Io(format!(
-                "the metadata store did not answer for {:?} ({m}); the operation failed (if the store went away during its commit, it may have been made: look again), and the mount carries on by itself when the store is back",
-                self.unavailable_wait
+                "the metadata store did not answer for {:?} ({m}); the operation failed (if the store went away during its commit, it may have been made: look again), {}",
+                self.unavailable_wait,
+                self.way_back()
             )));
         }
         std::thread::sleep(Duration::from_millis(200));
         Ok(())
+    }
+
+    /// The end of an outage's error: the way back. The mount carries on by
+    /// itself when the store is back, unless the cluster ended its session
+    /// meanwhile: possible once its last renewal is older than its lease
+    /// (a partition that cut this daemon alone off; a cluster without
+    /// quorum ends no lease, its next leader renews them all), and then
+    /// only a remount gets a new one.
+    pub(super) fn way_back(&self) -> String {
+        let since = self.renewed.lock().unwrap().elapsed();
+        let mut s = String::from("and the mount carries on by itself when the store is back");
+        if since > self.ttl {
+            s += &format!(
+                ", unless the store ended its session, last renewed {since:.1?} ago (its lease: {:?}): then the next operation says so and only a remount recovers, losing the creates answered since the last fsync",
+                self.ttl
+            );
+        }
+        s
     }
 
     /// The session id (its lease).
