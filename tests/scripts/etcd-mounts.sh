@@ -2,7 +2,8 @@
 # Two FUSE mounts of one namespace on a three-member etcd cluster (started
 # here, ports 24201-24213), file data on SeaweedFS (ports 24251-24258):
 # what one does the other sees (create, write, rename,
-# unlink, a directory removed on A takes no new entries from B, xattrs), files past
+# unlink, a directory removed on A takes no new entries from B, xattrs,
+# POSIX ACLs set on one mount and enforced on the other), files past
 # the inline size written on one and read on the other after close
 # (overwrite, truncate, unlink frees their objects), an unlinked file stays
 # readable on the mount that has it open, a mount killed -9 leaves exactly
@@ -46,11 +47,29 @@ mkdir "$A/d"; within 2 test -d "$B/d" || fail "B does not see A's directory"
 rmdir "$A/d"
 within 2 test ! -e "$B/d" || fail "B still sees a directory A removed"
 touch "$B/d/x" 2>/dev/null && fail "B made an entry in a directory A removed"
-# Extended attributes: set on A, read on B; a POSIX ACL is refused (these
-# mounts do not enforce ACLs), not stored and ignored.
+# Extended attributes: set on A, read on B.
 setfattr -n user.origin -v mount-a "$A/g" || fail "setfattr on an etcd mount"
 [ "$(getfattr --only-values -n user.origin "$B/g" 2>/dev/null)" = mount-a ] || fail "B does not read A's xattr"
-setfacl -m u:nobody:r "$A/g" 2>/dev/null && fail "an ACL was accepted on an etcd mount"
+# POSIX ACLs: set on one mount, enforced by the kernel of the other (its
+# cached ACL goes with the inode's attributes when the change stream says
+# the other mount changed it); mode and ACL mask kept in step; a default
+# ACL set on A replaces the umask of a create on B.
+as_nobody() { su nobody -s /bin/sh -c "$1"; }
+denied_on_b() { ! as_nobody "cat $B/acl" >/dev/null 2>&1; }
+echo secret > "$A/acl"; chmod 666 "$A/acl"
+within 2 as_nobody "cat $B/acl" >/dev/null || fail "nobody cannot read a mode 666 file on B"
+setfacl -m u:nobody:--- "$A/acl" || fail "setfacl on an etcd mount"
+as_nobody "cat $A/acl" >/dev/null 2>&1 && fail "A does not enforce its ACL entry u:nobody:---"
+within 2 denied_on_b || fail "B does not enforce A's ACL entry u:nobody:---"
+getfacl -p "$B/acl" 2>/dev/null | grep -q '^user:nobody:---' || fail "B does not read A's ACL: $(getfacl -p "$B/acl")"
+setfacl -m u:nobody:rw "$B/acl"
+within 2 as_nobody "cat $A/acl" >/dev/null || fail "A does not enforce B's ACL entry u:nobody:rw"
+[ "$(stat -c %a "$A/acl")" = 666 ] || fail "mode not in step with the ACL mask: $(stat -c %a "$A/acl")"
+chmod 600 "$A/acl"
+within 2 denied_on_b || fail "chmod 600 on A did not take the ACL's rights away on B"
+getfacl -p "$B/acl" 2>/dev/null | grep -q '^mask::---' || fail "chmod did not set the ACL mask: $(getfacl -p "$B/acl")"
+default_acl_replaces_umask "$A" "$B"
+rm -rf "$A/acl" "$A/dacl" "$A/plain"
 # File data past the inline size, through the object store: written on A,
 # read on B after A's close; overwritten on B, truncated on A.
 head -c 20M /dev/urandom > "$WORK/etcd-big"

@@ -62,3 +62,19 @@ xfstests_build() {
   tar xzf "$tarball" -C "$XFSTESTS" --strip-components=1
   make -C "$XFSTESTS" -j"$(nproc)" >"$WORK/xfstests-build.log" 2>&1 || { tail -20 "$WORK/xfstests-build.log"; return 1; }
 }
+
+# default_acl_replaces_umask SET MAKE: a default ACL u:nobody:rwx set on
+# directory SET/dacl is inherited by a file and a directory made through
+# MAKE/dacl (the same directory, maybe through another mount) under umask
+# 077, in place of the umask; without a default ACL (MAKE/plain) the umask
+# applies. The caller's fail() names the failure.
+default_acl_replaces_umask() {
+  local set=$1 make=$2
+  mkdir "$set/dacl"; setfacl -d -m u:nobody:rwx "$set/dacl"
+  (umask 077; touch "$make/dacl/x"; mkdir "$make/dacl/sub")
+  getfacl -p "$set/dacl/x" 2>/dev/null | grep -q '^user:nobody:rwx' || fail "default ACL not inherited by a file"
+  getfacl -p "$set/dacl/sub" 2>/dev/null | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
+  [ "$(stat -c %a "$set/dacl/x")" = 664 ] || fail "the default ACL must replace the umask: mode $(stat -c %a "$set/dacl/x")"
+  (umask 022; touch "$make/plain")
+  [ "$(stat -c %a "$set/plain")" = 644 ] || fail "umask without a default ACL: $(stat -c %a "$set/plain")"
+}

@@ -25,13 +25,7 @@ as_nobody "echo x >> $M/g" || fail "an ACL entry u:nobody:rw did not allow writi
 chmod 600 "$M/g"
 getfacl -p "$M/g" 2>/dev/null | grep -q '^mask::---' || fail "chmod did not set the ACL mask: $(getfacl -p "$M/g")"
 as_nobody "echo x >> $M/g" 2>/dev/null && fail "chmod 600 did not take the ACL's rights away"
-mkdir "$M/d"; setfacl -d -m u:nobody:rwx "$M/d"
-(umask 077; touch "$M/d/x"; mkdir "$M/d/sub")
-getfacl -p "$M/d/x" 2>/dev/null | grep -q '^user:nobody:rwx' || fail "default ACL not inherited by a file"
-getfacl -p "$M/d/sub" 2>/dev/null | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
-[ "$(stat -c %a "$M/d/x")" = 664 ] || fail "the default ACL must replace the umask: mode $(stat -c %a "$M/d/x")"
-(umask 022; touch "$M/plain")
-[ "$(stat -c %a "$M/plain")" = 644 ] || fail "umask without a default ACL: $(stat -c %a "$M/plain")"
+default_acl_replaces_umask "$M" "$M"
 
 # Non-owners: writing a world-writable setuid file clears the bit (ext4's answer).
 touch "$M/su"; chmod 4777 "$M/su"

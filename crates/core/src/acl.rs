@@ -11,10 +11,13 @@
 //! - a new inode in a directory with a default ACL gets that ACL, masked by
 //!   the mode it was created with, instead of the umask.
 
-use crate::{Error, Result};
+use crate::{Error, Kind, Result};
 
 pub const ACCESS: &[u8] = b"system.posix_acl_access";
 pub const DEFAULT: &[u8] = b"system.posix_acl_default";
+
+/// An inode's extended attributes, as name and value pairs.
+pub type Xattrs = Vec<(Vec<u8>, Vec<u8>)>;
 
 const VERSION: u32 = 2;
 const USER_OBJ: u16 = 0x01;
@@ -147,6 +150,64 @@ impl Acl {
         let (_, equiv) = acl.mode();
         (if equiv { None } else { Some(acl) }, mode)
     }
+}
+
+/// A new inode's permission bits and ACL xattrs (`posix_acl_create`): made
+/// with `perm` by a caller with `umask`, in a directory whose default ACL
+/// is `default` (its xattr value, if it has one). The default ACL replaces
+/// the umask, and a directory inherits it too; a symlink takes neither.
+/// Shared by the embedded engine and the shared namespace.
+pub fn create(default: Option<&[u8]>, kind: Kind, perm: u16, umask: u32) -> Result<(u16, Xattrs)> {
+    let mut xattrs = Vec::new();
+    let mut perm = perm;
+    match default.map(Acl::decode).transpose()? {
+        _ if kind == Kind::Symlink => {}
+        Some(d) => {
+            let (access, bits) = d.inherit(perm);
+            perm = (perm & !0o777) | bits;
+            if let Some(a) = access {
+                xattrs.push((ACCESS.to_vec(), a.encode()));
+            }
+            if kind == Kind::Dir {
+                xattrs.push((DEFAULT.to_vec(), d.encode()));
+            }
+        }
+        None => perm &= !(umask as u16 & 0o777),
+    }
+    Ok((perm, xattrs))
+}
+
+/// Setting ACL `a` as xattr `name` (ACCESS or DEFAULT) on an inode of
+/// `kind` whose mode is `perm`: an access ACL sets the permission bits
+/// (`posix_acl_update_mode`) and clears setgid unless `keeps_setgid` (the
+/// caller is root or in the file's group). Returns whether the xattr is
+/// removed rather than stored (an access ACL the mode expresses, an empty
+/// default ACL), or None when there is nothing to do (an empty default
+/// ACL on a non-directory). A default ACL on a non-directory is EACCES,
+/// as on ext4.
+pub fn set(
+    name: &[u8],
+    a: &Acl,
+    kind: Kind,
+    perm: &mut u16,
+    keeps_setgid: bool,
+) -> Result<Option<bool>> {
+    if name == DEFAULT {
+        if kind != Kind::Dir {
+            return if a.is_empty() {
+                Ok(None)
+            } else {
+                Err(Error::PermissionDenied)
+            };
+        }
+        return Ok(Some(a.is_empty()));
+    }
+    let (bits, equiv) = a.mode();
+    *perm = (*perm & !0o777) | bits;
+    if !keeps_setgid {
+        *perm &= !0o2000;
+    }
+    Ok(Some(equiv))
 }
 
 #[cfg(test)]

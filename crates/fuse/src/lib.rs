@@ -435,7 +435,7 @@ pub fn file_attr(a: &Attr) -> FileAttr {
 
 /// The caller's supplementary groups, from /proc (FUSE requests carry only
 /// uid, gid and pid). Read only for non-root callers when the daemon checks.
-fn groups_of(pid: u32) -> Vec<u32> {
+pub(crate) fn groups_of(pid: u32) -> Vec<u32> {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return vec![];
     };

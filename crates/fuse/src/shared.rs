@@ -2,8 +2,8 @@
 //! (`shoal_core::shared::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
 //!
 //! Deliberately small beside `ShoalFs`: the kernel checks permissions
-//! (default_permissions, mode bits; xattrs are kept, POSIX ACLs are not
-//! enforced and so refused), every change is one transaction on the shared
+//! (default_permissions and FUSE_POSIX_ACL: mode bits and POSIX ACLs, kept
+//! in step with the mode by `SharedFs`), every change is one transaction on the shared
 //! store, and a stat or lookup is answered by the daemon's record cache or
 //! one read (`SharedFs::getattr`). The kernel's entries and attributes live
 //! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
@@ -105,8 +105,13 @@ impl SharedFuse {
         mut new: NewNode,
         umask: u32,
     ) -> shoal_core::Result<Attr> {
-        new.perm &= !(umask as u16) & 0o7777;
-        let ctx = Ctx::user(req.uid(), req.gid());
+        // FUSE_DONT_MASK: the mode comes unmasked; the umask applies unless
+        // the directory's default ACL replaces it (`SharedFs::mknod`).
+        new.perm &= 0o7777;
+        let ctx = Ctx {
+            umask,
+            ..Ctx::user(req.uid(), req.gid())
+        };
         self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)
     }
 
@@ -193,7 +198,12 @@ fn invalidate(
 impl Filesystem for SharedFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let have = config.capabilities();
-        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS & have);
+        // POSIX ACLs checked by the kernel (its ACL cache is dropped with
+        // the attributes when another mount changes the inode), a create's
+        // umask applied here unless a default ACL replaces it.
+        let want =
+            InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        let _ = config.add_capabilities(want & have);
         Ok(())
     }
 
@@ -250,7 +260,7 @@ impl Filesystem for SharedFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -259,7 +269,20 @@ impl Filesystem for SharedFuse {
         reply: ReplyEmpty,
     ) {
         let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
-        Self::empty(reply, self.fs.setxattr(ino.0, name.as_bytes(), value, f));
+        // The caller's groups: an access ACL clears setgid unless the
+        // caller is in the file's group.
+        let ctx = Ctx {
+            groups: if req.uid() == 0 {
+                vec![]
+            } else {
+                crate::groups_of(req.pid())
+            },
+            ..Ctx::user(req.uid(), req.gid())
+        };
+        Self::empty(
+            reply,
+            self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f),
+        );
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {

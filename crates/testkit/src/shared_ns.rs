@@ -193,12 +193,111 @@ pub fn stats_come_from_memory_and_follow_other_daemons(fss: &[Arc<SharedFs>], s:
     assert_clean(s);
 }
 
+/// An ACL in its xattr form: (tag, perm, id) entries after the header.
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+/// POSIX ACLs on a shared namespace, kept in step with the mode as the
+/// embedded engine keeps them (`shoal_core::acl`), whichever daemon sets
+/// them: an access ACL sets the mode's bits (one the mode expresses is not
+/// stored) and clears setgid for a caller outside the file's group; chmod
+/// on another daemon rewrites its mask; a default ACL is a directory's
+/// only, and a create on another daemon inherits it in place of the umask.
+pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::acl::{ACCESS, DEFAULT};
+    use shoal_core::shared::ns::NewNode;
+    use shoal_core::{Ctx, SetAttr};
+    let (a, b) = (&fss[0], &fss[1]);
+    let (uo, u, go, m, o) = (0x01, 0x02, 0x04, 0x10, 0x20);
+    let d = a.mkdir(ROOT_INO, b"acl-d", 0o755).unwrap();
+    let f = a.create(d.ino, b"f", 0o644).unwrap();
+    // setfacl -m u:nobody:rw on a 0644 file.
+    let rw = acl(&[(uo, 6, 0), (u, 6, 65534), (go, 4, 0), (m, 6, 0), (o, 4, 0)]);
+    a.setxattr(f.ino, ACCESS, &rw, 0).unwrap();
+    soon("B's mode from A's ACL", 0o664, || {
+        b.getattr(f.ino).unwrap().perm & 0o7777
+    });
+    soon("B's read of A's ACL", Ok(rw.clone()), || {
+        b.getxattr(f.ino, ACCESS)
+    });
+    let chmod = |fs: &SharedFs, ino, mode| {
+        let sa = SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        };
+        fs.setattr(ino, &sa).unwrap();
+    };
+    chmod(b, f.ino, 0o600);
+    let masked = acl(&[(uo, 6, 0), (u, 6, 65534), (go, 4, 0), (m, 0, 0), (o, 0, 0)]);
+    soon("A's read of the mask B's chmod set", Ok(masked), || {
+        a.getxattr(f.ino, ACCESS)
+    });
+    // An ACL the mode expresses sets the mode and is not kept.
+    b.setxattr(f.ino, ACCESS, &acl(&[(uo, 7, 0), (go, 5, 0), (o, 1, 0)]), 0)
+        .unwrap();
+    soon("A's mode from B's minimal ACL", 0o751, || {
+        a.getattr(f.ino).unwrap().perm & 0o7777
+    });
+    soon("A's read of a minimal ACL", Err(Error::NoAttr), || {
+        a.getxattr(f.ino, ACCESS)
+    });
+    // Setgid goes when the caller is not in the file's group.
+    chmod(a, f.ino, 0o2770);
+    let outsider = Ctx::user(1000, 1000);
+    a.setxattr_as(&outsider, f.ino, ACCESS, &rw, 0).unwrap();
+    assert_eq!(a.getattr(f.ino).unwrap().perm & 0o7000, 0);
+    // Default ACLs: a directory's only; inherited by B's creates.
+    let dacl = acl(&[(uo, 7, 0), (u, 7, 65534), (go, 5, 0), (m, 7, 0), (o, 5, 0)]);
+    assert_eq!(
+        a.setxattr(f.ino, DEFAULT, &dacl, 0),
+        Err(Error::PermissionDenied)
+    );
+    a.setxattr(d.ino, DEFAULT, &dacl, 0).unwrap();
+    let umask = Ctx {
+        umask: 0o077,
+        ..Ctx::root()
+    };
+    let node = |kind, perm| NewNode {
+        kind,
+        perm,
+        rdev: 0,
+        target: b"",
+    };
+    let x = b
+        .mknod(&umask, d.ino, b"x", &node(Kind::File, 0o666))
+        .unwrap();
+    assert_eq!(x.perm & 0o777, 0o664, "the default ACL replaces the umask");
+    let inherited = acl(&[(uo, 6, 0), (u, 7, 65534), (go, 5, 0), (m, 6, 0), (o, 4, 0)]);
+    assert_eq!(a.getxattr(x.ino, ACCESS), Ok(inherited));
+    let sub = b
+        .mknod(&umask, d.ino, b"sub", &node(Kind::Dir, 0o777))
+        .unwrap();
+    assert_eq!(a.getxattr(sub.ino, DEFAULT), Ok(dacl));
+    let plain = b
+        .mknod(&umask, ROOT_INO, b"acl-plain", &node(Kind::File, 0o666))
+        .unwrap();
+    assert_eq!(
+        plain.perm & 0o777,
+        0o600,
+        "the umask, without a default ACL"
+    );
+    assert_eq!(a.getxattr(plain.ino, ACCESS), Err(Error::NoAttr));
+    assert_clean(s);
+}
+
 /// Extended attributes: set on one mount, read and listed on another (once
 /// its change stream delivered the change, as for a stat), with
 /// XATTR_CREATE's one winner when two mounts race on a name, and no update
 /// lost when they race on different names of one inode (the record holds
-/// all of them: the commit's condition catches the race). POSIX ACL names
-/// are refused (not enforced on these mounts), unknown namespaces too.
+/// all of them: the commit's condition catches the race). Unknown
+/// namespaces are refused, a malformed ACL too.
 pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     use shoal_core::{XATTR_CREATE, XATTR_REPLACE};
     let (a, b) = (&fss[0], &fss[1]);
@@ -219,13 +318,18 @@ pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     soon("A's getxattr of B's replace", Ok(b"v2".to_vec()), || {
         a.getxattr(f.ino, b"user.k")
     });
-    for bad in [&b"system.posix_acl_access"[..], b"bogus.x", b"user."] {
+    for bad in [&b"bogus.x"[..], b"user."] {
         assert_eq!(
             a.setxattr(f.ino, bad, b"v", 0),
             Err(Error::NotSupported),
             "{bad:?}"
         );
     }
+    assert_eq!(
+        a.setxattr(f.ino, b"system.posix_acl_access", b"v", 0),
+        Err(Error::Invalid),
+        "a malformed ACL"
+    );
     assert_eq!(
         a.setxattr(
             f.ino,

@@ -52,7 +52,7 @@ impl State {
     fn next_ts(&mut self) -> Ts {
         let phys = self.clock_ms << PHYSICAL_SHIFT;
         // Later, not next: other clients take timestamps in between.
-        let gap = 1 + (self.last_ts * 7919) % 5;
+        let gap = 1 + self.last_ts.wrapping_mul(7919) % 5;
         self.last_ts = (self.last_ts + gap).max(phys);
         self.last_ts
     }

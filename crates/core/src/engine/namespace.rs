@@ -132,22 +132,7 @@ impl Engine {
         } else {
             None
         };
-        let mut xattrs = Vec::new();
-        let mut perm = perm;
-        match default_acl.as_deref().map(acl::Acl::decode).transpose()? {
-            _ if kind == Kind::Symlink => {}
-            Some(d) => {
-                let (access, bits) = d.inherit(perm);
-                perm = (perm & !0o777) | bits;
-                if let Some(a) = access {
-                    xattrs.push((acl::ACCESS.to_vec(), a.encode()));
-                }
-                if kind == Kind::Dir {
-                    xattrs.push((acl::DEFAULT.to_vec(), d.encode()));
-                }
-            }
-            None => perm &= !(ctx.umask as u16 & 0o777),
-        }
+        let (mut perm, xattrs) = acl::create(default_acl.as_deref(), kind, perm, ctx.umask)?;
         let _n = if unnamed {
             None
         } else {

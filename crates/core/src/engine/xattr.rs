@@ -25,14 +25,6 @@ impl Engine {
         } else {
             None
         };
-        if is_default && i.kind != Kind::Dir {
-            // Only directories have default ACLs (ext4: EACCES, or nothing to do for an empty one).
-            return if acl.as_ref().is_some_and(|a| a.is_empty()) {
-                Ok(())
-            } else {
-                Err(Error::PermissionDenied)
-            };
-        }
         if flags::pinned(&i) {
             return Err(Error::NotPermitted);
         }
@@ -45,15 +37,10 @@ impl Engine {
         // expresses is not stored, and an empty default ACL removes it.
         let mut remove = false;
         if let Some(a) = &acl {
-            if is_default {
-                remove = a.is_empty();
-            } else {
-                let (bits, equiv) = a.mode();
-                st.attr.perm = (st.attr.perm & !0o777) | bits;
-                if !(ctx.uid == 0 || ctx.in_group(st.attr.gid)) {
-                    st.attr.perm &= !0o2000;
-                }
-                remove = equiv;
+            let keeps_setgid = ctx.uid == 0 || ctx.in_group(st.attr.gid);
+            match acl::set(name, a, i.kind, &mut st.attr.perm, keeps_setgid)? {
+                None => return Ok(()),
+                Some(r) => remove = r,
             }
         }
         let pos = st.xattrs.iter().position(|(n, _)| n == name);

@@ -45,6 +45,7 @@
 use super::blob::Blobs;
 use super::data::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore, Versioned};
+use crate::acl;
 use crate::error::{Error, Result};
 use crate::schema::{decode_inode, encode_inode};
 use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
@@ -167,6 +168,9 @@ fn check_xattr_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return Err(Error::Range);
     }
+    if name == acl::ACCESS || name == acl::DEFAULT {
+        return Ok(());
+    }
     if [&b"user."[..], b"trusted.", b"security."]
         .iter()
         .any(|p| name.starts_with(p) && name.len() > p.len())
@@ -183,8 +187,8 @@ pub struct Node {
     pub attr: Attr,
     /// A small file's bytes, a symlink's target, a directory's parent (8 bytes LE).
     pub blob: Vec<u8>,
-    /// Extended attributes (`user.`, `trusted.`, `security.`), in the
-    /// inode's record as the embedded engine keeps them.
+    /// Extended attributes (`user.`, `trusted.`, `security.` and the two
+    /// POSIX ACLs), in the inode's record as the embedded engine keeps them.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -1212,6 +1216,11 @@ impl SharedFs {
     /// A new inode's record, in directory `p`.
     fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Node {
         let (kind, perm, target) = (new.kind, new.perm, new.target);
+        // The directory's default ACL replaces the umask (acl(5)); a stored
+        // one is valid (checked when it was set).
+        let default_acl = p.xattrs.iter().find(|(k, _)| k == acl::DEFAULT);
+        let (perm, xattrs) = acl::create(default_acl.map(|(_, v)| &v[..]), kind, perm, ctx.umask)
+            .unwrap_or((perm & !(ctx.umask as u16 & 0o777), vec![]));
         let mut a = Attr::root(t);
         a.ino = ino;
         a.kind = kind;
@@ -1240,7 +1249,7 @@ impl SharedFs {
         Node {
             attr: a,
             blob,
-            xattrs: vec![],
+            xattrs,
         }
     }
 
@@ -1482,6 +1491,14 @@ impl SharedFs {
     fn set_attrs(n: &mut Node, sa: &crate::SetAttr, t: Ts) {
         if let Some(m) = sa.mode {
             n.attr.perm = (m & 0o7777) as u16;
+            // chmod rewrites the access ACL's owner, mask and other entries.
+            let perm = n.attr.perm;
+            if let Some(x) = n.xattrs.iter_mut().find(|(k, _)| k == acl::ACCESS) {
+                if let Ok(mut a) = acl::Acl::decode(&x.1) {
+                    a.chmod(perm);
+                    x.1 = a.encode();
+                }
+            }
         }
         if let Some(u) = sa.uid {
             n.attr.uid = u;
@@ -1517,16 +1534,50 @@ impl SharedFs {
     /// xattrs ride in its record, one transaction: at most `XATTRS_MAX`
     /// bytes (ext4 keeps 4 KiB in an inode's block; ENOSPC past it, too).
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        self.setxattr_as(&Ctx::root(), ino, name, value, flags)
+    }
+
+    /// `setxattr` by the caller `ctx`. The POSIX ACLs are kept in step with
+    /// the mode as in the embedded engine (`crate::acl`; the kernel
+    /// enforces them, FUSE_POSIX_ACL): an access ACL sets the mode's
+    /// permission bits and clears setgid unless the caller is root or in
+    /// the file's group; one the mode alone expresses is not stored; an
+    /// empty default ACL removes it; only directories have default ACLs.
+    pub fn setxattr_as(
+        &self,
+        ctx: &Ctx,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         check_xattr_name(name)?;
         if value.len() > crate::XATTR_SIZE_MAX {
             return Err(Error::Range);
         }
+        let parsed = if name == acl::ACCESS || name == acl::DEFAULT {
+            Some(acl::Acl::decode(value)?)
+        } else {
+            None
+        };
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            let mut remove = false;
+            if let Some(a) = &parsed {
+                let keeps_setgid = ctx.uid == 0 || ctx.in_group(n.attr.gid);
+                match acl::set(name, a, n.attr.kind, &mut n.attr.perm, keeps_setgid)? {
+                    None => return Ok(()),
+                    Some(r) => remove = r,
+                }
+            }
             let pos = n.xattrs.iter().position(|(k, _)| k == name);
             match (pos, flags) {
                 (Some(_), crate::XATTR_CREATE) => return Err(Error::Exists),
                 (None, crate::XATTR_REPLACE) => return Err(Error::NoAttr),
+                (Some(p), _) if remove => {
+                    n.xattrs.remove(p);
+                }
+                (None, _) if remove => {}
                 (Some(p), _) => n.xattrs[p].1 = value.to_vec(),
                 (None, _) => n.xattrs.push((name.to_vec(), value.to_vec())),
             }
