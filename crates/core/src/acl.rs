@@ -210,6 +210,18 @@ pub fn set(
     Ok(Some(equiv))
 }
 
+/// chmod to `perm` (`posix_acl_chmod`): the access ACL among `xattrs`, if
+/// any, gets the new owner, mask (or owning group) and other entries. A
+/// stored ACL that does not decode is left as it is and its error returned.
+pub fn chmod(xattrs: &mut Xattrs, perm: u16) -> Result<()> {
+    if let Some(x) = xattrs.iter_mut().find(|(n, _)| n == ACCESS) {
+        let mut a = Acl::decode(&x.1)?;
+        a.chmod(perm);
+        x.1 = a.encode();
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

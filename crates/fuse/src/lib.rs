@@ -433,9 +433,19 @@ pub fn file_attr(a: &Attr) -> FileAttr {
     file_attr_on_disk(a, a.blocks() * 512)
 }
 
+/// The supplementary groups of a request's caller, read only when they can
+/// matter: never for root (who is in every group for these rules).
+pub(crate) fn caller_groups(req: &Request) -> Vec<u32> {
+    if req.uid() == 0 {
+        vec![]
+    } else {
+        groups_of(req.pid())
+    }
+}
+
 /// The caller's supplementary groups, from /proc (FUSE requests carry only
 /// uid, gid and pid). Read only for non-root callers when the daemon checks.
-pub(crate) fn groups_of(pid: u32) -> Vec<u32> {
+fn groups_of(pid: u32) -> Vec<u32> {
     let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return vec![];
     };
@@ -672,11 +682,7 @@ impl ShoalFs {
     /// Who is asking. With kernel permission checks the engine checks nothing.
     fn ctx(&self, req: &Request) -> Ctx {
         let check = self.opts.daemon_permissions;
-        let groups = if check && req.uid() != 0 {
-            groups_of(req.pid())
-        } else {
-            vec![]
-        };
+        let groups = if check { caller_groups(req) } else { vec![] };
         Ctx {
             uid: req.uid(),
             gid: req.gid(),
@@ -694,8 +700,8 @@ impl ShoalFs {
     /// unless the caller is in the file's group (or root).
     fn ctx_with_groups(&self, req: &Request) -> Ctx {
         let mut c = self.ctx(req);
-        if c.groups.is_empty() && req.uid() != 0 {
-            c.groups = groups_of(req.pid());
+        if c.groups.is_empty() {
+            c.groups = caller_groups(req);
         }
         c
     }

@@ -272,11 +272,7 @@ impl Filesystem for SharedFuse {
         // The caller's groups: an access ACL clears setgid unless the
         // caller is in the file's group.
         let ctx = Ctx {
-            groups: if req.uid() == 0 {
-                vec![]
-            } else {
-                crate::groups_of(req.pid())
-            },
+            groups: crate::caller_groups(req),
             ..Ctx::user(req.uid(), req.gid())
         };
         Self::empty(

@@ -81,11 +81,7 @@ impl Engine {
             st.attr.perm = (m & 0o7777) as u16;
             // chmod rewrites the access ACL's owner, mask and other entries.
             let perm = st.attr.perm;
-            if let Some(x) = st.xattrs.iter_mut().find(|(n, _)| n == acl::ACCESS) {
-                let mut a = acl::Acl::decode(&x.1)?;
-                a.chmod(perm);
-                x.1 = a.encode();
-            }
+            acl::chmod(&mut st.xattrs, perm)?;
         }
         let chown =
             sa.uid.is_some_and(|u| u != st.attr.uid) || sa.gid.is_some_and(|x| x != st.attr.gid);

@@ -1491,14 +1491,10 @@ impl SharedFs {
     fn set_attrs(n: &mut Node, sa: &crate::SetAttr, t: Ts) {
         if let Some(m) = sa.mode {
             n.attr.perm = (m & 0o7777) as u16;
-            // chmod rewrites the access ACL's owner, mask and other entries.
+            // chmod rewrites the access ACL's owner, mask and other entries
+            // (one that does not decode stays as it is: set_attrs cannot fail).
             let perm = n.attr.perm;
-            if let Some(x) = n.xattrs.iter_mut().find(|(k, _)| k == acl::ACCESS) {
-                if let Ok(mut a) = acl::Acl::decode(&x.1) {
-                    a.chmod(perm);
-                    x.1 = a.encode();
-                }
-            }
+            let _ = acl::chmod(&mut n.xattrs, perm);
         }
         if let Some(u) = sa.uid {
             n.attr.uid = u;
