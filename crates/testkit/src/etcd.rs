@@ -1,7 +1,10 @@
 //! A real etcd cluster for tests: three members on 127.0.0.1, on ports
 //! away from etcd's defaults (2379/2380, which Debian's own service takes),
 //! in a directory of the test's, stopped when dropped. Members can be
-//! killed, frozen (SIGSTOP) and restarted, for the fault tests.
+//! killed, frozen (SIGSTOP) and restarted, for the fault tests, and cut off
+//! from each other (`isolate`: nftables drops a member's peer traffic both
+//! ways while its client port stays open, as a partition inside the cluster
+//! does).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,7 +15,14 @@ pub struct Cluster {
     base: u16,
     members: Vec<Option<Child>>,
     extra: Vec<String>,
+    /// The members `isolate` cut off from their peers.
+    isolated: Vec<usize>,
 }
+
+/// Member `i` runs with group id `ISOLATION_GID + i`, so nftables can tell
+/// the connections it makes (`meta skgid`) from its peers'; all of them are
+/// to 127.0.0.1 from 127.0.0.1.
+const ISOLATION_GID: u32 = 4300;
 
 /// The etcd binary: `SHOAL_ETCD_BIN`, else `etcd` on the PATH.
 fn binary() -> Option<PathBuf> {
@@ -60,7 +70,12 @@ impl Cluster {
             base,
             members: vec![None, None, None],
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            isolated: Vec::new(),
         };
+        // A cut left by a run that died would keep a member from its peers.
+        if can_isolate() {
+            c.apply_cuts();
+        }
         for i in 0..3 {
             c.spawn(i, true);
         }
@@ -89,7 +104,12 @@ impl Cluster {
         let client = format!("http://127.0.0.1:{}", self.client_port(i));
         let peer = format!("http://127.0.0.1:{}", self.peer_port(i));
         let log = std::fs::File::create(self.dir.join(format!("m{i}.log"))).unwrap();
-        let child = Command::new(binary().unwrap())
+        let mut cmd = Command::new(binary().unwrap());
+        if unsafe { libc::geteuid() } == 0 {
+            use std::os::unix::process::CommandExt;
+            cmd.gid(ISOLATION_GID + i as u32);
+        }
+        let child = cmd
             .args(["--name", &format!("m{i}")])
             .arg("--data-dir")
             .arg(self.dir.join(format!("m{i}")))
@@ -168,6 +188,80 @@ impl Cluster {
         self.spawn(i, false);
     }
 
+    /// The member that is the leader now, by its own word, if one answers.
+    pub fn leader(&self) -> Option<usize> {
+        (0..3).find(|&i| {
+            self.members[i].is_some()
+                && http(
+                    &format!("127.0.0.1:{}", self.client_port(i)),
+                    "POST",
+                    "/v3/maintenance/status",
+                    "{}",
+                )
+                .is_some_and(|out| {
+                    let me = json_u64(&out, "member_id");
+                    me.is_some() && me == json_u64(&out, "leader")
+                })
+        })
+    }
+
+    /// Cut member `i` off from its peers (`true`) or let it back: every
+    /// byte between it and the other two members is dropped, on open
+    /// connections and new ones, with no reset; its client port still
+    /// answers. Needs `can_isolate()`.
+    pub fn isolate(&mut self, i: usize, on: bool) {
+        self.isolated.retain(|&m| m != i);
+        if on {
+            self.isolated.push(i);
+        }
+        self.apply_cuts();
+    }
+
+    /// Make nftables cut the members in `isolated` and no other: the
+    /// table of this cluster's rules, replaced.
+    fn apply_cuts(&self) {
+        let table = format!("shoal_etcd_{}", self.base);
+        let _ = Command::new("nft")
+            .args(["delete", "table", "inet", &table])
+            .stderr(Stdio::null())
+            .status();
+        if self.isolated.is_empty() {
+            return;
+        }
+        // Connections the member made are marked by its group id and
+        // dropped both ways (conntrack follows a connection's replies);
+        // connections made to it are dropped by its peer port.
+        let mut rules = String::new();
+        for &m in &self.isolated {
+            let others: Vec<String> = (0..3)
+                .filter(|&j| j != m)
+                .map(|j| self.peer_port(j).to_string())
+                .collect();
+            let mark = ISOLATION_GID as usize + m;
+            rules += &format!(
+                "  meta skgid {} tcp dport {{ {} }} ct mark set {mark}\n  ct mark {mark} drop\n  tcp dport {p} drop\n  tcp sport {p} drop\n",
+                ISOLATION_GID as usize + m,
+                others.join(", "),
+                p = self.peer_port(m),
+            );
+        }
+        let script = format!(
+            "table inet {table} {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n{rules} }}\n}}\n"
+        );
+        let mut nft = Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("run nft");
+        use std::io::Write;
+        nft.stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        assert!(nft.wait().unwrap().success(), "nft refused:\n{script}");
+    }
+
     /// SIGSTOP (`true`) or SIGCONT member `i`.
     pub fn freeze(&self, i: usize, on: bool) {
         if let Some(pid) = self.pid(i) {
@@ -177,27 +271,60 @@ impl Cluster {
     }
 }
 
-/// etcd's `/health` over plain HTTP (no client library needed).
-fn health(addr: &str) -> bool {
+/// One HTTP/1.0 request to a member's client port (its JSON gateway; no
+/// client library needed): the whole answer, or None.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> Option<String> {
     use std::io::{Read, Write};
-    let Ok(mut s) =
+    let mut s =
         std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_millis(200))
-    else {
-        return false;
-    };
+            .ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /health HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .is_err()
-    {
-        return false;
-    }
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out.contains("\"health\":\"true\"") || out.contains("\"health\": \"true\"")
+    Some(out)
+}
+
+/// etcd's `/health`.
+fn health(addr: &str) -> bool {
+    http(addr, "GET", "/health", "").is_some_and(|out| {
+        out.contains("\"health\":\"true\"") || out.contains("\"health\": \"true\"")
+    })
+}
+
+/// The value of `"field":"N"` in a JSON answer (the gateway writes 64-bit
+/// numbers as strings).
+fn json_u64(out: &str, field: &str) -> Option<u64> {
+    let at = out.find(&format!("\"{field}\":\""))? + field.len() + 4;
+    out[at..].split('"').next()?.parse().ok()
+}
+
+/// Whether nftables can be used here (the `nft` binary, as root).
+pub fn can_isolate() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    root && Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if !self.isolated.is_empty() {
+            let _ = Command::new("nft")
+                .args([
+                    "delete",
+                    "table",
+                    "inet",
+                    &format!("shoal_etcd_{}", self.base),
+                ])
+                .status();
+        }
         for i in 0..3 {
             self.freeze(i, false);
             self.kill(i);
