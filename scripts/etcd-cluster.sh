@@ -3,19 +3,27 @@
 # (the tests start their own, crates/testkit/src/etcd.rs).
 #   scripts/etcd-cluster.sh start DIR [BASE]   clients on BASE+1..3 (default 24000)
 #   scripts/etcd-cluster.sh stop DIR
-# Prints the endpoints (H:P,H:P,H:P) on start.
+#   scripts/etcd-cluster.sh cut DIR N|none    cut member N off from its peers
+# Prints the endpoints (H:P,H:P,H:P) on start. `cut` (root, nftables) drops
+# every byte between member N and the other two, both ways, its client port
+# left open: a partition inside the cluster. Member N runs with group id
+# 4300+N so that nftables can tell the connections it makes (`meta skgid`;
+# crates/testkit/src/etcd.rs does the same for the tests).
 set -euo pipefail
 cmd=$1; dir=$2; base=${3:-24000}
+nocut() { nft delete table inet "shoal_etcd_$1" 2>/dev/null || true; }
 case $cmd in
 start)
   # Members a killed run left on this directory go first (they hold the
   # ports, and their pid files are about to be removed).
   pkill -KILL -f -- "--data-dir $dir/m" 2>/dev/null && sleep 0.5 || true
-  rm -rf "$dir"; mkdir -p "$dir"
+  rm -rf "$dir"; mkdir -p "$dir"; echo "$base" > "$dir/base"
+  asgid=(); [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && asgid=(setpriv --clear-groups --regid)
+  command -v nft >/dev/null && nocut "$base"
   cl=""; for i in 0 1 2; do cl+="${cl:+,}m$i=http://127.0.0.1:$((base+11+i))"; done
   for i in 0 1 2; do
     c=http://127.0.0.1:$((base+1+i)); p=http://127.0.0.1:$((base+11+i))
-    setsid etcd --name m$i --data-dir "$dir/m$i" --listen-client-urls $c --advertise-client-urls $c \
+    setsid ${asgid[@]+"${asgid[@]}" $((4300+i))} etcd --name m$i --data-dir "$dir/m$i" --listen-client-urls $c --advertise-client-urls $c \
       --listen-peer-urls $p --initial-advertise-peer-urls $p --initial-cluster "$cl" \
       --initial-cluster-token shoal-bench --initial-cluster-state new \
       --auto-compaction-mode revision --auto-compaction-retention 100000 \
@@ -37,6 +45,26 @@ stop)
     [ $alive = 0 ] && break; sleep 0.1
   done
   for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+  [ -f "$dir/base" ] && command -v nft >/dev/null && nocut "$(cat "$dir/base")"
   rm -rf "$dir" ;;
-*) echo "usage: $0 start|stop DIR [BASE]" >&2; exit 2 ;;
+cut)
+  n=$3; base=$(cat "$dir/base"); nocut "$base"
+  [ "$n" = none ] && exit 0
+  p=$((base+11+n)); others=""
+  for j in 0 1 2; do [ "$j" = "$n" ] || others+="${others:+, }$((base+11+j))"; done
+  # Connections the member made: marked by its group id, dropped both ways
+  # (conntrack follows the replies); connections made to it: by its port.
+  nft -f - <<EOF
+table inet shoal_etcd_$base {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    meta skgid $((4300+n)) tcp dport { $others } ct mark set $((4300+n))
+    ct mark $((4300+n)) drop
+    tcp dport $p drop
+    tcp sport $p drop
+  }
+}
+EOF
+  ;;
+*) echo "usage: $0 start|stop|cut DIR [BASE|N]" >&2; exit 2 ;;
 esac

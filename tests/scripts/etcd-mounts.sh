@@ -8,7 +8,8 @@
 # (overwrite, truncate, unlink frees their objects), an unlinked file stays
 # readable on the mount that has it open, a mount killed -9 leaves exactly
 # its acknowledged changes and every file it closed, fsck --repair collects
-# an object no file names, fsx on a mount, pjdfstest on one mount
+# an object no file names, fsx on a mount (also while each etcd member in
+# turn is cut off from the others), pjdfstest on one mount
 # (tests/pjdfstest/exclude-etcd.txt lists what may fail, each with its
 # reason), and the namespace checks clean after each step.
 source "$(dirname "$0")/lib.sh"
@@ -129,6 +130,32 @@ curl -sf -X PUT --data-binary @"$WORK/etcd-closed" "$S3/shoal/mounts/00000000000
 echo "fsx on etcd: 3000 operations, seed 7, clean"
 rm "$B/fsx.dat"
 check "$U" "fsx"
+# A partition inside the cluster: each member in turn cut off from the other
+# two for 3 s (nftables; its client port still answers), while fsx runs on B
+# and A creates files: nothing fails, B sees every file A made, fsck clean.
+command -v nft >/dev/null || fail "no nft (apt-get install nftables): it cuts etcd members apart"
+"$SHOAL" mount -d "$U" "$A" -o allow_other >/dev/null
+cuts() {
+  for n in 0 1 2; do
+    bash "$ROOT/scripts/etcd-cluster.sh" cut "$D" "$n"; sleep 3
+    bash "$ROOT/scripts/etcd-cluster.sh" cut "$D" none; sleep 1
+  done
+}
+cuts & cutter=$!
+mkdir "$A/cuts"
+(i=0; while kill -0 $cutter 2>/dev/null; do echo $i > "$A/cuts/f$i" || exit 1; i=$((i + 1)); done; echo $i > "$WORK/cuts-made") &
+maker=$!
+t0=$(date +%s.%N)
+(cd "$B" && fsx -N 3000 -S 11 -P "$WORK" "$B/fsx-cut.dat" > "$WORK/fsx-cut.log" 2>&1) || { tail -20 "$WORK/fsx-cut.log"; fail "fsx while etcd members were cut off"; }
+t1=$(date +%s.%N)
+wait $cutter
+wait $maker || fail "a create on A failed while an etcd member was cut off"
+made=$(cat "$WORK/cuts-made")
+within 5 test "$(ls "$B/cuts" | wc -l)" = "$made" || fail "B lists $(ls "$B/cuts" | wc -l) of the $made files A made during the cuts"
+echo "etcd members cut off in turn: fsx 3000 operations clean ($(echo "$t1 - $t0" | bc | xargs printf '%.1f') s), A made $made files, B sees them all"
+rm -r "$B/fsx-cut.dat" "$A/cuts"
+"$SHOAL" umount "$A"
+check "$U" "etcd members cut off"
 "$SHOAL" umount "$B"
 # pjdfstest on a mount of a namespace of its own.
 U2=etcd://$EPS/pjd
