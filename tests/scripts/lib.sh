@@ -49,6 +49,18 @@ unmount_leftovers() {
   done
 }
 
+# uring_wakeups PID: the daemon's io_uring queue threads and how often they
+# were woken ("QUEUES WAKEUPS"): a mount serving requests over io_uring
+# wakes them about once a request; one on /dev/fuse has none.
+uring_wakeups() {
+  local q=0 w=0 t
+  for t in /proc/$1/task/*; do
+    if grep -q '^fuser-uring-' "$t/comm"; then
+      q=$((q + 1)); w=$((w + $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status")))
+    fi
+  done
+  echo "$q $w"
+}
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc -l | xargs printf '%.2f'; }
 

@@ -14,12 +14,7 @@ MNT=$(mount_fresh uring allow_other)
 pid=$(pgrep -f -- "$WORK/uring.store" | head -1)
 for i in $(seq 200); do mkdir "$MNT/d$i"; echo "$i" > "$MNT/d$i/f"; done
 [ "$(cat "$MNT/d77/f")" = 77 ]
-woke=0; queues=0
-for t in /proc/$pid/task/*; do
-  if grep -q '^fuser-uring-' "$t/comm"; then
-    queues=$((queues+1)); woke=$((woke + $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status")))
-  fi
-done
+read -r queues woke < <(uring_wakeups "$pid")
 echo "io_uring queue threads: $queues, woken $woke times for about 800 requests"
 [ "$queues" -ge 1 ] && [ "$woke" -ge 400 ] || { echo "requests did not come over io_uring on a default mount"; exit 1; }
 # Passthrough beside io_uring: a file past the inline size, read back after

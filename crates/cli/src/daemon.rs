@@ -515,10 +515,12 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "threads" => fuse.threads = num(v)?.max(1) as usize,
             "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
             "nodirlease" => session.dir_leases = false,
+            "uring" => fuse.uring = true,
+            "nouring" => fuse.uring = false,
             "record_cache_mb" => session.record_cache = num(v)? << 20,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, record_cache_mb=N)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, record_cache_mb=N)"
                 ))
             }
         }

@@ -37,6 +37,9 @@ pub struct SharedOptions {
     /// (the change stream usually drops them sooner).
     pub ttl: Duration,
     pub threads: usize,
+    /// FUSE over io_uring where the kernel offers it (`nouring` turns it
+    /// off), as on an embedded mount (docs/design.md, "FUSE transport").
+    pub uring: bool,
 }
 
 impl Default for SharedOptions {
@@ -44,6 +47,7 @@ impl Default for SharedOptions {
         SharedOptions {
             ttl: Duration::from_secs(1),
             threads: 4,
+            uring: true,
         }
     }
 }
@@ -201,9 +205,18 @@ impl Filesystem for SharedFuse {
         // POSIX ACLs checked by the kernel (its ACL cache is dropped with
         // the attributes when another mount changes the inode), a create's
         // umask applied here unless a default ACL replaces it.
-        let want =
+        let mut want =
             InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        if self.opts.uring {
+            want |= InitFlags::FUSE_OVER_IO_URING;
+        }
         let _ = config.add_capabilities(want & have);
+        if self.opts.uring && !have.contains(InitFlags::FUSE_OVER_IO_URING) {
+            tracing::info!(
+                "FUSE over io_uring not offered by the kernel (Linux 6.14+ with \
+                 `echo Y > /sys/module/fuse/parameters/enable_uring`): serving /dev/fuse"
+            );
+        }
         Ok(())
     }
 
