@@ -19,7 +19,7 @@
 # requests).
 #   scripts/bench-etcd.sh [SECONDS]     (default 10 per phase)
 #   PARTS="meta data untar" (the default; any of them) picks what runs;
-#   "shoal-meta" is meta without JuiceFS. SHOAL_OPTS=o1,o2 mounts shoal's
+#   "shoal-meta" and "shoal-untar" are meta and untar without JuiceFS. SHOAL_OPTS=o1,o2 mounts shoal's
 #   namespace with those options (-o), e.g. nodirlease.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -186,5 +186,6 @@ untar() {  # untar NAME M1 M2
   printf '%-8s %7.1f (%6.0f) %7.1f (%6.0f)\n' "$1" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$N / ($t1 - $t0)" | bc -l)" \
     "$(echo "$t2 - $t1" | bc -l)" "$(echo "2 * $N / ($t2 - $t1)" | bc -l)"
 }
-if part untar; then untar shoal "$B/s1" "$B/s2"; untar juicefs "$B/j1" "$B/j2"; fi
+if part untar || part shoal-untar; then untar shoal "$B/s1" "$B/s2"; fi
+if part untar; then untar juicefs "$B/j1" "$B/j2"; fi
 "$S" fsck "etcd://$EPS/shoal"
