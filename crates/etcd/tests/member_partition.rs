@@ -21,7 +21,7 @@ use shoal_core::shared::SharedStore;
 use shoal_core::{Ino, SetAttr, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::{self, Cluster};
-use shoal_testkit::shared_ns::assert_clean;
+use shoal_testkit::shared_ns::{assert_clean, soon};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,11 +33,6 @@ const CUT: Duration = Duration::from_secs(8);
 /// on the cut member before it notices (the client's 2 s deadline), and
 /// the election among the other two.
 const STALL: Duration = Duration::from_secs(8);
-/// How long a change may take to reach the other daemon during a cut: its
-/// change stream ended by the cut member (after about three election
-/// timeouts without a leader, 1.5 s here) and opened on another.
-const SEEN: Duration = Duration::from_secs(5);
-
 struct Worked {
     names: BTreeSet<String>,
     ops: usize,
@@ -81,22 +76,6 @@ struct StopOnDrop<'a>(&'a AtomicBool);
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// `f()` comes to `want` within `SEEN`; how long it took.
-fn seen<T: PartialEq + std::fmt::Debug>(what: &str, want: T, f: impl Fn() -> T) -> Duration {
-    let t = Instant::now();
-    loop {
-        let got = f();
-        if got == want {
-            return t.elapsed();
-        }
-        assert!(
-            t.elapsed() < SEEN,
-            "{what}: {got:?} after {SEEN:?}, not {want:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -161,10 +140,10 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
     a.fsync(f).unwrap();
     let g = b.create(ROOT_INO, b"g", 0o644).unwrap().ino;
     b.fsync(g).unwrap();
-    seen("B's lookup of A's file", Ok(f), || {
+    soon("B's lookup of A's file", Ok(f), || {
         b.lookup(ROOT_INO, b"f").map(|x| x.ino)
     });
-    seen("A's lookup of B's file", Ok(g), || {
+    soon("A's lookup of B's file", Ok(g), || {
         a.lookup(ROOT_INO, b"g").map(|x| x.ino)
     });
     // Both stat both files: from here on they answer from their caches,
@@ -206,10 +185,10 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
             std::thread::sleep(Duration::from_secs(1));
             a.setattr(f, &chmod(mode.into())).unwrap();
             b.setattr(g, &chmod(mode.into())).unwrap();
-            let tma = seen("B's stat after A's chmod", mode, || {
+            let tma = soon("B's stat after A's chmod", mode, || {
                 b.getattr(f).unwrap().perm
             });
-            let tmb = seen("A's stat after B's chmod", mode, || {
+            let tmb = soon("A's stat after B's chmod", mode, || {
                 a.getattr(g).unwrap().perm
             });
             std::thread::sleep(CUT.saturating_sub(t0.elapsed()));
@@ -235,10 +214,10 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
         // Still cut: each lists the other's names.
         a.fsyncdir().unwrap();
         b.fsyncdir().unwrap();
-        let ta = seen("B's listing of A's directory", all_a.clone(), || {
+        let ta = soon("B's listing of A's directory", all_a.clone(), || {
             names(&b, da)
         });
-        let tb = seen("A's listing of B's directory", all_b.clone(), || {
+        let tb = soon("A's listing of B's directory", all_b.clone(), || {
             names(&a, db)
         });
         println!(
@@ -253,7 +232,7 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
         let x = a.create(da, n.as_bytes(), 0o644).unwrap().ino;
         a.fsync(x).unwrap();
         all_a.insert(n);
-        seen("B's listing after the heal", all_a.clone(), || {
+        soon("B's listing after the heal", all_a.clone(), || {
             names(&b, da)
         });
         println!("member partition: m{cut} healed");

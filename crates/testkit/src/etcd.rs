@@ -237,10 +237,10 @@ impl Cluster {
                 .filter(|&j| j != m)
                 .map(|j| self.peer_port(j).to_string())
                 .collect();
+            // The member's group id, also the mark of its connections.
             let mark = ISOLATION_GID as usize + m;
             rules += &format!(
-                "  meta skgid {} tcp dport {{ {} }} ct mark set {mark}\n  ct mark {mark} drop\n  tcp dport {p} drop\n  tcp sport {p} drop\n",
-                ISOLATION_GID as usize + m,
+                "  meta skgid {mark} tcp dport {{ {} }} ct mark set {mark}\n  ct mark {mark} drop\n  tcp dport {p} drop\n  tcp sport {p} drop\n",
                 others.join(", "),
                 p = self.peer_port(m),
             );
@@ -316,14 +316,8 @@ pub fn can_isolate() -> bool {
 impl Drop for Cluster {
     fn drop(&mut self) {
         if !self.isolated.is_empty() {
-            let _ = Command::new("nft")
-                .args([
-                    "delete",
-                    "table",
-                    "inet",
-                    &format!("shoal_etcd_{}", self.base),
-                ])
-                .status();
+            self.isolated.clear();
+            self.apply_cuts();
         }
         for i in 0..3 {
             self.freeze(i, false);
