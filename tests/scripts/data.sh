@@ -46,6 +46,24 @@ with open(sys.argv[1], "rb") as f:
 EOF
 rm "$MNT/reopen"
 
+# A file created write-only is a direct handle (no copy of its bytes in the
+# FUSE page cache: `direct_create`): another handle that read a page before
+# must see an overwrite of it and an append, as with any other write.
+python3 - "$MNT/direct" <<'EOF' || fail "a write through a direct handle not seen through a cached one"
+import os, sys
+w = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(w, b"a" * 8192)
+r = os.open(sys.argv[1], os.O_RDONLY)
+assert os.pread(r, 4, 0) == b"aaaa"
+os.pwrite(w, b"b" * 4096, 0)
+assert os.pread(r, 4, 0) == b"bbbb", "the overwritten page read stale"
+os.write(w, b"c" * 100)
+assert os.pread(r, 200, 8100) == b"a" * 92 + b"c" * 100, "the append"
+os.close(w)
+os.close(r)
+EOF
+rm "$MNT/direct"
+
 # Space: 256 MiB kept, 512 MiB written and deleted.
 dd if=/dev/urandom of="$MNT/keep" bs=1M count=256 status=none
 dd if=/dev/zero of="$MNT/gone" bs=1M count=512 conv=fsync status=none

@@ -73,7 +73,9 @@ pub struct MountArgs {
     /// new directories go: the parent's allocation group, or round-robin),
     /// nouring (serve /dev/fuse instead of FUSE over io_uring's per-CPU
     /// request queues, the default where the kernel offers them: Linux
-    /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough.
+    /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough,
+    /// nodirect_create (a file created write-only keeps its written bytes
+    /// in the FUSE page cache too, as before 2026-11-27).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

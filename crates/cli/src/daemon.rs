@@ -114,6 +114,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "nouring" => p.fuse.uring = false,
             "passthrough" => p.fuse.passthrough = true,
             "nopassthrough" => p.fuse.passthrough = false,
+            "nodirect_create" => p.fuse.direct_create = false,
             "placement" => {
                 p.cfg.placement = match v {
                     Some("near") => shoal_core::Placement::Near,
