@@ -87,7 +87,7 @@ pub struct FuseOptions {
     /// kernel drops cached pages of the range a direct write covers, so
     /// other handles of the file read what it wrote. Measured: the tree's
     /// second untar into one mount took 1.21-1.34x its first's time with
-    /// the copy and 0.94-1.06x without (docs/perf-log/25-...).
+    /// the copy and 0.94-1.06x without (docs/perf-log/25-direct-creates-second-untar.md).
     pub direct_create: bool,
 }
 
