@@ -518,11 +518,10 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "nodirlease" => session.dir_leases = false,
             "uring" => fuse.uring = true,
             "nouring" => fuse.uring = false,
-            "nodirect_create" => fuse.direct_create = false,
             "record_cache_mb" => session.record_cache = num(v)? << 20,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, nodirect_create, record_cache_mb=N)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, record_cache_mb=N)"
                 ))
             }
         }

@@ -40,11 +40,6 @@ pub struct SharedOptions {
     /// FUSE over io_uring where the kernel offers it (`nouring` turns it
     /// off), as on an embedded mount (docs/design.md, "FUSE transport").
     pub uring: bool,
-    /// A create opened write-only gets a direct handle (`nodirect_create`
-    /// turns it off), as on an embedded mount (`FuseOptions::direct_create`):
-    /// the daemon's buffer holds the bytes, the FUSE file's page cache does
-    /// not hold a second copy.
-    pub direct_create: bool,
 }
 
 impl Default for SharedOptions {
@@ -53,7 +48,6 @@ impl Default for SharedOptions {
             ttl: Duration::from_secs(1),
             threads: 4,
             uring: true,
-            direct_create: true,
         }
     }
 }
@@ -458,7 +452,7 @@ impl Filesystem for SharedFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        flags: i32,
+        _flags: i32,
         reply: ReplyCreate,
     ) {
         let r = self
@@ -475,18 +469,13 @@ impl Filesystem for SharedFuse {
                 umask,
             )
             .inspect(|a| self.fs.open_new(a.ino));
-        let fopen = if self.opts.direct_create && flags & libc::O_ACCMODE == libc::O_WRONLY {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        };
         match r {
             Ok(a) => reply.created(
                 &self.opts.ttl,
                 &self.attr(&a),
                 Generation(0),
                 FileHandle(a.ino),
-                fopen,
+                FopenFlags::empty(),
             ),
             Err(e) => reply.error(errno(&e)),
         }
