@@ -6,7 +6,7 @@
 #   BASE=/var/tmp/shoal-base NEW=/var/tmp/shoal-dio2 bash bench-results/direct-create-2026-11-27/tree.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-FLOOR=$PWD/target/release/shoal-floor; OUT=$(dirname "$0"); B=/mnt/tree-dc
+FLOOR=$PWD/target/release/shoal-floor; [ -x "$FLOOR" ] || cargo build --release -q -p shoal-bench --features floor --bin shoal-floor; OUT=$(dirname "$0"); B=/mnt/tree-dc
 mkdir -p $B/floor $B/before $B/direct
 for r in 1 2; do
   for t in before:$BASE direct:$NEW; do
