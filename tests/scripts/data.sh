@@ -64,6 +64,27 @@ os.close(r)
 EOF
 rm "$MNT/direct"
 
+# Three appenders on one log (O_WRONLY|O_CREAT|O_APPEND): the one that made
+# it holds a direct handle, the others cached ones; every line lands whole,
+# once, in each writer's order.
+for t in A B C; do
+  python3 - "$MNT/log" $t <<'EOF' &
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for i in range(2000):
+    os.write(fd, f"{sys.argv[2]} {i:06d} {'x' * 50}\n".encode())
+os.close(fd)
+EOF
+done
+wait
+[ "$(wc -l < "$MNT/log")" = 6000 ] || fail "appends: $(wc -l < "$MNT/log") lines of 6000"
+[ "$(awk 'length($0) != 59' "$MNT/log" | wc -l)" = 0 ] || fail "appends: torn lines"
+for t in A B C; do
+  grep "^$t " "$MNT/log" | awk '{print $2}' | sort -c || fail "appends: $t's lines out of order"
+  [ "$(grep -c "^$t " "$MNT/log")" = 2000 ] || fail "appends: $t's lines"
+done
+rm "$MNT/log"
+
 # Space: 256 MiB kept, 512 MiB written and deleted.
 dd if=/dev/urandom of="$MNT/keep" bs=1M count=256 status=none
 dd if=/dev/zero of="$MNT/gone" bs=1M count=512 conv=fsync status=none
