@@ -8,7 +8,8 @@
 # (overwrite, truncate, unlink frees their objects), an unlinked file stays
 # readable on the mount that has it open, a mount killed -9 leaves exactly
 # its acknowledged changes and every file it closed, fsck --repair collects
-# an object no file names, fsx on a mount (also while each etcd member in
+# an object no file names, fcntl and flock locks and SQLite across the
+# mounts, fsx on a mount (also while each etcd member in
 # turn is cut off from the others), pjdfstest on one mount
 # (tests/pjdfstest/exclude-etcd.txt lists what may fail, each with its
 # reason), and the namespace checks clean after each step.
@@ -82,6 +83,14 @@ within 2 denied_on_b || fail "chmod 600 on A did not take the ACL's rights away 
 getfacl -p "$B/acl" 2>/dev/null | grep -q '^mask::---' || fail "chmod did not set the ACL mask: $(getfacl -p "$B/acl")"
 default_acl_replaces_umask "$A" "$B"
 rm -rf "$A/acl" "$A/dacl" "$A/plain"
+# File locks across the mounts: fcntl record locks (ranges, F_GETLK, a
+# waiter that gets the lock when the holder dies, one interrupted by a
+# signal, one killed) and flock (tests/scripts/locks.py), and SQLite
+# writing one database from both mounts.
+python3 "$ROOT/tests/scripts/locks.py" "$A/locked" "$B/locked" || fail "file locks across mounts"
+python3 "$ROOT/tests/scripts/sqlite-two-writers.py" "$A/two.db" "$B/two.db" 100 >/dev/null || fail "SQLite written from both mounts"
+echo "etcd mounts: SQLite written from both mounts at once: both writers' 100 rows, integrity ok"
+rm -f "$A/locked" "$A"/two.db*
 # File data past the inline size, through the object store: written on A,
 # read on B after A's close; overwritten on B, truncated on A.
 head -c 20M /dev/urandom > "$WORK/etcd-big"

@@ -49,6 +49,40 @@ fn xattrs_are_shared() {
 }
 
 #[test]
+fn locks_exclude_across_daemons() {
+    let (s, fss) = daemons(3);
+    checks::locks_exclude_across_daemons(&fss, &*s);
+}
+
+/// A daemon that dies loses its locks with its session: another takes them.
+#[test]
+fn a_dead_daemons_locks_go_with_its_session() {
+    use shoal_core::shared::locks::{Lock, Want};
+    let (s, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    let w = Lock {
+        owner: 1,
+        flock: false,
+        write: true,
+        start: 0,
+        end: 9,
+        pid: 1,
+    };
+    assert_eq!(a.setlk(f, &w, Want::Write).unwrap(), None);
+    assert!(b.setlk(f, &w, Want::Write).unwrap().is_some());
+    a.stop_renewing();
+    s.advance(Duration::from_secs(60));
+    // (The fake clock's jump ended b's session too: a new daemon.)
+    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    assert_eq!(
+        c.setlk(f, &w, Want::Write).unwrap(),
+        None,
+        "a dead session's lock still stops others"
+    );
+}
+
+#[test]
 fn acls_follow_the_mode_across_daemons() {
     let (s, fss) = daemons(2);
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);

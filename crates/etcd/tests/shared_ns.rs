@@ -65,7 +65,8 @@ fn shared_namespace_on_etcd() {
     checks::races_between_daemons_have_posix_answers(&fss, &*s);
     checks::xattrs_are_shared(&fss, &*s);
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);
-    println!("etcd: races between three daemons, xattrs and ACLs: ok");
+    checks::locks_exclude_across_daemons(&fss, &*s);
+    println!("etcd: races between three daemons, xattrs, ACLs and file locks: ok");
     let (s, fss) = daemons(&f, "hot", 2, ttl);
     checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);
     println!("etcd: creates in one directory from two daemons: no conflict");

@@ -16,11 +16,12 @@
 
 use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
-    FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use shoal_core::shared::locks::{Lock, Want};
 use shoal_core::shared::ns::{NewNode, SharedFs};
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
 use std::collections::HashMap;
@@ -64,6 +65,11 @@ pub struct SharedFuse {
     next_fh: AtomicU64,
     /// Invalidations sent for other daemons' (and this one's) changes.
     pub invalidations: Arc<AtomicU64>,
+    /// Requests come over FUSE over io_uring (set at init).
+    uring_on: bool,
+    /// Lock requests waiting for another owner's lock, per FUSE queue
+    /// (`wait_lock`).
+    lock_waits: Mutex<HashMap<i32, usize>>,
 }
 
 impl SharedFuse {
@@ -74,7 +80,78 @@ impl SharedFuse {
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             invalidations: Arc::default(),
+            uring_on: false,
+            lock_waits: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A lock request: set once, or (F_SETLKW, flock without LOCK_NB)
+    /// poll until no other owner's lock stops it.
+    ///
+    /// A waiting request keeps its daemon thread (a FUSE-over-io_uring
+    /// thread answers its request before taking the next: the vendored
+    /// fuser's PATCHED.md). So at most one request waits per io_uring queue
+    /// (each has two threads) and all but one of the /dev/fuse threads;
+    /// a further waiter gets ENOLCK at once rather than leave a queue with
+    /// no thread, whose requests (the unlock that would free it among
+    /// them) would wait behind it. A wait ends with EINTR when the waiting
+    /// thread has a signal pending: the kernel does not interrupt a FUSE
+    /// request the daemon is serving (fuser answers FUSE_INTERRUPT with
+    /// ENOSYS), so the daemon looks in /proc, as `kill` and Ctrl-C expect.
+    fn lock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        lk: Lock,
+        want: Want,
+        sleep: bool,
+    ) -> Result<(), Errno> {
+        let once = |fs: &SharedFs| fs.setlk(ino.0, &lk, want).map_err(|e| errno(&e));
+        if once(&self.fs)?.is_none() {
+            return Ok(());
+        }
+        if !sleep {
+            return Err(Errno::EAGAIN);
+        }
+        // SAFETY: sched_getcpu reads the calling thread's CPU.
+        let queue = if self.uring_on {
+            unsafe { libc::sched_getcpu() }
+        } else {
+            -1
+        };
+        let room = if self.uring_on {
+            1
+        } else {
+            self.opts.threads.saturating_sub(1).max(1)
+        };
+        {
+            let mut w = self.lock_waits.lock().unwrap();
+            let n = w.entry(queue).or_insert(0);
+            if *n >= room {
+                tracing::warn!(
+                    "a lock wait on inode {} refused with ENOLCK: {} already wait on this FUSE queue \
+                     (each holds a daemon thread); retry when a lock is released",
+                    ino.0, n
+                );
+                return Err(Errno::ENOLCK);
+            }
+            *n += 1;
+        }
+        let mut pause = std::time::Duration::from_millis(2);
+        let r = loop {
+            if signal_pending(req.pid()) {
+                break Err(Errno::EINTR);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            match once(&self.fs) {
+                Ok(None) => break Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        *self.lock_waits.lock().unwrap().get_mut(&queue).unwrap() -= 1;
+        r
     }
 
     fn attr(&self, a: &Attr) -> FileAttr {
@@ -210,6 +287,11 @@ impl Filesystem for SharedFuse {
         if self.opts.uring {
             want |= InitFlags::FUSE_OVER_IO_URING;
         }
+        // fcntl and flock locks come here and are kept in the shared
+        // store, so they hold across mounts (`shoal_core::shared::locks`);
+        // without these the kernel keeps them per mount.
+        want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
+        self.uring_on = self.opts.uring && have.contains(InitFlags::FUSE_OVER_IO_URING);
         let _ = config.add_capabilities(want & have);
         if self.opts.uring && !have.contains(InitFlags::FUSE_OVER_IO_URING) {
             tracing::info!(
@@ -532,10 +614,12 @@ impl Filesystem for SharedFuse {
         _req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _lock_owner: fuser::LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        Self::empty(reply, self.fs.flush(ino.0))
+        // A close by a POSIX lock's owner releases its locks on the file.
+        let unlocked = self.fs.unlock_owner(ino.0, lock_owner.0, false);
+        Self::empty(reply, unlocked.and(self.fs.flush(ino.0)))
     }
 
     fn release(
@@ -544,13 +628,18 @@ impl Filesystem for SharedFuse {
         ino: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
-        _lock: Option<fuser::LockOwner>,
+        flock: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The open file's last close releases its flock.
+        let unlocked = match flock {
+            Some(o) => self.fs.unlock_owner(ino.0, o.0, true),
+            None => Ok(()),
+        };
         // The handle goes whatever the flush says (its count keeps an
         // unlinked file alive); the flush's error, if any, is the answer.
-        let flushed = self.fs.flush(ino.0);
+        let flushed = unlocked.and(self.fs.flush(ino.0));
         let released = self.fs.release(ino.0);
         Self::empty(reply, flushed.and(released))
     }
@@ -656,8 +745,120 @@ impl Filesystem for SharedFuse {
         reply.ok()
     }
 
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let lk = Lock {
+            owner: lock_owner.0,
+            flock: false,
+            write: typ == libc::F_WRLCK,
+            start,
+            end,
+            pid,
+        };
+        match self.fs.getlk(ino.0, &lk) {
+            Ok(Some(l)) => reply.locked(
+                l.start,
+                l.end,
+                if l.write {
+                    libc::F_WRLCK
+                } else {
+                    libc::F_RDLCK
+                },
+                l.pid,
+            ),
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let lk = Lock {
+            owner: lock_owner.0,
+            flock: false,
+            write: typ == libc::F_WRLCK,
+            start,
+            end,
+            pid,
+        };
+        match self.lock(req, ino, lk, want(typ), sleep) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let lk = Lock {
+            owner: lock_owner.0,
+            flock: true,
+            write: typ == libc::F_WRLCK,
+            start: 0,
+            end: i64::MAX as u64,
+            pid,
+        };
+        match self.lock(req, ino, lk, want(typ), sleep) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         // etcd's quota is the bound (2 GiB by default); not read here.
         reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
     }
+}
+
+fn want(typ: i32) -> Want {
+    match typ {
+        libc::F_RDLCK => Want::Read,
+        libc::F_WRLCK => Want::Write,
+        _ => Want::Unlock,
+    }
+}
+
+/// Whether thread `tid` has a signal pending that it does not block
+/// (`/proc/TID/status`: SigPnd, the thread's own, and ShdPnd, its
+/// process's). A thread that is gone counts as signalled.
+fn signal_pending(tid: u32) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") != 0
 }

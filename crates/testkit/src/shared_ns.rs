@@ -872,3 +872,64 @@ pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
     assert_eq!(a.getattr(f.ino).unwrap().nlink, 2);
     assert_clean(s);
 }
+
+/// File locks across daemons (`shoal_core::shared::locks`): a POSIX lock
+/// on one daemon stops an overlapping one on another (F_GETLK names it)
+/// and not one past its range; of six owners over the daemons racing for
+/// one byte exactly one wins; a close by the owner releases its locks;
+/// flock and POSIX locks are apart.
+pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::shared::locks::{Lock, Want};
+    let lk = |owner: u64, start: u64, end: u64, write: bool| Lock {
+        owner,
+        flock: false,
+        write,
+        start,
+        end,
+        pid: owner as u32,
+    };
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"locked", 0o644).unwrap().ino;
+    assert_eq!(a.setlk(f, &lk(1, 0, 99, true), Want::Write).unwrap(), None);
+    let held = b.setlk(f, &lk(1, 50, 59, false), Want::Read).unwrap();
+    assert_eq!(
+        held,
+        Some(lk(1, 0, 99, true)),
+        "another daemon's write lock"
+    );
+    assert_eq!(
+        b.getlk(f, &lk(2, 90, 200, false)).unwrap(),
+        Some(lk(1, 0, 99, true))
+    );
+    assert_eq!(
+        b.setlk(f, &lk(2, 100, 199, true), Want::Write).unwrap(),
+        None
+    );
+    // One winner among six owners on the daemons, racing for one byte.
+    let won = race(fss, 6, |i, fs| {
+        fs.setlk(f, &lk(10 + i as u64, 1000, 1000, true), Want::Write)
+            .unwrap()
+            .is_none()
+    });
+    assert_eq!(won.iter().filter(|&&w| w).count(), 1, "{won:?}");
+    // The owner's close releases its locks; then the other daemon gets in.
+    a.unlock_owner(f, 1, false).unwrap();
+    assert_eq!(b.setlk(f, &lk(1, 50, 59, true), Want::Write).unwrap(), None);
+    // flock is apart from POSIX locks, and exclusive across daemons.
+    let fl = |owner: u64| Lock {
+        flock: true,
+        ..lk(owner, 0, i64::MAX as u64, true)
+    };
+    assert_eq!(a.setlk(f, &fl(7), Want::Write).unwrap(), None);
+    assert!(b.setlk(f, &fl(8), Want::Write).unwrap().is_some());
+    a.unlock_owner(f, 7, true).unwrap();
+    assert_eq!(b.setlk(f, &fl(8), Want::Write).unwrap(), None);
+    for (fs, owners) in [(a, 10..16), (b, 1..3)] {
+        for o in owners {
+            fs.unlock_owner(f, o, false).unwrap();
+        }
+    }
+    b.unlock_owner(f, 8, true).unwrap();
+    assert_eq!((a.locks_held(), b.locks_held()), ((0, 0), (0, 0)));
+    assert_clean(s);
+}

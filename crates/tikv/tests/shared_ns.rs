@@ -46,6 +46,12 @@ fn xattrs_are_shared() {
 }
 
 #[test]
+fn locks_exclude_across_daemons() {
+    let (_, s, fss) = daemons(3);
+    checks::locks_exclude_across_daemons(&fss, &*s);
+}
+
+#[test]
 fn acls_follow_the_mode_across_daemons() {
     let (_, s, fss) = daemons(2);
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);

@@ -939,6 +939,25 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
+    /// Acquire, change or release a flock(2) lock (sent instead of `setlk`
+    /// when the filesystem asked for `FUSE_FLOCK_LOCKS`): `lock_owner` is
+    /// the open file, the lock covers the whole file, `typ` is F_RDLCK,
+    /// F_WRLCK or F_UNLCK. The default treats it as a POSIX lock of the
+    /// whole file, as the kernel's FUSE emulation does.
+    fn flock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.setlk(req, ino, fh, lock_owner, 0, i64::MAX as u64, typ, pid, sleep, reply);
+    }
+
     /// Map block index within file to block index within device.
     /// Note: This makes sense only for block device backed filesystems mounted
     /// with the 'blkdev' option

@@ -33,6 +33,7 @@ pub mod blob;
 mod cache;
 pub mod data;
 mod lease;
+pub mod locks;
 pub mod ns;
 pub mod sim;
 mod stream;

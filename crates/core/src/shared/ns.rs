@@ -376,6 +376,13 @@ impl Tx<'_> {
     fn del(&mut self, key: Vec<u8>) {
         self.ops.push(Op::Delete(key));
     }
+    /// Put a key that goes with this daemon's session (`super::locks`).
+    pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
+    }
+    pub(super) fn delete(&mut self, key: Vec<u8>) {
+        self.del(key)
+    }
     /// A directory's times changed (not a condition: the last writer wins).
     fn touch_dir(&mut self, dir: Ino, t: Ts) {
         if self.fs.should_touch(dir) {
@@ -449,6 +456,8 @@ pub struct SharedFs {
     /// least `ttl` past it (`super::lease` acknowledges from memory only
     /// within half of that).
     pub(super) renewed: Arc<Mutex<Instant>>,
+    /// This daemon's file locks (`super::locks`).
+    pub(super) locks: super::locks::Held,
 }
 
 /// What `mknod` makes.
@@ -644,6 +653,7 @@ impl SharedFs {
             keeper: Mutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
             opens: Mutex::new(HashMap::new()),
+            locks: Default::default(),
             orphaned: Mutex::new(Default::default()),
             own: Mutex::new(Default::default()),
             blobs,

@@ -1232,6 +1232,10 @@ mod op {
         pub(crate) fn sleep(&self) -> bool {
             self.wait
         }
+        /// A flock(2) lock (`FUSE_LK_FLOCK`), not a POSIX record lock.
+        pub(crate) fn flock(&self) -> bool {
+            self.arg.lk_flags & crate::ll::fuse_abi::consts::FUSE_LK_FLOCK != 0
+        }
     }
 
     /// Check file access permissions.
