@@ -106,6 +106,15 @@ rm "$A/big"
 [ "$(unnamed "$U")" = 0 ] || fail "objects left after the unlink: $("$SHOAL" fsck "$U" | head -1)"
 # Unlinked while open on the same mount: still readable there.
 exec 3<"$A/g"; rm "$A/g"; grep -qx again <&3 || fail "an unlinked open file lost its bytes"; exec 3<&-
+# A directory open on B, replaced on A by a rename over it: fstat on B's
+# descriptor answers, with no links (xfstests generic/035 found ENOENT).
+mkdir "$A/d1" "$A/d2"
+within 2 test -d "$B/d2" || fail "B does not see A's directory"
+python3 -c 'import os, sys, time
+fd = os.open(sys.argv[3], os.O_RDONLY); os.rename(sys.argv[1], sys.argv[2]); time.sleep(0.2)
+sys.exit("fstat of a directory renamed over: nlink %d" % os.fstat(fd).st_nlink if os.fstat(fd).st_nlink else 0)' \
+  "$A/d1" "$A/d2" "$B/d2" || fail "a directory replaced while open on the other mount"
+rmdir "$A/d2"
 check "$U" "the cross-mount checks"
 # shoal stats and shoal sync on an etcd mount: the namespace's counters.
 st=$("$SHOAL" stats --json "$A") || fail "shoal stats on an etcd mount"

@@ -62,6 +62,11 @@ pub struct SharedFuse {
     /// Directory handles: the listing taken at offset 0, served by index
     /// (stable cookies within one listing).
     dirs: Mutex<HashMap<u64, Listing>>,
+    /// Directories open on this mount: how many handles, and their
+    /// attributes at the open. One removed while open (rmdir, or a rename
+    /// over it, here or on another mount) still answers fstat, with no
+    /// links, as a local filesystem does.
+    open_dirs: Mutex<HashMap<u64, (u32, Attr)>>,
     next_fh: AtomicU64,
     /// Invalidations sent for other daemons' (and this one's) changes.
     pub invalidations: Arc<AtomicU64>,
@@ -78,6 +83,7 @@ impl SharedFuse {
             fs,
             opts,
             dirs: Mutex::new(HashMap::new()),
+            open_dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             invalidations: Arc::default(),
             uring_on: false,
@@ -315,6 +321,11 @@ impl Filesystem for SharedFuse {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
+            Err(Error::NotFound) if self.open_dirs.lock().unwrap().contains_key(&ino.0) => {
+                let mut a = self.open_dirs.lock().unwrap()[&ino.0].1;
+                a.nlink = 0;
+                reply.attr(&Duration::ZERO, &self.attr(&a))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -673,6 +684,10 @@ impl Filesystem for SharedFuse {
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.getattr(ino.0) {
             Ok(a) if a.kind == Kind::Dir => {
+                let mut open = self.open_dirs.lock().unwrap();
+                let e = open.entry(ino.0).or_insert((0, a));
+                *e = (e.0 + 1, a);
+                drop(open);
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 reply.opened(FileHandle(fh), FopenFlags::empty())
             }
@@ -736,12 +751,20 @@ impl Filesystem for SharedFuse {
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         self.dirs.lock().unwrap().remove(&fh.0);
+        let mut open = self.open_dirs.lock().unwrap();
+        if let Some(e) = open.get_mut(&ino.0) {
+            e.0 -= 1;
+            if e.0 == 0 {
+                open.remove(&ino.0);
+            }
+        }
+        drop(open);
         reply.ok()
     }
 
