@@ -9,6 +9,10 @@
 #   bash tests/scripts/xfstests.sh generic/091 generic/099  # some tests
 #   XFSTESTS_TAG=-auto XFSTESTS=/var/tmp/xt-auto ...   # a second run beside
 #     one (its own stores, mountpoints, daemon copy and build of the suite)
+#   XFSTESTS_STORE=etcd bash tests/scripts/xfstests.sh   # on etcd mounts: a
+#     three-member cluster started here (ports 24301-24313), file data in a
+#     local directory (the object store's seam, without SeaweedFS's volume
+#     limits), tests/xfstests/exclude-etcd.txt added to the exclusions
 source "$(dirname "$0")/lib.sh"
 xfstests_build
 getent group fsgqa >/dev/null || groupadd fsgqa
@@ -20,26 +24,42 @@ install -m 755 "$SHOAL" "$BIN"
 D=/var/tmp/shoal-xfstests$T
 MT=/mnt/shoal-xt$T
 unmount_stale $MT-test $MT-scratch; mkdir -p $MT-test $MT-scratch
-# Each store on a filesystem of its own, 8 GiB on a loop device, as ext4
-# runs the suite on loop devices: a test that fills its filesystem
-# (generic/103 fallocates all the free space, and shoal's fallocate
-# reserves it) fills that one, not the disk the other store is on.
-for fs in test scratch; do
-  if mountpoint -q "$D/$fs-fs"; then umount "$D/$fs-fs"; fi
-done
-for l in $(losetup -j "$D.test.img" -O NAME --noheadings 2>/dev/null) $(losetup -j "$D.scratch.img" -O NAME --noheadings 2>/dev/null); do losetup -d "$l" 2>/dev/null || true; done
-rm -rf "$D"; mkdir -p "$D"
-for fs in test scratch; do
-  rm -f "$D.$fs.img"; truncate -s 8G "$D.$fs.img"; mkfs.ext4 -q -F "$D.$fs.img"
-  mkdir -p "$D/$fs-fs"; mount -o loop "$D.$fs.img" "$D/$fs-fs"
-  "$BIN" mkfs "$D/$fs-fs/store" >/dev/null
-done
+if [ "${XFSTESTS_STORE:-}" = etcd ]; then
+  EC=$WORK/xt-etcd$T
+  trap 'bash "$ROOT/scripts/etcd-cluster.sh" stop "$EC"' EXIT
+  EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$EC" 24300)
+  # One endpoint in the device name: the suite's filters put TEST_DEV in
+  # sed expressions delimited by commas.
+  for fs in test scratch; do
+    rm -rf "$D.$fs.objects"; mkdir -p "$D.$fs.objects"
+    "$BIN" mkfs "etcd://${EPS%%,*}/xt-$fs" --data "file://$D.$fs.objects" >/dev/null
+  done
+  TEST_DEV=etcd://${EPS%%,*}/xt-test SCRATCH_DEV=etcd://${EPS%%,*}/xt-scratch
+  EXCLUDE=(-E "$ROOT/tests/xfstests/exclude-etcd.txt")
+else
+  # Each store on a filesystem of its own, 8 GiB on a loop device, as ext4
+  # runs the suite on loop devices: a test that fills its filesystem
+  # (generic/103 fallocates all the free space, and shoal's fallocate
+  # reserves it) fills that one, not the disk the other store is on.
+  for fs in test scratch; do
+    if mountpoint -q "$D/$fs-fs"; then umount "$D/$fs-fs"; fi
+  done
+  for l in $(losetup -j "$D.test.img" -O NAME --noheadings 2>/dev/null) $(losetup -j "$D.scratch.img" -O NAME --noheadings 2>/dev/null); do losetup -d "$l" 2>/dev/null || true; done
+  rm -rf "$D"; mkdir -p "$D"
+  for fs in test scratch; do
+    rm -f "$D.$fs.img"; truncate -s 8G "$D.$fs.img"; mkfs.ext4 -q -F "$D.$fs.img"
+    mkdir -p "$D/$fs-fs"; mount -o loop "$D.$fs.img" "$D/$fs-fs"
+    "$BIN" mkfs "$D/$fs-fs/store" >/dev/null
+  done
+  TEST_DEV=shoal:$D/test-fs/store SCRATCH_DEV=shoal:$D/scratch-fs/store
+  EXCLUDE=()
+fi
 cat >"$XFSTESTS/local.config" <<CFG
 export FSTYP=fuse
 export FUSE_SUBTYP=.shoal
-export TEST_DEV=shoal:$D/test-fs/store
+export TEST_DEV=$TEST_DEV
 export TEST_DIR=$MT-test
-export SCRATCH_DEV=shoal:$D/scratch-fs/store
+export SCRATCH_DEV=$SCRATCH_DEV
 export SCRATCH_MNT=$MT-scratch
 export MOUNT_OPTIONS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
 export TEST_FS_MOUNT_OPTS="-o allow_other${XFSTESTS_OPTS:+,$XFSTESTS_OPTS}"
@@ -48,7 +68,7 @@ CFG
 cd "$XFSTESTS"
 rm -rf results
 if [ $# -gt 0 ]; then args=("$@"); else args=(-g "${XFSTESTS_GROUP:-quick}"); fi
-./check -E "$ROOT/tests/xfstests/exclude.txt" "${args[@]}" >"$WORK/xfstests.log" 2>&1 || true
+./check -E "$ROOT/tests/xfstests/exclude.txt" ${EXCLUDE[@]+"${EXCLUDE[@]}"} "${args[@]}" >"$WORK/xfstests.log" 2>&1 || true
 grep -E '^(generic|shared)/' "$WORK/xfstests.log" | grep -v '^\s*$' >"$WORK/xfstests.lines" || true
 # check's "Ran:" lists every test it tried, those it then found it could not
 # run included: passed = tried - not run - failed.
@@ -56,7 +76,7 @@ ran=$(sed -n 's/^Ran: //p' "$WORK/xfstests.log" | wc -w)
 notrun=$(sed -n 's/^Not run: //p' "$WORK/xfstests.log" | wc -w)
 failures=$(sed -n 's/^Failures: //p' "$WORK/xfstests.log")
 nfail=$(wc -w <<<"$failures")
-excluded=$(sed 's/#.*//' "$ROOT/tests/xfstests/exclude.txt" | grep -c '/' || true)
+excluded=$(cat "$ROOT/tests/xfstests/exclude.txt" ${EXCLUDE[1]:+"${EXCLUDE[1]}"} | sed 's/#.*//' | grep -c '/' || true)
 for t in $failures; do
   echo "--- $t"; head -c 3000 "results/$t.out.bad" 2>/dev/null | diff "tests/$t.out" - | head -15 || true
   tail -5 "results/$t.full" 2>/dev/null || true
