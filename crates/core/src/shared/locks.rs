@@ -24,6 +24,7 @@
 //! each other, as on a local Linux filesystem.
 
 use super::ns::{SharedFs, Tx};
+use super::Versioned;
 use crate::error::{Error, Result};
 use crate::types::Ino;
 use std::collections::HashMap;
@@ -174,34 +175,40 @@ fn session_key(ino: Ino, sid: u64) -> Vec<u8> {
 pub struct Held(Mutex<HashMap<Ino, Vec<Lock>>>);
 
 impl SharedFs {
-    /// Every lock other owners hold on `ino` that stops `req`: theirs on
-    /// other daemons (read from the store) and this daemon's other owners'.
-    fn blocking(&self, ino: Ino, mine: &[Lock], req: &Lock) -> Result<Option<Lock>> {
-        if let Some(l) = mine.iter().find(|l| conflicts(l, self.sid, req, self.sid)) {
-            return Ok(Some(*l));
-        }
+    /// The first lock of another owner that stops `req`: this daemon's
+    /// other owners' (`mine`) or another daemon's (read from the store, one
+    /// scan of the inode's lock keys); and the epoch as that scan found it.
+    fn blocking(
+        &self,
+        ino: Ino,
+        mine: &[Lock],
+        req: &Lock,
+    ) -> Result<(Option<Lock>, Option<Versioned>)> {
         let lo = epoch_key(ino);
         let hi = epoch_key(ino + 1);
         self.stats
             .reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (keys, _) = self.patient(|| self.store.scan(&lo, &hi, 100_000))?;
+        let mut epoch = None;
+        let mut found = mine
+            .iter()
+            .find(|l| conflicts(l, self.sid, req, self.sid))
+            .copied();
         for (k, v) in keys {
             if k.len() != 17 {
-                continue; // the epoch
+                epoch = Some(v);
+                continue;
             }
             let sid = u64::from_be_bytes(k[9..17].try_into().unwrap());
-            if sid == self.sid {
+            if sid == self.sid || found.is_some() {
                 continue; // this daemon's: `mine` is current
             }
-            if let Some(l) = decode(&v.value)?
+            found = decode(&v.value)?
                 .into_iter()
-                .find(|l| conflicts(l, sid, req, self.sid))
-            {
-                return Ok(Some(l));
-            }
+                .find(|l| conflicts(l, sid, req, self.sid));
         }
-        Ok(None)
+        Ok((found, epoch))
     }
 
     /// Take, change or release a lock, once: Ok(None) done, Ok(Some(l))
@@ -214,15 +221,17 @@ impl SharedFs {
             return Ok(None); // nothing changes (an unlock of nothing)
         }
         let grows = want != Want::Unlock;
+        // A lock taken or widened: one scan and one commit. A release: one
+        // commit (only this daemon writes its key, one change at a time).
         let stop = self.run(|tx: &mut Tx| {
             if grows {
-                tx.get(epoch_key(ino))?;
-                if let Some(l) = self.blocking(ino, &mine, req)? {
-                    return Ok(Some(l));
+                let (found, epoch) = self.blocking(ino, &mine, req)?;
+                if found.is_some() {
+                    return Ok(found);
                 }
+                tx.require_read(epoch_key(ino), &epoch)?;
                 tx.put_on_session(epoch_key(ino), vec![FORMAT]);
             }
-            tx.get(session_key(ino, self.sid))?;
             if next.is_empty() {
                 tx.delete(session_key(ino, self.sid));
             } else {
@@ -245,7 +254,7 @@ impl SharedFs {
         let held = self.locks.0.lock().unwrap();
         let mine = held.get(&ino).cloned().unwrap_or_default();
         drop(held);
-        self.blocking(ino, &mine, req)
+        Ok(self.blocking(ino, &mine, req)?.0)
     }
 
     /// Release every lock of one kind `owner` holds on `ino` (POSIX: at

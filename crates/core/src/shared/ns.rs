@@ -376,6 +376,11 @@ impl Tx<'_> {
     fn del(&mut self, key: Vec<u8>) {
         self.ops.push(Op::Delete(key));
     }
+    /// The commit requires `key` as a read outside this `Tx` found it
+    /// (`super::locks`: the epoch, from the scan of an inode's locks).
+    pub(super) fn require_read(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
+        self.require(key, v)
+    }
     /// Put a key that goes with this daemon's session (`super::locks`).
     pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
