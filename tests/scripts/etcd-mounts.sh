@@ -116,6 +116,19 @@ sys.exit("fstat of a directory renamed over: nlink %d" % os.fstat(fd).st_nlink i
   "$A/d1" "$A/d2" "$B/d2" || fail "a directory replaced while open on the other mount"
 rmdir "$A/d2"
 check "$U" "the cross-mount checks"
+# Unmounted and mounted again at once, while the first daemon has not yet
+# exited (held here with SIGSTOP): the first daemon's exit leaves the new
+# mount alone (xfstests' cycle mounts on etcd lost it, and wrote to the
+# directory under it: fuser took a dead connection for a live one).
+R=$WORK/er.mnt; unmount_stale "$R"; mkdir -p "$R"
+"$SHOAL" mount -d "$U" "$R" >/dev/null
+first=$(pgrep -f "shoal mount $U $R" | head -1)
+kill -STOP "$first"; umount -l "$R"
+"$SHOAL" mount -d "$U" "$R" >/dev/null
+kill -CONT "$first"
+for _ in $(seq 100); do kill -0 "$first" 2>/dev/null || break; sleep 0.05; done
+grep -qs " $R " /proc/mounts || fail "the first daemon's exit unmounted the mount made after it"
+"$SHOAL" umount "$R"
 # shoal stats and shoal sync on an etcd mount: the namespace's counters.
 st=$("$SHOAL" stats --json "$A") || fail "shoal stats on an etcd mount"
 python3 -c 'import json, sys; s = json.loads(sys.argv[1])["shared"]; assert s["commits"] > 0 and s["object_puts"] > 0 and "conflicts" in s, s' "$st" \

@@ -207,9 +207,12 @@ fn is_mounted(fuse_device: &DevFuse) -> bool {
         let res = poll(slice::from_mut(&mut poll_fd), PollTimeout::ZERO);
         break match res {
             Ok(0) => true,
+            // POLLERR: the connection is gone (unmounted or aborted), so
+            // not mounted (shoal: upstream's check was inverted, fixed
+            // there by cberner/fuser#703 after 0.18.0).
             Ok(1) => poll_fd
                 .revents()
-                .is_some_and(|r| r.contains(PollFlags::POLLERR)),
+                .is_none_or(|r| !r.contains(PollFlags::POLLERR)),
             Ok(_) => unreachable!(),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(err) => {
