@@ -28,14 +28,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
     let mut p = Parsed {
         cfg: Config::default(),
         fuse: FuseOptions::default(),
-        // dev and suid as mount(8) gives root for ext4 (fuser's own default
-        // is nodev,nosuid): device nodes and setuid files work unless the
-        // mount says nodev or nosuid.
-        mount: vec![
-            MountOption::DefaultPermissions,
-            MountOption::Dev,
-            MountOption::Suid,
-        ],
+        mount: MOUNT_DEFAULTS.to_vec(),
         allow_other: false,
         // Mount costs what the journal holds, not what the store holds:
         // the full walk is fsck's, or `-o verify`'s.
@@ -59,25 +52,13 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 p.cfg.read_only = true;
                 p.mount.push(MountOption::RO);
             }
-            "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
-            | "nofail" | "nodiratime" | "diratime" | "async" | "loop" => {}
             "relatime" => p.cfg.atime = shoal_core::Atime::Relative,
             "strictatime" | "norelatime" => p.cfg.atime = shoal_core::Atime::Strict,
-            "dev" | "suid" => {}
-            "nodev" => {
-                p.mount.retain(|m| *m != MountOption::Dev);
-                p.mount.push(MountOption::NoDev);
-            }
-            "nosuid" => {
-                p.mount.retain(|m| *m != MountOption::Suid);
-                p.mount.push(MountOption::NoSuid);
-            }
-            "exec" => p.mount.push(MountOption::Exec),
-            "noexec" => p.mount.push(MountOption::NoExec),
             "noatime" => {
                 p.cfg.atime = shoal_core::Atime::Never;
                 p.mount.push(MountOption::NoAtime);
             }
+            _ if vfs_option(k, &mut p.mount) => {}
             "durability" => {
                 p.cfg.durability = match v {
                     Some("group") => Durability::Group,
@@ -489,6 +470,37 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     Ok(0)
 }
 
+/// The mount options the kernel's VFS keeps for any filesystem (mount(8)'s
+/// and fstab's), on `mount`: true if `k` is one. Device nodes and setuid
+/// files work unless the mount says nodev or nosuid, as mount(8) gives
+/// root for ext4 (`MOUNT_DEFAULTS`).
+fn vfs_option(k: &str, mount: &mut Vec<MountOption>) -> bool {
+    match k {
+        "rw" | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
+        | "nofail" | "nodiratime" | "diratime" | "async" | "loop" | "dev" | "suid" => {}
+        "nodev" => {
+            mount.retain(|m| *m != MountOption::Dev);
+            mount.push(MountOption::NoDev);
+        }
+        "nosuid" => {
+            mount.retain(|m| *m != MountOption::Suid);
+            mount.push(MountOption::NoSuid);
+        }
+        "exec" => mount.push(MountOption::Exec),
+        "noexec" => mount.push(MountOption::NoExec),
+        _ => return false,
+    }
+    true
+}
+
+/// dev and suid as mount(8) gives root for ext4 (fuser's own default is
+/// nodev,nosuid).
+const MOUNT_DEFAULTS: [MountOption; 3] = [
+    MountOption::DefaultPermissions,
+    MountOption::Dev,
+    MountOption::Suid,
+];
+
 /// `shoal mount etcd://H:P,.../NAME MNT` (or `tikv://PD:P,.../NAME`): a
 /// daemon on a namespace shared with other mounts (`shoal_fuse::shared`).
 /// The kernel checks permissions (default_permissions).
@@ -500,6 +512,11 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
     let mut session = shoal_core::shared::ns::SessionOpts::default();
     let mut allow_other = false;
+    let mut mopts = vec![
+        MountOption::FSName(src.clone()),
+        MountOption::Subtype("shoal".into()),
+    ];
+    mopts.extend(MOUNT_DEFAULTS);
     for o in &a.options {
         let (k, v) = match o.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -511,7 +528,22 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         };
         match k {
             "allow_other" => allow_other = true,
-            "rw" | "defaults" | "default_permissions" | "_netdev" | "nofail" => {}
+            "default_permissions" => {}
+            // The kernel refuses every change (EROFS); the daemon serves reads.
+            "ro" => mopts.push(MountOption::RO),
+            // Access times are not kept on a shared namespace (a write to
+            // etcd per read): the options that ask for fewer updates are
+            // kept by the kernel, and asking for every one is refused.
+            "noatime" => mopts.push(MountOption::NoAtime),
+            "relatime" | "atime" => {}
+            "strictatime" => {
+                return Err(
+                    "option 'strictatime': an etcd or TiKV mount keeps no access times (docs/design.md, \
+                     \"Coherence between mounts\"); mount without it"
+                        .into(),
+                )
+            }
+            _ if vfs_option(k, &mut mopts) => {}
             "ttl_ms" => fuse.ttl = Duration::from_millis(num(v)?),
             "threads" => fuse.threads = num(v)?.max(1) as usize,
             "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
@@ -521,7 +553,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "record_cache_mb" => session.record_cache = num(v)? << 20,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, record_cache_mb=N)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, record_cache_mb=N, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }
@@ -545,11 +577,6 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     crate::control::serve_shared(fs.clone(), &crate::control::shared_run_dir(&src, &mnt));
-    let mopts = vec![
-        MountOption::FSName(src.clone()),
-        MountOption::Subtype("shoal".into()),
-        MountOption::DefaultPermissions,
-    ];
     tracing::info!(
         "serving {src} at {} (session {:x})",
         mnt.display(),
