@@ -129,6 +129,13 @@ kill -CONT "$first"
 for _ in $(seq 100); do kill -0 "$first" 2>/dev/null || break; sleep 0.05; done
 grep -qs " $R " /proc/mounts || fail "the first daemon's exit unmounted the mount made after it"
 "$SHOAL" umount "$R"
+# mount(8)'s options, as on an embedded mount: device nodes work by
+# default (xfstests generic/184 found EACCES), ro refuses changes.
+mknod "$A/null" c 1 3 && echo x > "$A/null" || fail "a device node made on an etcd mount"
+rm "$A/null"
+"$SHOAL" mount -d "$U" "$R" -o ro,nosuid,nodev,noexec,noatime >/dev/null || fail "mount -o ro,nosuid,nodev,noexec,noatime"
+touch "$R/x" 2>&1 | grep -q "Read-only file system" || fail "a read-only etcd mount took a change"
+"$SHOAL" umount "$R"
 # shoal stats and shoal sync on an etcd mount: the namespace's counters.
 st=$("$SHOAL" stats --json "$A") || fail "shoal stats on an etcd mount"
 python3 -c 'import json, sys; s = json.loads(sys.argv[1])["shared"]; assert s["commits"] > 0 and s["object_puts"] > 0 and "conflicts" in s, s' "$st" \
