@@ -88,6 +88,10 @@ rm -rf "$A/acl" "$A/dacl" "$A/plain"
 # signal, one killed) and flock (tests/scripts/locks.py), and SQLite
 # writing one database from both mounts.
 python3 "$ROOT/tests/scripts/locks.py" "$A/locked" "$B/locked" || fail "file locks across mounts"
+if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then
+  python3 "$ROOT/tests/scripts/lock-waiters.py" "$A/waited" || fail "lock waiters on one io_uring queue"
+  rm -f "$A/waited"
+fi
 python3 "$ROOT/tests/scripts/sqlite-two-writers.py" "$A/two.db" "$B/two.db" 100 >/dev/null || fail "SQLite written from both mounts"
 echo "etcd mounts: SQLite written from both mounts at once: both writers' 100 rows, integrity ok"
 rm -f "$A/locked" "$A"/two.db*

@@ -73,7 +73,7 @@ pub struct SharedFuse {
     /// Requests come over FUSE over io_uring (set at init).
     uring_on: bool,
     /// Lock requests waiting for another owner's lock, per FUSE queue
-    /// (`wait_lock`).
+    /// (`lock`).
     lock_waits: Mutex<HashMap<i32, usize>>,
 }
 
