@@ -238,6 +238,11 @@ struct State {
     stalled: Option<Error>,
     /// Someone waits for the queue (`settle`): commit without lingering.
     urgent: bool,
+    /// Per directory, the time of its latest create from memory: its
+    /// stat shows it before the batch carrying it commits (a stat right
+    /// after a create showed the directory's old mtime; xfstests
+    /// generic/003 on etcd).
+    dir_times: HashMap<Ino, Ts>,
 }
 
 impl State {
@@ -362,6 +367,16 @@ impl SharedFs {
     }
 
     /// A queued create's record (it is not in the store yet).
+    /// The time of the latest create from memory in `dir`, if any: a
+    /// directory's mtime and ctime are at least this (the batch that
+    /// carries it writes it to `T dir`).
+    pub(super) fn pending_dir_time(&self, dir: Ino) -> Option<Ts> {
+        if !self.leases.enabled {
+            return None;
+        }
+        self.leases.st.lock().unwrap().dir_times.get(&dir).copied()
+    }
+
     pub(super) fn pending_node(&self, ino: Ino) -> Option<Node> {
         if !self.leases.enabled {
             return None;
@@ -519,6 +534,11 @@ impl SharedFs {
                 }
                 let attr = n.attr;
                 st.nodes.insert(ino, n);
+                if st.dir_times.len() > 4096 {
+                    st.dir_times.clear();
+                }
+                let dt = st.dir_times.entry(parent).or_insert(t);
+                *dt = (*dt).max(t);
                 st.queue.push_back(Pending {
                     dir: parent,
                     name: name.to_vec(),

@@ -1068,6 +1068,10 @@ impl SharedFs {
                     a.ctime = a.ctime.max(t);
                 }
             }
+            if let Some(t) = self.pending_dir_time(ino) {
+                a.mtime = a.mtime.max(t);
+                a.ctime = a.ctime.max(t);
+            }
         }
         Ok(a)
     }
