@@ -119,6 +119,10 @@ truncate -s 6000000 "$WORK/etcd-big"; truncate -s 9000000 "$WORK/etcd-big"
 within 2 cmp -s "$WORK/etcd-big" "$B/big" || fail "B reads old bytes after A's truncate and extend"
 rm "$A/big"
 [ "$(unnamed "$U")" = 0 ] || fail "objects left after the unlink: $("$SHOAL" fsck "$U" | head -1)"
+# Small writes into chunks already uploaded once: right bytes, bounded memory.
+python3 "$ROOT/tests/scripts/rewrite-whole-chunks.py" "$A/rewritten" "$(pgrep -f "shoal mount $U $A" | head -1)" \
+  || fail "small writes into whole chunks"
+rm "$A/rewritten"
 # Unlinked while open on the same mount: still readable there.
 exec 3<"$A/g"; rm "$A/g"; grep -qx again <&3 || fail "an unlinked open file lost its bytes"; exec 3<&-
 # A directory open on B, replaced on A by a rename over it: fstat on B's
