@@ -55,6 +55,8 @@ suite "fsx through a passthrough handle (truncates to inline sizes and back)" en
 suite "FUSE transports: io_uring used by default with passthrough; pjdfstest, fsx, SIGKILL on /dev/fuse (nouring)" bash tests/scripts/transport.sh
 suite "tree" bash tests/scripts/tree.sh
 suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh
+suite "xfstests on etcd mounts (tests/xfstests/etcd-ci.txt: the quick group's short tests)" \
+  env XFSTESTS_STORE=etcd XFSTESTS_TAG=-etcd bash -c 'bash tests/scripts/xfstests.sh $(grep -v "^#" tests/xfstests/etcd-ci.txt)'
 echo
 if [ $failed -gt 0 ]; then echo "failed suites: ${failures[*]}"; fi
 echo "suites: $passed passed, $failed failed"
