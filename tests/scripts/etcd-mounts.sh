@@ -153,7 +153,8 @@ grep -qs " $R " /proc/mounts || fail "the first daemon's exit unmounted the moun
 mknod "$A/null" c 1 3 && echo x > "$A/null" || fail "a device node made on an etcd mount"
 rm "$A/null"
 "$SHOAL" mount -d "$U" "$R" -o ro,nosuid,nodev,noexec,noatime >/dev/null || fail "mount -o ro,nosuid,nodev,noexec,noatime"
-touch "$R/x" 2>&1 | grep -q "Read-only file system" || fail "a read-only etcd mount took a change"
+out=$(touch "$R/x" 2>&1) && fail "a read-only etcd mount took a change"
+grep -q "Read-only file system" <<<"$out" || fail "a change on a read-only etcd mount: $out"
 "$SHOAL" umount "$R"
 # shoal stats and shoal sync on an etcd mount: the namespace's counters.
 st=$("$SHOAL" stats --json "$A") || fail "shoal stats on an etcd mount"
