@@ -391,7 +391,10 @@ impl SharedFs {
                     .fetch_add(old.len() as u64, Ordering::Relaxed);
                 b.dirty.insert(chunk, Arc::new(old));
             }
-            if b.uploads.get(&chunk).is_some_and(|u| Arc::ptr_eq(&u.bytes, &b.dirty[&chunk])) {
+            if b.uploads
+                .get(&chunk)
+                .is_some_and(|u| Arc::ptr_eq(&u.bytes, &b.dirty[&chunk]))
+            {
                 b.rewritten.insert(chunk);
             }
             let rewritten = b.rewritten.contains(&chunk);
