@@ -367,3 +367,41 @@ fn whole_chunks_upload_while_writing_and_reads_fetch_ahead() {
     );
     assert_clean(&*s);
 }
+
+/// Writes racing flushes of the same file on one daemon (a close or fsync
+/// on another descriptor, or the dirty bound reached by another thread):
+/// every acknowledged write is in the file after the last flush. A write
+/// that waited for the buffer while a flush committed and dropped it went
+/// into a buffer no map named: acknowledged, never committed.
+#[test]
+fn writes_racing_flushes_are_all_kept() {
+    let (_s, _blobs, fss) = daemons(1);
+    let a = &fss[0];
+    for round in 0..8u8 {
+        let f = a.create(ROOT_INO, &[b'r', round], 0o644).unwrap().ino;
+        const N: u64 = 3000;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    a.flush(f).unwrap();
+                }
+            });
+            for i in 0..N {
+                a.write(f, i * 4096, &i.to_le_bytes()).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        a.flush(f).unwrap();
+        let bytes = read_all(a, f);
+        let lost: Vec<u64> = (0..N)
+            .filter(|&i| bytes[(i * 4096) as usize..][..8] != i.to_le_bytes())
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "{} of {N} acknowledged writes lost, the first at page {}",
+            lost.len(),
+            lost[0]
+        );
+    }
+}

@@ -354,12 +354,33 @@ impl SharedFs {
             m.entry(ino).or_default().clone()
         };
         let mut b = buf.lock().unwrap();
+        {
+            // A flush committed this buffer and took it out of the map
+            // while this write waited for it (a write into it would be in
+            // no file's buffer: never committed, never read). It is empty
+            // now, and becomes the file's buffer again; or another write
+            // made a new one since, and this one goes there.
+            let mut m = self.bufs.lock().unwrap();
+            match m.get(&ino) {
+                Some(x) if Arc::ptr_eq(x, &buf) => {}
+                None => {
+                    m.insert(ino, buf.clone());
+                }
+                Some(_) => {
+                    drop(m);
+                    drop(b);
+                    return self.write(ino, off, data);
+                }
+            }
+        }
         if b.mtime.is_none() {
             // A new buffer: from the file as committed.
             let n = self.load(ino)?;
             if n.attr.kind != Kind::File {
-                drop(b);
-                self.bufs.lock().unwrap().remove(&ino);
+                let mut m = self.bufs.lock().unwrap();
+                if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
+                    m.remove(&ino);
+                }
                 return Err(Error::IsDir);
             }
             b.size = n.attr.size;
@@ -607,11 +628,14 @@ impl SharedFs {
         if matches!(r, Ok(()) | Err(Error::NotFound)) {
             self.dirty_total.fetch_sub(b.dirty_bytes, Ordering::Relaxed);
             *b = FileBuf::default();
-            drop(b);
+            // Out of the map before the buffer's lock goes: a write that
+            // waited for it then finds it gone and puts it back (`write`).
             let mut m = self.bufs.lock().unwrap();
             if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
                 m.remove(&ino);
             }
+            drop(m);
+            drop(b);
         }
         match r {
             Err(Error::NotFound) => Ok(()), // removed meanwhile: nothing to keep
