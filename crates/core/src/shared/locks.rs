@@ -28,6 +28,7 @@ use super::Versioned;
 use crate::error::{Error, Result};
 use crate::types::Ino;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// One lock held by one owner.
@@ -170,9 +171,11 @@ fn session_key(ino: Ino, sid: u64) -> Vec<u8> {
 }
 
 /// This daemon's locks, per inode: what its `K ino sid` keys hold. Its
-/// mutex also makes one lock change of this daemon at a time.
+/// mutex also makes one lock change of this daemon at a time; the count
+/// of inodes in it lets a close on a daemon that holds no lock skip the
+/// mutex (which a commit may hold for as long as etcd takes).
 #[derive(Default)]
-pub struct Held(Mutex<HashMap<Ino, Vec<Lock>>>);
+pub struct Held(Mutex<HashMap<Ino, Vec<Lock>>>, AtomicUsize);
 
 impl SharedFs {
     /// The first lock of another owner that stops `req`: this daemon's
@@ -186,9 +189,7 @@ impl SharedFs {
     ) -> Result<(Option<Lock>, Option<Versioned>)> {
         let lo = epoch_key(ino);
         let hi = epoch_key(ino + 1);
-        self.stats
-            .reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
         let (keys, _) = self.patient(|| self.store.scan(&lo, &hi, 100_000))?;
         let mut epoch = None;
         let mut found = mine
@@ -214,6 +215,9 @@ impl SharedFs {
     /// Take, change or release a lock, once: Ok(None) done, Ok(Some(l))
     /// another owner's lock `l` stops it (F_SETLK's EAGAIN; F_SETLKW polls).
     pub fn setlk(&self, ino: Ino, req: &Lock, want: Want) -> Result<Option<Lock>> {
+        if want == Want::Unlock && self.locks.1.load(Ordering::Acquire) == 0 {
+            return Ok(None); // this daemon holds no lock at all
+        }
         let mut held = self.locks.0.lock().unwrap();
         let mine = held.get(&ino).cloned().unwrap_or_default();
         let next = apply(&mine, req, want);
@@ -221,6 +225,11 @@ impl SharedFs {
             return Ok(None); // nothing changes (an unlock of nothing)
         }
         let grows = want != Want::Unlock;
+        if grows {
+            // Counted before the commit: a close racing it takes the mutex
+            // and releases what the commit took.
+            self.locks.1.store(held.len() + 1, Ordering::Release);
+        }
         // A lock taken or widened: one scan and one commit. A release: one
         // commit (only this daemon writes its key, one change at a time).
         let stop = self.run(|tx: &mut Tx| {
@@ -246,6 +255,7 @@ impl SharedFs {
                 held.insert(ino, next);
             }
         }
+        self.locks.1.store(held.len(), Ordering::Release);
         Ok(stop)
     }
 
