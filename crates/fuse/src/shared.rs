@@ -73,7 +73,7 @@ pub struct SharedFuse {
     /// Requests come over FUSE over io_uring (set at init).
     uring_on: bool,
     /// Lock requests waiting for another owner's lock, per FUSE queue
-    /// (`lock`).
+    /// (`take_lock`).
     lock_waits: Mutex<HashMap<i32, usize>>,
 }
 
@@ -105,6 +105,22 @@ impl SharedFuse {
     /// request the daemon is serving (fuser answers FUSE_INTERRUPT with
     /// ENOSYS), so the daemon looks in /proc, as `kill` and Ctrl-C expect.
     fn lock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        lk: Lock,
+        typ: i32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.take_lock(req, ino, lk, want(typ), sleep) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `lock`'s work, its answer as a result.
+    fn take_lock(
         &self,
         req: &Request,
         ino: INodeNo,
@@ -321,11 +337,13 @@ impl Filesystem for SharedFuse {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.fs.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
-            Err(Error::NotFound) if self.open_dirs.lock().unwrap().contains_key(&ino.0) => {
-                let mut a = self.open_dirs.lock().unwrap()[&ino.0].1;
-                a.nlink = 0;
-                reply.attr(&Duration::ZERO, &self.attr(&a))
-            }
+            Err(Error::NotFound) => match self.open_dirs.lock().unwrap().get(&ino.0).copied() {
+                Some((_, mut a)) => {
+                    a.nlink = 0;
+                    reply.attr(&Duration::ZERO, &self.attr(&a))
+                }
+                None => reply.error(errno(&Error::NotFound)),
+            },
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -780,15 +798,10 @@ impl Filesystem for SharedFuse {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let lk = Lock {
-            owner: lock_owner.0,
-            flock: false,
-            write: typ == libc::F_WRLCK,
-            start,
-            end,
-            pid,
-        };
-        match self.fs.getlk(ino.0, &lk) {
+        match self
+            .fs
+            .getlk(ino.0, &fuse_lock(lock_owner, false, typ, start, end, pid))
+        {
             Ok(Some(l)) => reply.locked(
                 l.start,
                 l.end,
@@ -817,18 +830,8 @@ impl Filesystem for SharedFuse {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let lk = Lock {
-            owner: lock_owner.0,
-            flock: false,
-            write: typ == libc::F_WRLCK,
-            start,
-            end,
-            pid,
-        };
-        match self.lock(req, ino, lk, want(typ), sleep) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        let lk = fuse_lock(lock_owner, false, typ, start, end, pid);
+        self.lock(req, ino, lk, typ, sleep, reply)
     }
 
     fn flock(
@@ -842,23 +845,26 @@ impl Filesystem for SharedFuse {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let lk = Lock {
-            owner: lock_owner.0,
-            flock: true,
-            write: typ == libc::F_WRLCK,
-            start: 0,
-            end: i64::MAX as u64,
-            pid,
-        };
-        match self.lock(req, ino, lk, want(typ), sleep) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        let lk = fuse_lock(lock_owner, true, typ, 0, i64::MAX as u64, pid);
+        self.lock(req, ino, lk, typ, sleep, reply)
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         // etcd's quota is the bound (2 GiB by default); not read here.
         reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
+    }
+}
+
+/// A FUSE lock request's lock (flock: the whole file, owned by the open
+/// file; else a POSIX range owned by the process's file table).
+fn fuse_lock(owner: LockOwner, flock: bool, typ: i32, start: u64, end: u64, pid: u32) -> Lock {
+    Lock {
+        owner: owner.0,
+        flock,
+        write: typ == libc::F_WRLCK,
+        start,
+        end,
+        pid,
     }
 }
 

@@ -238,11 +238,11 @@ impl SharedFs {
                 if found.is_some() {
                     return Ok(found);
                 }
-                tx.require_read(epoch_key(ino), &epoch)?;
+                tx.require(epoch_key(ino), &epoch)?;
                 tx.put_on_session(epoch_key(ino), vec![FORMAT]);
             }
             if next.is_empty() {
-                tx.delete(session_key(ino, self.sid));
+                tx.del(session_key(ino, self.sid));
             } else {
                 tx.put_on_session(session_key(ino, self.sid), encode(&next));
             }

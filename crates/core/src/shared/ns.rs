@@ -288,7 +288,9 @@ impl Tx<'_> {
         Ok(vs)
     }
     /// The commit requires `key` as read (`v`): at its version, or absent.
-    fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
+    /// (`super::locks` passes the epoch as its scan of an inode's locks
+    /// found it.)
+    pub(super) fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
         let rev = v.as_ref().map_or(0, |v| v.mod_rev);
         match self.seen.get(&key) {
             // Changed between two reads of one operation: the commit would
@@ -373,20 +375,12 @@ impl Tx<'_> {
         }
         Ok(())
     }
-    fn del(&mut self, key: Vec<u8>) {
+    pub(super) fn del(&mut self, key: Vec<u8>) {
         self.ops.push(Op::Delete(key));
-    }
-    /// The commit requires `key` as a read outside this `Tx` found it
-    /// (`super::locks`: the epoch, from the scan of an inode's locks).
-    pub(super) fn require_read(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
-        self.require(key, v)
     }
     /// Put a key that goes with this daemon's session (`super::locks`).
     pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
-    }
-    pub(super) fn delete(&mut self, key: Vec<u8>) {
-        self.del(key)
     }
     /// A directory's times changed (not a condition: the last writer wins).
     fn touch_dir(&mut self, dir: Ino, t: Ts) {
