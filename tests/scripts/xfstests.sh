@@ -105,7 +105,8 @@ new=(); still=(); for t in $failures; do
 done
 for t in $known; do
   if grep -qw "$t" <<<"$(sed -n 's/^Ran: //p' "$WORK/xfstests.log")" && [[ " $failures " != *" $t "* ]]; then
-    echo "xfstests: $t is listed as a known failure but passed: strike it off tests/xfstests/known-failures.txt"
+    where=$(grep -lxF "$t" "$ROOT/tests/xfstests/known-failures.txt" ${KNOWN[@]+"${KNOWN[@]}"} | sed "s|^$ROOT/||" | head -1)
+    echo "xfstests: $t is listed as a known failure but passed: strike it off $where"
   fi
 done
 echo "xfstests ${args[*]}: $((ran - notrun - nfail)) passed, $nfail failed (${#still[@]} known shoal bugs: ${still[*]:-none}), $notrun not run, $excluded excluded (FUSE reasons)"

@@ -75,7 +75,28 @@ pub struct SharedFuse {
     /// Lock requests waiting for another owner's lock, per FUSE queue
     /// (`take_lock`).
     lock_waits: Mutex<HashMap<i32, usize>>,
+    /// Open files that took locks, by handle (`HandleLocks`).
+    handle_locks: Mutex<HashMap<u64, HandleLocks>>,
+    /// Releases begun and ended (`after_releases`).
+    releases: (AtomicU64, AtomicU64),
 }
+
+/// What a mount knows of the locks taken through one open file.
+struct HandleLocks {
+    ino: u64,
+    /// Owners that took a POSIX-style lock through this handle and have
+    /// not closed the file since. What is left at its release is an
+    /// open-file-description lock's owner (`release`).
+    owners: Vec<u64>,
+    /// When a descriptor of it was last closed (its flush): its release,
+    /// and with it its flock and OFD locks' end, may be on its way.
+    closed: Option<std::time::Instant>,
+}
+
+/// How long after a close of an open file that holds a flock or OFD lock
+/// a lock test meeting a lock waits for that file's release
+/// (`after_releases`).
+const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
 impl SharedFuse {
     pub fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> SharedFuse {
@@ -85,6 +106,8 @@ impl SharedFuse {
             dirs: Mutex::new(HashMap::new()),
             open_dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            handle_locks: Mutex::default(),
+            releases: Default::default(),
             invalidations: Arc::default(),
             uring_on: false,
             lock_waits: Mutex::new(HashMap::new()),
@@ -119,6 +142,58 @@ impl SharedFuse {
         }
     }
 
+    /// A handle for an open file or directory, unique in this mount (an
+    /// open file's locks are found by it at its release).
+    fn new_fh(&self) -> FileHandle {
+        FileHandle(self.next_fh.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Note a lock request through handle `fh` (`HandleLocks`).
+    fn note_lock(&self, fh: FileHandle, ino: INodeNo, owner: Option<u64>) {
+        let mut hs = self.handle_locks.lock().unwrap();
+        let h = hs.entry(fh.0).or_insert(HandleLocks {
+            ino: ino.0,
+            owners: Vec::new(),
+            closed: None,
+        });
+        if let Some(o) = owner.filter(|o| !h.owners.contains(o)) {
+            h.owners.push(o);
+        }
+    }
+
+    /// `look`'s answer (a lock in the way, or none). If it met a lock
+    /// while an open file of the inode that holds locks here was closed
+    /// in the last `RELEASE_GRACE`, or while a release was being served,
+    /// its answer again once those releases are done (at most 1 s): the
+    /// kernel sends an open file's release after close(2) returns, in
+    /// the background, so a lock test right after another process's last
+    /// close would otherwise still meet the flock or OFD lock that close
+    /// let go. A lock test that meets a lock pays the wait only then.
+    fn after_releases<T>(
+        &self,
+        ino: INodeNo,
+        look: impl Fn() -> Result<Option<T>, Errno>,
+    ) -> Result<Option<T>, Errno> {
+        let ended = self.releases.1.load(Ordering::Acquire);
+        let found = look()?;
+        // A release under way, or one that ended during the look (it may
+        // have freed the lock after the look read it), or a close just now.
+        let pending = || {
+            self.releases.0.load(Ordering::Acquire) != self.releases.1.load(Ordering::Acquire)
+                || self.handle_locks.lock().unwrap().values().any(|h| {
+                    h.ino == ino.0 && h.closed.is_some_and(|t| t.elapsed() < RELEASE_GRACE)
+                })
+        };
+        if found.is_none() || (!pending() && self.releases.1.load(Ordering::Acquire) == ended) {
+            return Ok(found);
+        }
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while pending() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        look()
+    }
+
     /// `lock`'s work, its answer as a result.
     fn take_lock(
         &self,
@@ -129,7 +204,7 @@ impl SharedFuse {
         sleep: bool,
     ) -> Result<(), Errno> {
         let once = |fs: &SharedFs| fs.setlk(ino.0, &lk, want).map_err(|e| errno(&e));
-        if once(&self.fs)?.is_none() {
+        if self.after_releases(ino, || once(&self.fs))?.is_none() {
             return Ok(());
         }
         if !sleep {
@@ -313,6 +388,9 @@ impl Filesystem for SharedFuse {
         // store, so they hold across mounts (`shoal_core::shared::locks`);
         // without these the kernel keeps them per mount.
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
+        // LOOKUP of "." and ".." for any inode: file handles
+        // (open_by_handle_at, NFS export) outlive the kernel's inode cache.
+        want |= InitFlags::FUSE_EXPORT_SUPPORT;
         self.uring_on = self.opts.uring && have.contains(InitFlags::FUSE_OVER_IO_URING);
         let _ = config.add_capabilities(want & have);
         if self.opts.uring && !have.contains(InitFlags::FUSE_OVER_IO_URING) {
@@ -551,7 +629,7 @@ impl Filesystem for SharedFuse {
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open_file(ino.0) {
-            Ok(_) => reply.opened(FileHandle(ino.0), FopenFlags::empty()),
+            Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -585,7 +663,7 @@ impl Filesystem for SharedFuse {
                 &self.opts.ttl,
                 &self.attr(&a),
                 Generation(0),
-                FileHandle(a.ino),
+                self.new_fh(),
                 FopenFlags::empty(),
             ),
             Err(e) => reply.error(errno(&e)),
@@ -642,12 +720,21 @@ impl Filesystem for SharedFuse {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         // A close by a POSIX lock's owner releases its locks on the file.
         let unlocked = self.fs.unlock_owner(ino.0, lock_owner.0, false);
+        {
+            let mut hs = self.handle_locks.lock().unwrap();
+            for (h_fh, h) in hs.iter_mut().filter(|(_, h)| h.ino == ino.0) {
+                h.owners.retain(|&o| o != lock_owner.0);
+                if *h_fh == fh.0 {
+                    h.closed = Some(std::time::Instant::now());
+                }
+            }
+        }
         Self::empty(reply, unlocked.and(self.fs.flush(ino.0)))
     }
 
@@ -655,17 +742,28 @@ impl Filesystem for SharedFuse {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         flock: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.releases.0.fetch_add(1, Ordering::AcqRel);
         // The open file's last close releases its flock.
-        let unlocked = match flock {
+        let mut unlocked = match flock {
             Some(o) => self.fs.unlock_owner(ino.0, o.0, true),
             None => Ok(()),
         };
+        // And its open-file-description locks (F_OFD_SETLK). The kernel
+        // sends them as POSIX locks owned by the open file and says
+        // nothing at its last close, but an owner that locked through this
+        // handle and never closed the file since (every close flushes with
+        // the closing process's owner, and that flush forgets it) is one.
+        let ofd = self.handle_locks.lock().unwrap().remove(&fh.0);
+        for o in ofd.map(|h| h.owners).unwrap_or_default() {
+            unlocked = unlocked.and(self.fs.unlock_owner(ino.0, o, false));
+        }
+        self.releases.1.fetch_add(1, Ordering::AcqRel);
         // The handle goes whatever the flush says (its count keeps an
         // unlinked file alive); the flush's error, if any, is the answer.
         let flushed = unlocked.and(self.fs.flush(ino.0));
@@ -706,7 +804,7 @@ impl Filesystem for SharedFuse {
                 let e = open.entry(ino.0).or_insert((0, a));
                 *e = (e.0 + 1, a);
                 drop(open);
-                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                let fh = self.new_fh().0;
                 reply.opened(FileHandle(fh), FopenFlags::empty())
             }
             Ok(_) => reply.error(errno(&Error::NotDir)),
@@ -798,10 +896,8 @@ impl Filesystem for SharedFuse {
         pid: u32,
         reply: ReplyLock,
     ) {
-        match self
-            .fs
-            .getlk(ino.0, &fuse_lock(lock_owner, false, typ, start, end, pid))
-        {
+        let lk = fuse_lock(lock_owner, false, typ, start, end, pid);
+        match self.after_releases(ino, || self.fs.getlk(ino.0, &lk).map_err(|e| errno(&e))) {
             Ok(Some(l)) => reply.locked(
                 l.start,
                 l.end,
@@ -813,7 +909,7 @@ impl Filesystem for SharedFuse {
                 l.pid,
             ),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -821,7 +917,7 @@ impl Filesystem for SharedFuse {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
         end: u64,
@@ -831,6 +927,9 @@ impl Filesystem for SharedFuse {
         reply: ReplyEmpty,
     ) {
         let lk = fuse_lock(lock_owner, false, typ, start, end, pid);
+        if typ != libc::F_UNLCK {
+            self.note_lock(fh, ino, Some(lock_owner.0));
+        }
         self.lock(req, ino, lk, typ, sleep, reply)
     }
 
@@ -838,13 +937,16 @@ impl Filesystem for SharedFuse {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         typ: i32,
         pid: u32,
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        if typ != libc::F_UNLCK {
+            self.note_lock(fh, ino, None);
+        }
         let lk = fuse_lock(lock_owner, true, typ, 0, i64::MAX as u64, pid);
         self.lock(req, ino, lk, typ, sleep, reply)
     }

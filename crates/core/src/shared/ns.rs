@@ -1074,6 +1074,20 @@ impl SharedFs {
         if name.len() > NAME_MAX {
             return Err(Error::NameTooLong);
         }
+        // "." of any inode and ".." of a directory: the kernel asks these
+        // for a file handle whose inode it no longer caches
+        // (open_by_handle_at, NFS export). Inode numbers are never reused,
+        // so a handle to a removed inode finds nothing (ESTALE).
+        if name == b"." {
+            return self.getattr(parent);
+        }
+        if name == b".." {
+            let n = self.load_known(parent, false)?;
+            if n.attr.kind != Kind::Dir {
+                return Err(Error::NotDir);
+            }
+            return self.getattr(n.parent());
+        }
         // In a directory this daemon holds, its listing knows.
         match self.known(parent, name) {
             Some(super::lease::Known::Absent) => return Err(Error::NotFound),
