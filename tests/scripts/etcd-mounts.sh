@@ -38,8 +38,11 @@ within() { local t=$1; shift; for _ in $(seq $((t * 20))); do "$@" 2>/dev/null &
 mkdir -p "$A" "$B" "$P"
 # A on the default transport (io_uring where offered), B on /dev/fuse (what
 # a kernel without FUSE over io_uring serves): every check below crosses both.
-"$SHOAL" mount -d "$U" "$A" -o allow_other >/dev/null
-"$SHOAL" mount -d "$U" "$B" -o allow_other,nouring >/dev/null
+logof() { sed -n 's/.*, log \(.*\))$/\1/p'; }
+la=$("$SHOAL" mount -d "$U" "$A" -o allow_other | logof)
+lb=$("$SHOAL" mount -d "$U" "$B" -o allow_other,nouring | logof)
+# Each daemon its own log (they were one file, both writing).
+[ -n "$la" ] && [ "$la" != "$lb" ] && grep -q "$A" "$la" && grep -q "$B" "$lb" || fail "the two mounts' logs: '$la' and '$lb'"
 echo hello > "$A/f"
 within 2 grep -qx hello "$B/f" || fail "B does not see A's file"
 echo again > "$B/f"

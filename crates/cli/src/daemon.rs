@@ -191,7 +191,8 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     // Not a store: say so here, before a background daemon logs into it.
     shoal_store::FjallStore::probe(&store_path).map_err(|e| store_error(&store_path, e))?;
     if a.daemon && !a.background_child {
-        return spawn_background(a, &store_path, parsed.cfg.read_only);
+        let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
+        return spawn_background(a, &store_path, &run);
     }
     init_logging();
     // No transparent huge pages for the daemon. mimalloc advises them on its
@@ -336,9 +337,10 @@ fn watch_signals(mnt: std::path::PathBuf) {
     }
 }
 
-fn spawn_background(a: &MountArgs, store: &Path, read_only: bool) -> Result<i32, String> {
+/// Start the daemon of `store` in the background, its log in `run`.
+fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let log_path = crate::control::run_dir(store, read_only).join("daemon.log");
+    let log_path = run.join("daemon.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -560,7 +562,11 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     }
     check_mountpoint(&a.mountpoint)?;
     if a.daemon && !a.background_child {
-        return spawn_background(a, Path::new(&src), true);
+        // The log beside the mount's control socket: one per mount, since
+        // several mounts of one namespace may run on one machine.
+        let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+        let run = crate::control::shared_run_dir(&src, &mnt);
+        return spawn_background(a, Path::new(&src), &run);
     }
     init_logging();
     let store = crate::shared_connect(&src)?;
