@@ -925,8 +925,43 @@ pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
     a.unlock_owner(f, 7, true).unwrap();
     assert_eq!(b.setlk(f, &fl(8), Want::Write).unwrap(), None);
     b.unlock_owner(f, 8, true).unwrap();
+    // A daemon that locks again what it alone locked commits without
+    // reading the others' locks (its view, at the epoch of its last
+    // commit); once another daemon locked since, the epoch moved and the
+    // view lets nothing through.
+    assert_eq!(
+        a.setlk(f, &lk(20, 2000, 2000, true), Want::Write).unwrap(),
+        None
+    );
+    a.unlock_owner(f, 20, false).unwrap();
+    let reads = a.stats.reads.load(Ordering::Relaxed);
+    assert_eq!(
+        a.setlk(f, &lk(20, 2000, 2000, true), Want::Write).unwrap(),
+        None
+    );
+    assert_eq!(
+        a.stats.reads.load(Ordering::Relaxed),
+        reads,
+        "a lock the view shows free read the store"
+    );
+    a.unlock_owner(f, 20, false).unwrap();
+    assert_eq!(
+        b.setlk(f, &lk(21, 2000, 2000, true), Want::Write).unwrap(),
+        None
+    );
+    assert_eq!(
+        a.setlk(f, &lk(20, 2000, 2000, true), Want::Write).unwrap(),
+        Some(lk(21, 2000, 2000, true)),
+        "a stale view let a lock through"
+    );
+    b.unlock_owner(f, 21, false).unwrap();
+    assert_eq!(
+        a.setlk(f, &lk(20, 2000, 2000, false), Want::Read).unwrap(),
+        None
+    );
+    a.unlock_owner(f, 20, false).unwrap();
     for fs in fss {
-        for o in 1..16 {
+        for o in 1..32 {
             fs.unlock_owner(f, o, false).unwrap();
         }
         assert_eq!(fs.locks_held(), (0, 0));

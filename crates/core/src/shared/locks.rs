@@ -15,6 +15,15 @@
 //!   touch it: a lock that goes away can only make a conflict found
 //!   stale, and the waiter polls again.
 //!
+//! A daemon keeps, per inode, the other sessions' locks as its last scan
+//! found them and the epoch's revision then, or after its own last commit
+//! that rewrote it ([`View`]). A lock that this view shows free commits
+//! without a scan, requiring the epoch at that revision: if any session
+//! added or widened a lock since, the epoch moved, the commit fails and
+//! the lock is taken as before (scan, then commit). One process locking
+//! and unlocking a file no other mount locks makes one round trip a
+//! change, not two.
+//!
 //! Semantics are Linux's: POSIX locks belong to an owner (the kernel's id
 //! of the process's file table), cover byte ranges, merge with the owner's
 //! neighbouring locks of the same type and split on partial unlock, and go
@@ -170,46 +179,76 @@ fn session_key(ino: Ino, sid: u64) -> Vec<u8> {
     k
 }
 
-/// This daemon's locks, per inode: what its `K ino sid` keys hold. Its
-/// mutex also makes one lock change of this daemon at a time; the count
-/// of inodes in it lets a close on a daemon that holds no lock skip the
-/// mutex (which a commit may hold for as long as etcd takes).
+/// This daemon's locks, per inode: what its `K ino sid` keys hold, and
+/// its views of the others'. Its mutex also makes one lock change of this
+/// daemon at a time; the count of inodes it holds locks on lets a close
+/// on a daemon that holds no lock skip the mutex (which a commit may hold
+/// for as long as etcd takes).
 #[derive(Default)]
-pub struct Held(Mutex<HashMap<Ino, Vec<Lock>>>, AtomicUsize);
+pub struct Held(Mutex<Table>, AtomicUsize);
+
+#[derive(Default)]
+pub struct Table {
+    mine: HashMap<Ino, Vec<Lock>>,
+    views: HashMap<Ino, View>,
+}
+
+/// Other sessions' locks on one inode: (session, lock).
+type Others = Vec<(u64, Lock)>;
+
+/// Views kept at most (past that, all are dropped; the next lock of each
+/// inode scans again).
+const VIEWS_MAX: usize = 4096;
+
+/// The other sessions' locks on an inode as this daemon last knew them, at
+/// the epoch's revision `epoch` (see the module's comment). Only a present
+/// epoch makes a view: its revision is unique, so a commit that requires
+/// it fails if the epoch was rewritten, or deleted and written again,
+/// since. Locks released since may still show here: a view can only stop
+/// a lock that is free (then the scan decides), never let one through
+/// that is not.
+#[derive(Clone, Debug)]
+struct View {
+    epoch: u64,
+    others: Others,
+}
 
 impl SharedFs {
-    /// The first lock of another owner that stops `req`: this daemon's
-    /// other owners' (`mine`) or another daemon's (read from the store, one
-    /// scan of the inode's lock keys); and the epoch as that scan found it.
-    fn blocking(
-        &self,
-        ino: Ino,
-        mine: &[Lock],
-        req: &Lock,
-    ) -> Result<(Option<Lock>, Option<Versioned>)> {
+    /// The other sessions' locks on `ino` and its epoch, read from the
+    /// store (one scan of the inode's lock keys).
+    fn scan_locks(&self, ino: Ino) -> Result<(Others, Option<Versioned>)> {
         let lo = epoch_key(ino);
         let hi = epoch_key(ino + 1);
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
         let (keys, _) = self.patient(|| self.store.scan(&lo, &hi, 100_000))?;
         let mut epoch = None;
-        let mut found = mine
-            .iter()
-            .find(|l| conflicts(l, self.sid, req, self.sid))
-            .copied();
+        let mut others = Vec::new();
         for (k, v) in keys {
             if k.len() != 17 {
                 epoch = Some(v);
                 continue;
             }
             let sid = u64::from_be_bytes(k[9..17].try_into().unwrap());
-            if sid == self.sid || found.is_some() {
+            if sid == self.sid {
                 continue; // this daemon's: `mine` is current
             }
-            found = decode(&v.value)?
-                .into_iter()
-                .find(|l| conflicts(l, sid, req, self.sid));
+            others.extend(decode(&v.value)?.into_iter().map(|l| (sid, l)));
         }
-        Ok((found, epoch))
+        Ok((others, epoch))
+    }
+
+    /// The first lock of another owner that stops `req`: this daemon's
+    /// other owners' (`mine`) or another session's (`others`).
+    fn blocking(&self, mine: &[Lock], others: &[(u64, Lock)], req: &Lock) -> Option<Lock> {
+        mine.iter()
+            .find(|l| conflicts(l, self.sid, req, self.sid))
+            .or_else(|| {
+                others
+                    .iter()
+                    .find(|(sid, l)| conflicts(l, *sid, req, self.sid))
+                    .map(|(_, l)| l)
+            })
+            .copied()
     }
 
     /// Take, change or release a lock, once: Ok(None) done, Ok(Some(l))
@@ -219,7 +258,7 @@ impl SharedFs {
             return Ok(None); // this daemon holds no lock at all
         }
         let mut held = self.locks.0.lock().unwrap();
-        let mine = held.get(&ino).cloned().unwrap_or_default();
+        let mine = held.mine.get(&ino).cloned().unwrap_or_default();
         let next = apply(&mine, req, want);
         if next == mine {
             return Ok(None); // nothing changes (an unlock of nothing)
@@ -228,18 +267,32 @@ impl SharedFs {
         if grows {
             // Counted before the commit: a close racing it takes the mutex
             // and releases what the commit took.
-            self.locks.1.store(held.len() + 1, Ordering::Release);
+            self.locks.1.store(held.mine.len() + 1, Ordering::Release);
         }
-        // A lock taken or widened: one scan and one commit. A release: one
-        // commit (only this daemon writes its key, one change at a time).
-        let stop = self.run(|tx: &mut Tx| {
+        // A lock taken or widened: one commit if the view shows it free,
+        // else (or if the epoch moved) one scan and one commit. A release:
+        // one commit (only this daemon writes its key, one change at a
+        // time).
+        let mut view = held.views.get(&ino).cloned();
+        let mut seen = None;
+        let done = self.run_at(|tx: &mut Tx| {
             if grows {
-                let (found, epoch) = self.blocking(ino, &mine, req)?;
-                if found.is_some() {
-                    return Ok(found);
+                let (others, epoch) = match view.take() {
+                    Some(v) if self.blocking(&mine, &v.others, req).is_none() => {
+                        let epoch = Versioned {
+                            value: vec![FORMAT],
+                            mod_rev: v.epoch,
+                        };
+                        (v.others, Some(epoch))
+                    }
+                    _ => self.scan_locks(ino)?,
+                };
+                if let Some(l) = self.blocking(&mine, &others, req) {
+                    return Ok(Some(l));
                 }
                 tx.require(epoch_key(ino), &epoch)?;
                 tx.put_on_session(epoch_key(ino), vec![FORMAT]);
+                seen = Some(others);
             }
             if next.is_empty() {
                 tx.del(session_key(ino, self.sid));
@@ -247,24 +300,50 @@ impl SharedFs {
                 tx.put_on_session(session_key(ino, self.sid), encode(&next));
             }
             Ok(None)
-        })?;
+        });
+        let (stop, rev) = match done {
+            Ok(d) => d,
+            Err(e) => {
+                held.views.remove(&ino);
+                self.locks.1.store(held.mine.len(), Ordering::Release);
+                return Err(e);
+            }
+        };
         if stop.is_none() {
             if next.is_empty() {
-                held.remove(&ino);
+                held.mine.remove(&ino);
             } else {
-                held.insert(ino, next);
+                held.mine.insert(ino, next);
             }
+            // The epoch is this commit's now (a release leaves it, and the
+            // view, as they were).
+            if let Some(others) = seen {
+                match rev {
+                    Some(epoch) => {
+                        if held.views.len() >= VIEWS_MAX {
+                            held.views.clear();
+                        }
+                        held.views.insert(ino, View { epoch, others });
+                    }
+                    None => {
+                        held.views.remove(&ino);
+                    }
+                }
+            }
+        } else {
+            held.views.remove(&ino);
         }
-        self.locks.1.store(held.len(), Ordering::Release);
+        self.locks.1.store(held.mine.len(), Ordering::Release);
         Ok(stop)
     }
 
     /// F_GETLK: the first lock of another owner that would stop `req`.
     pub fn getlk(&self, ino: Ino, req: &Lock) -> Result<Option<Lock>> {
         let held = self.locks.0.lock().unwrap();
-        let mine = held.get(&ino).cloned().unwrap_or_default();
+        let mine = held.mine.get(&ino).cloned().unwrap_or_default();
         drop(held);
-        Ok(self.blocking(ino, &mine, req)?.0)
+        let (others, _) = self.scan_locks(ino)?;
+        Ok(self.blocking(&mine, &others, req))
     }
 
     /// Release every lock of one kind `owner` holds on `ino` (POSIX: at
@@ -285,7 +364,7 @@ impl SharedFs {
     /// Inodes this daemon holds locks on, and how many locks.
     pub fn locks_held(&self) -> (usize, usize) {
         let held = self.locks.0.lock().unwrap();
-        (held.len(), held.values().map(Vec::len).sum())
+        (held.mine.len(), held.mine.values().map(Vec::len).sum())
     }
 }
 

@@ -44,7 +44,7 @@
 
 use super::blob::Blobs;
 use super::data::{FileBuf, Piece, Table};
-use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore, Versioned};
+use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
 use crate::acl;
 use crate::error::{Error, Result};
 use crate::schema::{decode_inode, encode_inode};
@@ -867,7 +867,16 @@ impl SharedFs {
 
     /// Run `body` as one transaction until it commits (or fails with an
     /// error of its own).
-    pub(super) fn run<T>(&self, mut body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
+    pub(super) fn run<T>(&self, body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
+        self.run_at(body).map(|(out, _)| out)
+    }
+
+    /// `run`, and the revision its commit took (None: nothing to commit,
+    /// or a commit whose answer was lost and that was found applied).
+    pub(super) fn run_at<T>(
+        &self,
+        mut body: impl FnMut(&mut Tx) -> Result<T>,
+    ) -> Result<(T, Option<Rev>)> {
         self.stats.ops.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
         let mut backoff = Duration::from_micros(50);
@@ -899,14 +908,14 @@ impl SharedFs {
                 other => other?,
             };
             if tx.ops.is_empty() {
-                return Ok(out);
+                return Ok((out, None));
             }
             match self.store.commit(&tx.conds, &tx.ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     self.note_own(rev, &tx.ops);
                     self.after_commit(&tx.doomed);
-                    return Ok(out);
+                    return Ok((out, Some(rev)));
                 }
                 Ok(Outcome::Conflict(failed)) => {
                     if failed.contains(&0) {
@@ -965,7 +974,7 @@ impl SharedFs {
                     if self.applied(&tx.ops)? {
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
                         self.after_commit(&tx.doomed);
-                        return Ok(out);
+                        return Ok((out, None));
                     }
                 }
                 Err(KvError::Unavailable(m)) => {
