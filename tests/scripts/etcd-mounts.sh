@@ -39,8 +39,10 @@ mkdir -p "$A" "$B" "$P"
 # A on the default transport (io_uring where offered), B on /dev/fuse (what
 # a kernel without FUSE over io_uring serves): every check below crosses both.
 logof() { sed -n 's/.*, log \(.*\))$/\1/p'; }
-la=$("$SHOAL" mount -d "$U" "$A" -o allow_other | logof)
-lb=$("$SHOAL" mount -d "$U" "$B" -o allow_other,nouring | logof)
+# A 2 s grace for removals (10 s by default), so that the check of a
+# file unlinked on A while open on B waits less.
+la=$("$SHOAL" mount -d "$U" "$A" -o allow_other,unlinked_grace_s=2 | logof)
+lb=$("$SHOAL" mount -d "$U" "$B" -o allow_other,nouring,unlinked_grace_s=2 | logof)
 # Each daemon its own log (they were one file, both writing).
 [ -n "$la" ] && [ "$la" != "$lb" ] && grep -q "$A" "$la" && grep -q "$B" "$lb" || fail "the two mounts' logs: '$la' and '$lb'"
 echo hello > "$A/f"
@@ -128,6 +130,21 @@ python3 "$ROOT/tests/scripts/rewrite-whole-chunks.py" "$A/rewritten" "$(pgrep -f
 rm "$A/rewritten"
 # Unlinked while open on the same mount: still readable there.
 exec 3<"$A/g"; rm "$A/g"; grep -qx again <&3 || fail "an unlinked open file lost its bytes"; exec 3<&-
+# Unlinked on A while open on B, past A's grace: B holds it and reads all
+# of it (its objects too); B's last close removes it, objects and all.
+inodes() { "$SHOAL" fsck "$1" | sed -n 's/.*: \([0-9]*\) inodes,.*/\1/p'; }
+head -c 3M /dev/urandom > "$WORK/etcd-held"
+cp "$WORK/etcd-held" "$A/held"
+before=$(inodes "$U")
+within 2 test -e "$B/held" || fail "B does not see A's file"
+exec 4<"$B/held"
+rm "$A/held"
+sleep 3
+cmp -s "$WORK/etcd-held" - <&4 || fail "a file unlinked on A while open on B lost its bytes on B"
+exec 4<&-
+within 5 test "$(inodes "$U")" -lt "$before" || fail "B's last close left the unlinked file: $("$SHOAL" fsck "$U" | tail -1)"
+[ "$(unnamed "$U")" = 0 ] || fail "objects left after B's last close: $("$SHOAL" fsck "$U" | head -1)"
+check "$U" "a file unlinked on A while open on B"
 # A directory open on B, replaced on A by a rename over it: fstat on B's
 # descriptor answers, with no links (xfstests generic/035 found ENOENT).
 mkdir "$A/d1" "$A/d2"

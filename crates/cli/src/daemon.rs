@@ -549,13 +549,14 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "ttl_ms" => fuse.ttl = Duration::from_millis(num(v)?),
             "threads" => fuse.threads = num(v)?.max(1) as usize,
             "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
+            "unlinked_grace_s" => session.unlinked_grace = Duration::from_secs(num(v)?),
             "nodirlease" => session.dir_leases = false,
             "uring" => fuse.uring = true,
             "nouring" => fuse.uring = false,
             "record_cache_mb" => session.record_cache = num(v)? << 20,
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, nodirlease, nouring, record_cache_mb=N, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }

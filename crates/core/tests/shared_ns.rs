@@ -271,28 +271,55 @@ fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
     });
 }
 
-/// An open file keeps its bytes after its last name goes, until its last
-/// close on that daemon; one left open by a daemon that died is reclaimed
-/// by the next daemon that joins.
+/// An open file keeps its bytes after its last name goes, on the daemon
+/// that unlinked it and on any other that has it open (that one holds it),
+/// until its last close there; one nobody has open goes after the grace;
+/// one left open by a daemon that died is reclaimed by the next daemon
+/// that joins.
 #[test]
-fn an_unlinked_open_file_lives_until_closed_and_a_dead_daemons_are_reclaimed() {
-    let (s, fss) = daemons(2);
-    let (a, b) = (&fss[0], &fss[1]);
+fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
+    let grace = Duration::from_millis(300);
+    let s = SimStore::new();
+    s.set_delay(Duration::from_micros(100));
+    ns::mkfs(&*s).unwrap();
+    let opts = SessionOpts {
+        unlinked_grace: grace,
+        ..SessionOpts::default()
+    };
+    let open = || SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    let (a, b) = (open(), open());
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     a.write(f.ino, 0, b"still here").unwrap();
     a.open_file(f.ino).unwrap();
     b.unlink(ROOT_INO, b"f").unwrap();
-    // B does not know A has it open: A's copy is gone once A's change
-    // stream delivers the unlink (as in JuiceFS; the handle keys that
-    // would keep it cost a write per open).
-    shoal_testkit::shared_ns::soon("A's read after B's unlink", Err(Error::NotFound), || {
-        a.read(f.ino, 0, 100)
+    // A holds it, so B's removal after the grace finds it held.
+    std::thread::sleep(grace * 4);
+    assert_eq!(a.read(f.ino, 0, 100).unwrap(), b"still here", "gone for A");
+    assert_eq!(a.getattr(f.ino).unwrap().nlink, 0);
+    assert_clean(&*s);
+    // A's last close removes it (no other daemon holds it).
+    a.release(f.ino).unwrap();
+    shoal_testkit::shared_ns::soon(
+        "B's stat after A's last close",
+        Err(Error::NotFound),
+        || b.getattr(f.ino).map(|a| a.nlink),
+    );
+    // Open nowhere: it goes after the grace.
+    let u = a.create(ROOT_INO, b"u", 0o644).unwrap();
+    a.unlink(ROOT_INO, b"u").unwrap();
+    shoal_testkit::shared_ns::soon("B's stat after A's unlink", Ok(0), || {
+        b.getattr(u.ino).map(|a| a.nlink)
     });
+    shoal_testkit::shared_ns::soon("B's stat after the grace", Err(Error::NotFound), || {
+        b.getattr(u.ino).map(|a| a.nlink)
+    });
+    assert_clean(&*s);
     // Unlinked on the daemon that has it open: it stays until the close.
     let g = a.create(ROOT_INO, b"g", 0o644).unwrap();
     a.write(g.ino, 0, b"open").unwrap();
     a.open_file(g.ino).unwrap();
     a.unlink(ROOT_INO, b"g").unwrap();
+    std::thread::sleep(grace * 2);
     assert_eq!(a.read(g.ino, 0, 100).unwrap(), b"open");
     assert_clean(&*s);
     a.release(g.ino).unwrap();
@@ -308,7 +335,7 @@ fn an_unlinked_open_file_lives_until_closed_and_a_dead_daemons_are_reclaimed() {
         0,
         "a dead session's orphan went early"
     );
-    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = open();
     assert_eq!(c.getattr(h.ino), Err(Error::NotFound), "not reclaimed");
     assert_clean(&*s);
 }

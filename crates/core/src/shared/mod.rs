@@ -32,6 +32,7 @@
 pub mod blob;
 mod cache;
 pub mod data;
+mod holds;
 mod lease;
 pub mod locks;
 pub mod ns;

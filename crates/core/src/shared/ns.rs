@@ -99,7 +99,7 @@ pub(super) fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
     (ekey(dir, b""), ekey(dir + 1, b""))
 }
 /// An inode this daemon holds open after its last name went (`O sid ino`).
-fn okey(sid: u64, ino: Ino) -> Vec<u8> {
+pub(super) fn okey(sid: u64, ino: Ino) -> Vec<u8> {
     let mut k = vec![b'O'];
     k.extend_from_slice(&sid.to_be_bytes());
     k.extend_from_slice(&ino.to_be_bytes());
@@ -378,6 +378,14 @@ impl Tx<'_> {
     pub(super) fn del(&mut self, key: Vec<u8>) {
         self.ops.push(Op::Delete(key));
     }
+    /// Put a key that outlives this daemon's session.
+    pub(super) fn put_plain(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(Op::Put(key, value, None));
+    }
+    /// The commit requires `c` (not read through this transaction).
+    pub(super) fn require_cond(&mut self, c: Cond) {
+        self.conds.push(c);
+    }
     /// Put a key that goes with this daemon's session (`super::locks`).
     pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
@@ -457,6 +465,12 @@ pub struct SharedFs {
     pub(super) renewed: Arc<Mutex<Instant>>,
     /// This daemon's file locks (`super::locks`).
     pub(super) locks: super::locks::Held,
+    /// How long an inode whose last name went waits before it is removed,
+    /// for daemons that have it open to hold it (`super::holds`; zero:
+    /// removed with its last name unless open here).
+    pub(super) grace: Duration,
+    /// Holds of this daemon and its removals to come (`super::holds`).
+    pub(super) holds: super::holds::Holds,
 }
 
 /// What `mknod` makes.
@@ -494,6 +508,10 @@ pub struct SessionOpts {
     /// The record cache's budget in bytes (`super::cache`; 0: none, every
     /// stat and lookup the kernel does not answer reads the store).
     pub record_cache: u64,
+    /// How long a file whose last name went stays for daemons that have
+    /// it open to hold it (`super::holds`); zero: removed at once unless
+    /// open on the daemon that unlinked it.
+    pub unlinked_grace: Duration,
 }
 
 impl Default for SessionOpts {
@@ -508,6 +526,7 @@ impl Default for SessionOpts {
             dirty_max: 256 << 20,
             dir_leases: true,
             record_cache: super::cache::DEFAULT_BYTES,
+            unlinked_grace: Duration::from_secs(10),
         }
     }
 }
@@ -667,8 +686,11 @@ impl SharedFs {
             subscribers: Mutex::new(Vec::new()),
             ttl: opts.ttl,
             renewed: Arc::new(Mutex::new(granted)),
+            grace: opts.unlinked_grace,
+            holds: Default::default(),
         });
         fs.reclaim_orphans()?;
+        SharedFs::start_holds(&fs);
         SharedFs::start_leases(&fs);
         SharedFs::start_stream(&fs);
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
@@ -1116,7 +1138,11 @@ impl SharedFs {
     /// knows them all (and not `fresh`), else from the store in one round
     /// trip (and then known). For answers, never for a commit's
     /// conditions (`Tx` reads).
-    fn read_known(&self, keys: Vec<Vec<u8>>, fresh: bool) -> Result<Vec<Option<Vec<u8>>>> {
+    pub(super) fn read_known(
+        &self,
+        keys: Vec<Vec<u8>>,
+        fresh: bool,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
         if !fresh {
             let known: Option<Vec<_>> = keys.iter().map(|k| self.cache.get(k)).collect();
             if let Some(vs) = known {
@@ -1326,7 +1352,7 @@ impl SharedFs {
     }
 
     /// A removed inode's objects go after the commit.
-    fn forget_data(tx: &mut Tx, n: &Node) {
+    pub(super) fn forget_data(tx: &mut Tx, n: &Node) {
         match Table::of(n) {
             Ok(t) => tx.forget(n.attr.ino, &t.0),
             // Left for `shoal gc`, which finds them named by nothing.
@@ -1345,6 +1371,9 @@ impl SharedFs {
                 .push(Op::Put(okey(self.sid, n.attr.ino), vec![], None));
             // Noted before the commit: a release that finds no orphan is a no-op.
             self.orphaned.lock().unwrap().insert(n.attr.ino);
+        } else if n.attr.nlink <= 1 && !self.grace.is_zero() {
+            // Another daemon may have it open: it stays for the grace.
+            self.remove_later(tx, n)?;
         } else if n.attr.nlink <= 1 {
             tx.del(ikey(n.attr.ino));
             Self::forget_data(tx, n);
@@ -1713,8 +1742,30 @@ impl SharedFs {
         *self.opens.lock().unwrap().entry(ino).or_default() += 1;
     }
 
-    fn is_open(&self, ino: Ino) -> bool {
+    pub(super) fn is_open(&self, ino: Ino) -> bool {
         self.opens.lock().unwrap().get(&ino).is_some_and(|&n| n > 0)
+    }
+
+    /// The inodes open on this daemon.
+    pub(super) fn open_inodes(&self) -> Vec<Ino> {
+        let opens = self.opens.lock().unwrap();
+        opens
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(&i, _)| i)
+            .collect()
+    }
+
+    /// `ino`, an orphan of this daemon, is open here: its last close
+    /// removes it.
+    pub(super) fn note_orphan(&self, ino: Ino) {
+        self.orphaned.lock().unwrap().insert(ino);
+    }
+
+    /// Records of `keys` as `hold_unlinked` reads them: from the record
+    /// cache, which the change stream keeps current, or else the store.
+    pub(super) fn read_records(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>> {
+        self.read_known(keys, !self.has_watch)
     }
 
     /// A handle to `ino` opened on this daemon.
@@ -1740,21 +1791,18 @@ impl SharedFs {
             }
             o.remove(&ino);
         }
+        if self.holds_open(ino) {
+            self.unhold(ino)?;
+        }
         if !self.orphaned.lock().unwrap().remove(&ino) {
             // Not made an orphan here: nothing to remove (no round trip).
             return Ok(());
         }
-        self.run(|tx| {
-            if let Some(v) = tx.get(ikey(ino))? {
-                let n = Node::decode(ino, &v.value)?;
-                if n.attr.nlink == 0 {
-                    tx.del(ikey(ino));
-                    tx.del(okey(self.sid, ino));
-                    Self::forget_data(tx, &n);
-                }
-            }
-            Ok(())
-        })
+        if !self.remove_unheld(ino, false, Some(okey(self.sid, ino)))? {
+            // Another daemon holds it: try again after the grace.
+            self.remove_after_grace(ino);
+        }
+        Ok(())
     }
 
     /// Inodes left open by sessions that are gone (their daemon died or
@@ -1767,20 +1815,12 @@ impl SharedFs {
             }
             let sid = u64::from_be_bytes(k[1..9].try_into().unwrap());
             let ino = u64::from_be_bytes(k[9..17].try_into().unwrap());
-            self.run(|tx| {
-                if tx.get(skey(sid))?.is_some() {
-                    return Ok(());
-                }
-                if let Some(v) = tx.get(ikey(ino))? {
-                    let n = Node::decode(ino, &v.value)?;
-                    if n.attr.nlink == 0 {
-                        tx.del(ikey(ino));
-                        Self::forget_data(tx, &n);
-                    }
-                }
-                tx.del(k.clone());
-                Ok(())
-            })?;
+            let alive = self.patient(|| self.store.get(&skey(sid)))?.is_some();
+            // A held one stays (its holder's last close removes it; its
+            // orphan key, left here, goes with the next join after that).
+            if !alive {
+                self.remove_unheld(ino, false, Some(k.clone()))?;
+            }
         }
         Ok(())
     }
