@@ -47,6 +47,20 @@ fn daemons(
     (s, fss)
 }
 
+/// One more daemon on namespace `name` of `daemons`.
+fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<SharedFs> {
+    let url = EtcdUrl {
+        endpoints: f.cluster.endpoints(),
+        name: format!("{name}-{}", std::process::id()),
+    };
+    let s = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
+    let opts = SessionOpts {
+        ttl,
+        ..SessionOpts::default()
+    };
+    SharedFs::open(s, opts).unwrap()
+}
+
 /// One test: the cluster starts once (about a second) for every check.
 #[test]
 fn shared_namespace_on_etcd() {
@@ -94,6 +108,36 @@ fn shared_namespace_on_etcd() {
     b.create(ROOT_INO, b"b-after", 0o644).unwrap();
     checks::assert_clean(&*s);
     println!("etcd: an expired session is fenced: ok");
+
+    // A daemon that leaves many orphans (it unmounted within their grace)
+    // does not cost the next daemon its session: that one removes them in
+    // the background, 25 a commit. (The first build removed them before
+    // its lease was first renewed, one inode a commit, and lost its 2 s
+    // session with 1,000.)
+    let ttl = Duration::from_secs(2);
+    let (s, fss) = daemons(&f, "orphans", 1, ttl);
+    let a = &fss[0];
+    let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap().ino;
+    for i in 0..1000 {
+        a.create(d, format!("f{i}").as_bytes(), 0o644).unwrap();
+    }
+    for i in 0..1000 {
+        a.unlink(d, format!("f{i}").as_bytes()).unwrap();
+    }
+    a.close().unwrap();
+    assert!(
+        ns::check(&*s).unwrap().inodes > 1000,
+        "removed within the grace"
+    );
+    let b = join(&f, "orphans", ttl);
+    std::thread::sleep(ttl * 2);
+    b.create(ROOT_INO, b"after", 0o644)
+        .expect("the daemon that removes the orphans keeps its session");
+    checks::soon("inodes after the orphans' removal", 3, || {
+        ns::check(&*s).unwrap().inodes
+    });
+    checks::assert_clean(&*s);
+    println!("etcd: 1,000 orphans of an ended session removed in the background: ok");
     drop(f.cluster);
     let _ = std::fs::remove_dir_all(&f.dir);
 }

@@ -25,11 +25,12 @@
 //! daemon did before holds existed.
 //!
 //! Who removes: the daemon that unlinked it, at the end of the grace and
-//! again every grace while someone holds it; a holder at its last close;
-//! and when the unlinking daemon's session is gone, the next daemon to
-//! join (`reclaim_orphans`), each only with no hold left.
+//! again every grace while someone holds it (25 a commit); a holder at its
+//! last close; and when the unlinking daemon's session is gone, any daemon
+//! (`reclaim_orphans`: in the background when it joins, then every
+//! minute), each only with no hold left.
 
-use super::ns::{ikey, okey, Node, SharedFs, Tx};
+use super::ns::{ikey, okey, skey, Node, SharedFs, Tx};
 use super::Cond;
 use crate::error::Result;
 use crate::types::Ino;
@@ -102,7 +103,10 @@ impl SharedFs {
             if own {
                 tx.del(hkey(ino, self.sid));
             }
-            let others = holds.iter().filter(|&&s| !(own && s == self.sid)).count();
+            let others = holds
+                .iter()
+                .filter(|&&(_, s)| !(own && s == self.sid))
+                .count();
             if others > 0 {
                 return Ok(false);
             }
@@ -135,13 +139,17 @@ impl SharedFs {
         })
     }
 
-    fn scan_holds(&self, lo: &[u8], hi: &[u8]) -> Result<Vec<u64>> {
+    /// The holds in `[lo, hi)`: (inode, session).
+    fn scan_holds(&self, lo: &[u8], hi: &[u8]) -> Result<Vec<(Ino, u64)>> {
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let (kvs, _) = self.patient(|| self.store.scan(lo, hi, 1000))?;
+        let (kvs, _) = self.patient(|| self.store.scan(lo, hi, 100_000))?;
         Ok(kvs
             .iter()
             .filter(|(k, _)| k.len() == 17)
-            .map(|(k, _)| u64::from_be_bytes(k[9..17].try_into().unwrap()))
+            .map(|(k, _)| {
+                let n = |r: std::ops::Range<usize>| u64::from_be_bytes(k[r].try_into().unwrap());
+                (n(1..9), n(9..17))
+            })
             .collect())
     }
 
@@ -195,48 +203,142 @@ impl SharedFs {
         Ok(())
     }
 
+    /// Remove these orphans (inode, orphan key) that no daemon holds, up
+    /// to `BATCH` a commit: one scan of every hold in the namespace (few:
+    /// files unlinked while open elsewhere), one read of the records, one
+    /// commit that requires each removed inode's holds empty. The ones
+    /// held are returned.
+    fn remove_batch(&self, orphans: &[(Ino, Vec<u8>)]) -> Result<Vec<Ino>> {
+        let mut held = Vec::new();
+        for part in orphans.chunks(BATCH) {
+            held.extend(self.run(|tx| {
+                let holds: HashSet<Ino> = self
+                    .scan_holds(b"H", b"I")?
+                    .into_iter()
+                    .map(|(ino, _)| ino)
+                    .collect();
+                let (kept, free): (Vec<_>, Vec<_>) =
+                    part.iter().partition(|(ino, _)| holds.contains(ino));
+                let kept: Vec<Ino> = kept.into_iter().map(|(ino, _)| *ino).collect();
+                if free.is_empty() {
+                    return Ok(kept);
+                }
+                let vs = tx.get_many(free.iter().map(|(ino, _)| ikey(*ino)).collect())?;
+                for ((ino, okey), v) in free.into_iter().zip(vs) {
+                    let (lo, hi) = hrange(*ino);
+                    tx.require_cond(Cond::Empty(lo, hi));
+                    if let Some(v) = v {
+                        let n = Node::decode(*ino, &v.value)?;
+                        // Named again (a link raced the unlink): it stays.
+                        if n.attr.nlink == 0 {
+                            tx.del(ikey(*ino));
+                            Self::forget_data(tx, &n);
+                        }
+                    }
+                    tx.del(okey.clone());
+                }
+                Ok(kept)
+            })?);
+        }
+        Ok(held)
+    }
+
     /// Try the removals whose grace ended; those still held wait another.
     fn remove_due(&self) -> Result<()> {
         let now = Instant::now();
-        let ready: Vec<Ino> = {
+        let ready: Vec<(Ino, Vec<u8>)> = {
             let mut due = self.holds.due.lock().unwrap();
             let (ready, wait): (Vec<_>, Vec<_>) = due.drain(..).partition(|(t, _)| *t <= now);
             *due = wait;
-            ready.into_iter().map(|(_, i)| i).collect()
-        };
-        for ino in ready {
-            if self.is_open(ino) {
+            ready
+                .into_iter()
+                .map(|(_, i)| i)
                 // Opened here again by handle: its last close removes it.
-                self.note_orphan(ino);
-                continue;
-            }
-            if !self.remove_unheld(ino, false, Some(okey(self.sid, ino)))? {
-                self.remove_after_grace(ino);
-            }
+                .filter(|&i| !self.is_open(i) || !self.note_orphan_now(i))
+                .map(|i| (i, okey(self.sid, i)))
+                .collect()
+        };
+        for ino in self.remove_batch(&ready)? {
+            self.remove_after_grace(ino);
         }
         Ok(())
     }
 
-    /// Start the thread that holds what is open here and removes what
-    /// this daemon unlinked, once their grace ends.
-    pub(super) fn start_holds(fs: &Arc<SharedFs>) {
-        if fs.grace.is_zero() {
-            return;
+    /// `note_orphan`, and true (for a filter).
+    fn note_orphan_now(&self, ino: Ino) -> bool {
+        self.note_orphan(ino);
+        true
+    }
+
+    /// Inodes whose last name a session that is gone removed (its daemon
+    /// died or was cut off, or unmounted within their grace): removed, as
+    /// that daemon would have, unless held.
+    pub(super) fn reclaim_orphans(&self) -> Result<()> {
+        let (kvs, _) = self.patient(|| self.store.scan(b"O", b"P", 10_000))?;
+        let mut alive: std::collections::HashMap<u64, bool> = Default::default();
+        let mut gone = Vec::new();
+        for (k, _) in kvs {
+            if k.len() != 17 {
+                continue;
+            }
+            let sid = u64::from_be_bytes(k[1..9].try_into().unwrap());
+            let ino = u64::from_be_bytes(k[9..17].try_into().unwrap());
+            let live = match alive.get(&sid) {
+                Some(&l) => l,
+                None => {
+                    let l = self.patient(|| self.store.get(&skey(sid)))?.is_some();
+                    alive.insert(sid, l);
+                    l
+                }
+            };
+            if !live {
+                gone.push((ino, k));
+            }
         }
-        let every = (fs.grace / 10).min(Duration::from_millis(500));
+        // A held one stays, with its orphan key: its holder's last close
+        // removes it, and a later round the key.
+        self.remove_batch(&gone).map(|_| ())
+    }
+
+    /// Start the thread that removes the orphans of sessions that are
+    /// gone (at once, then every minute), holds what is open here and
+    /// removes what this daemon unlinked once their grace ends.
+    pub(super) fn start_holds(fs: &Arc<SharedFs>) {
+        let every = (fs.grace / 10).clamp(Duration::from_millis(10), Duration::from_millis(500));
         let weak: Weak<SharedFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
             .name("shoal-holds".into())
-            .spawn(move || loop {
-                std::thread::sleep(every);
-                let Some(fs) = weak.upgrade() else { return };
-                if fs.stop.load(Ordering::Relaxed) || fs.lost.load(Ordering::Relaxed) {
-                    return;
-                }
-                if let Err(e) = fs.hold_unlinked().and_then(|_| fs.remove_due()) {
-                    tracing::warn!("files unlinked while open: {e}; trying again");
+            .spawn(move || {
+                let mut reclaimed: Option<Instant> = None;
+                loop {
+                    let Some(fs) = weak.upgrade() else { return };
+                    if fs.stop.load(Ordering::Relaxed) || fs.lost.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if reclaimed.is_none_or(|t| t.elapsed() > RECLAIM_EVERY) {
+                        if let Err(e) = fs.reclaim_orphans() {
+                            tracing::warn!(
+                                "removing the orphans of ended sessions: {e}; trying again"
+                            );
+                        }
+                        reclaimed = Some(Instant::now());
+                    }
+                    if !fs.grace.is_zero() {
+                        if let Err(e) = fs.hold_unlinked().and_then(|_| fs.remove_due()) {
+                            tracing::warn!("files unlinked while open: {e}; trying again");
+                        }
+                    }
+                    drop(fs);
+                    std::thread::sleep(every);
                 }
             })
             .expect("spawn holds");
     }
 }
+
+/// Orphans removed in one commit (each: a condition, a read, two deletes;
+/// etcd takes 128 in a transaction).
+const BATCH: usize = 25;
+
+/// How often the orphans of ended sessions are looked for.
+const RECLAIM_EVERY: Duration = Duration::from_secs(60);

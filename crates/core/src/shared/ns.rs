@@ -334,6 +334,34 @@ impl Tx<'_> {
         }
         Ok(n)
     }
+    /// Directory `parent`, its entry `name` and, if `guess` is the inode
+    /// that entry names (the record cache's word), that inode: one round
+    /// trip where `dir`, `entry` and `node` take three. A wrong guess reads
+    /// the inode apart (its record, absent or not, is one more condition,
+    /// which no commit of the operation depends on).
+    fn dir_entry_node(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        guess: Option<Ino>,
+    ) -> Result<(Option<(Ino, Kind)>, Option<Node>)> {
+        let mut keys = vec![ikey(parent), ekey(parent, name)];
+        keys.extend(guess.map(ikey));
+        let mut vs = self.get_many(keys)?.into_iter();
+        let p = vs.next().flatten().ok_or(Error::NotFound)?;
+        if Node::decode(parent, &p.value)?.attr.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        let Some(e) = vs.next().flatten() else {
+            return Ok((None, None));
+        };
+        let (ino, kind) = dec_entry(&e.value)?;
+        let node = match vs.next() {
+            Some(Some(v)) if guess == Some(ino) => Node::decode(ino, &v.value)?,
+            _ => self.node(ino)?,
+        };
+        Ok((Some((ino, kind)), Some(node)))
+    }
     /// The commit stops naming these pieces of `ino`: their objects are
     /// deleted after it.
     pub(super) fn forget(&mut self, ino: Ino, pieces: &[Piece]) {
@@ -689,7 +717,6 @@ impl SharedFs {
             grace: opts.unlinked_grace,
             holds: Default::default(),
         });
-        fs.reclaim_orphans()?;
         SharedFs::start_holds(&fs);
         SharedFs::start_leases(&fs);
         SharedFs::start_stream(&fs);
@@ -1110,7 +1137,13 @@ impl SharedFs {
         // (open_by_handle_at, NFS export). Inode numbers are never reused,
         // so a handle to a removed inode finds nothing (ESTALE).
         if name == b"." {
-            return self.getattr(parent);
+            // An unlinked inode kept for the grace (`super::holds`) or
+            // open somewhere is no handle's: ESTALE, as on ext4.
+            let a = self.getattr(parent)?;
+            if a.nlink == 0 {
+                return Err(Error::NotFound);
+            }
+            return Ok(a);
         }
         if name == b".." {
             let n = self.load_known(parent, false)?;
@@ -1132,6 +1165,13 @@ impl SharedFs {
             .ok_or(Error::NotFound)?;
         let (ino, _) = dec_entry(&v)?;
         self.getattr(ino)
+    }
+
+    /// The inode entry `name` of `parent` names, if the record cache knows
+    /// (a guess: the operation reads it again as a condition).
+    fn cached_child(&self, parent: Ino, name: &[u8]) -> Option<Ino> {
+        let v = self.cache.get(&ekey(parent, name))??;
+        dec_entry(&v).ok().map(|(ino, _)| ino)
     }
 
     /// The values of `keys` (None: absent), from the record cache if it
@@ -1337,13 +1377,14 @@ impl SharedFs {
 
     /// Remove a non-directory's name; the inode goes with its last name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            tx.dir(parent)?;
-            let (ino, kind) = tx.entry(parent, name)?.ok_or(Error::NotFound)?;
+            let (e, n) = tx.dir_entry_node(parent, name, guess)?;
+            let (_, kind) = e.ok_or(Error::NotFound)?;
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
-            let mut n = tx.node(ino)?;
+            let mut n = n.ok_or(Error::NotFound)?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
@@ -1386,13 +1427,13 @@ impl SharedFs {
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            tx.dir(parent)?;
-            let (ino, kind) = tx.entry(parent, name)?.ok_or(Error::NotFound)?;
+            let (e, _) = tx.dir_entry_node(parent, name, guess)?;
+            let (ino, kind) = e.ok_or(Error::NotFound)?;
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
-            tx.dir(ino)?;
             if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
@@ -1801,26 +1842,6 @@ impl SharedFs {
         if !self.remove_unheld(ino, false, Some(okey(self.sid, ino)))? {
             // Another daemon holds it: try again after the grace.
             self.remove_after_grace(ino);
-        }
-        Ok(())
-    }
-
-    /// Inodes left open by sessions that are gone (their daemon died or
-    /// was cut off): removed, as their last close would have.
-    fn reclaim_orphans(&self) -> Result<()> {
-        let (kvs, _) = self.patient(|| self.store.scan(b"O", b"P", 10_000))?;
-        for (k, _) in kvs {
-            if k.len() != 17 {
-                continue;
-            }
-            let sid = u64::from_be_bytes(k[1..9].try_into().unwrap());
-            let ino = u64::from_be_bytes(k[9..17].try_into().unwrap());
-            let alive = self.patient(|| self.store.get(&skey(sid)))?.is_some();
-            // A held one stays (its holder's last close removes it; its
-            // orphan key, left here, goes with the next join after that).
-            if !alive {
-                self.remove_unheld(ino, false, Some(k.clone()))?;
-            }
         }
         Ok(())
     }
