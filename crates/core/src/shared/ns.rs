@@ -344,7 +344,7 @@ impl Tx<'_> {
         parent: Ino,
         name: &[u8],
         guess: Option<Ino>,
-    ) -> Result<(Option<(Ino, Kind)>, Option<Node>)> {
+    ) -> Result<Option<(Ino, Kind, Node)>> {
         let mut keys = vec![ikey(parent), ekey(parent, name)];
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
@@ -353,14 +353,14 @@ impl Tx<'_> {
             return Err(Error::NotDir);
         }
         let Some(e) = vs.next().flatten() else {
-            return Ok((None, None));
+            return Ok(None);
         };
         let (ino, kind) = dec_entry(&e.value)?;
         let node = match vs.next() {
             Some(Some(v)) if guess == Some(ino) => Node::decode(ino, &v.value)?,
             _ => self.node(ino)?,
         };
-        Ok((Some((ino, kind)), Some(node)))
+        Ok(Some((ino, kind, node)))
     }
     /// The commit stops naming these pieces of `ino`: their objects are
     /// deleted after it.
@@ -1379,12 +1379,12 @@ impl SharedFs {
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            let (e, n) = tx.dir_entry_node(parent, name, guess)?;
-            let (_, kind) = e.ok_or(Error::NotFound)?;
+            let (_, kind, mut n) = tx
+                .dir_entry_node(parent, name, guess)?
+                .ok_or(Error::NotFound)?;
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
-            let mut n = n.ok_or(Error::NotFound)?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
@@ -1429,8 +1429,9 @@ impl SharedFs {
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            let (e, _) = tx.dir_entry_node(parent, name, guess)?;
-            let (ino, kind) = e.ok_or(Error::NotFound)?;
+            let (ino, kind, _) = tx
+                .dir_entry_node(parent, name, guess)?
+                .ok_or(Error::NotFound)?;
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
