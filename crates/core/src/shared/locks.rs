@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::types::Ino;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One lock held by one owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,25 +180,28 @@ fn session_key(ino: Ino, sid: u64) -> Vec<u8> {
 }
 
 /// This daemon's locks, per inode: what its `K ino sid` keys hold, and
-/// its views of the others'. Its mutex also makes one lock change of this
-/// daemon at a time; the count of inodes it holds locks on lets a close
-/// on a daemon that holds no lock skip the mutex (which a commit may hold
-/// for as long as etcd takes).
+/// its views of the others'. Each inode's mutex makes one lock change of
+/// this daemon on it at a time (held across the commit); locks on
+/// different inodes commit in parallel. The table's own mutex is held only
+/// to find or drop an inode's slot, never while waiting for a slot's. The
+/// count of inodes it holds locks on lets a close on a daemon that holds
+/// no lock skip both.
 #[derive(Default)]
-pub struct Held(Mutex<Table>, AtomicUsize);
+pub struct Held(Mutex<HashMap<Ino, Arc<Mutex<Slot>>>>, AtomicUsize);
 
+/// One inode's locks held here, and the view of the others'.
 #[derive(Default)]
-pub struct Table {
-    mine: HashMap<Ino, Vec<Lock>>,
-    views: HashMap<Ino, View>,
+struct Slot {
+    mine: Vec<Lock>,
+    view: Option<View>,
 }
 
 /// Other sessions' locks on one inode: (session, lock).
 type Others = Vec<(u64, Lock)>;
 
-/// Views kept at most (past that, all are dropped; the next lock of each
-/// inode scans again).
-const VIEWS_MAX: usize = 4096;
+/// Slots kept at most: past that, those of inodes with no lock held here
+/// are dropped (their views with them; the next lock of each scans again).
+const SLOTS_MAX: usize = 4096;
 
 /// The other sessions' locks on an inode as this daemon last knew them, at
 /// the epoch's revision `epoch` (see the module's comment). Only a present
@@ -211,6 +214,28 @@ const VIEWS_MAX: usize = 4096;
 struct View {
     epoch: u64,
     others: Others,
+}
+
+impl Held {
+    /// `ino`'s slot, made if it has none.
+    fn slot(&self, ino: Ino) -> Arc<Mutex<Slot>> {
+        self.0.lock().unwrap().entry(ino).or_default().clone()
+    }
+
+    /// Done with a slot: past `SLOTS_MAX`, drop the slots of inodes
+    /// with no lock held here that no one else is using. (A slot in use
+    /// stays: one dropped while another thread waits on it would let two
+    /// slots hold one inode's locks.)
+    fn tidy(&self, slot: Arc<Mutex<Slot>>) {
+        drop(slot);
+        let mut t = self.0.lock().unwrap();
+        if t.len() <= SLOTS_MAX {
+            return;
+        }
+        // Only the table has it (a thread takes its own clone under the
+        // table's mutex, held here): no one can be holding its mutex.
+        t.retain(|_, s| Arc::strong_count(s) > 1 || !s.lock().unwrap().mine.is_empty());
+    }
 }
 
 impl SharedFs {
@@ -257,23 +282,34 @@ impl SharedFs {
         if want == Want::Unlock && self.locks.1.load(Ordering::Acquire) == 0 {
             return Ok(None); // this daemon holds no lock at all
         }
-        let mut held = self.locks.0.lock().unwrap();
-        let mine = held.mine.get(&ino).cloned().unwrap_or_default();
+        let slot = if want == Want::Unlock {
+            // No slot, no lock held here on it (slots with locks stay).
+            match self.locks.0.lock().unwrap().get(&ino) {
+                Some(s) => s.clone(),
+                None => return Ok(None),
+            }
+        } else {
+            self.locks.slot(ino)
+        };
+        let mut st = slot.lock().unwrap();
+        let mine = st.mine.clone();
         let next = apply(&mine, req, want);
         if next == mine {
+            drop(st);
+            self.locks.tidy(slot);
             return Ok(None); // nothing changes (an unlock of nothing)
         }
         let grows = want != Want::Unlock;
-        if grows {
-            // Counted before the commit: a close racing it takes the mutex
-            // and releases what the commit took.
-            self.locks.1.store(held.mine.len() + 1, Ordering::Release);
+        if grows && mine.is_empty() {
+            // Counted before the commit: a close racing it takes the
+            // slot's mutex and releases what the commit took.
+            self.locks.1.fetch_add(1, Ordering::AcqRel);
         }
         // A lock taken or widened: one commit if the view shows it free,
         // else (or if the epoch moved) one scan and one commit. A release:
-        // one commit (only this daemon writes its key, one change at a
-        // time).
-        let mut view = held.views.get(&ino).cloned();
+        // one commit (only this daemon writes its key, one change on the
+        // inode at a time).
+        let mut view = st.view.clone();
         let mut seen = None;
         let done = self.run_at(|tx: &mut Tx| {
             if grows {
@@ -301,47 +337,45 @@ impl SharedFs {
             }
             Ok(None)
         });
+        // Counted (before, or just now) but holding nothing after: uncount.
+        let holds_after = match &done {
+            Ok((None, _)) => !next.is_empty(),
+            _ => !mine.is_empty(),
+        };
+        if (grows || !mine.is_empty()) && !holds_after {
+            self.locks.1.fetch_sub(1, Ordering::AcqRel);
+        }
         let (stop, rev) = match done {
             Ok(d) => d,
             Err(e) => {
-                held.views.remove(&ino);
-                self.locks.1.store(held.mine.len(), Ordering::Release);
+                st.view = None;
+                drop(st);
+                self.locks.tidy(slot);
                 return Err(e);
             }
         };
         if stop.is_none() {
-            if next.is_empty() {
-                held.mine.remove(&ino);
-            } else {
-                held.mine.insert(ino, next);
-            }
+            st.mine = next;
             // The epoch is this commit's now (a release leaves it, and the
             // view, as they were).
             if let Some(others) = seen {
-                match rev {
-                    Some(epoch) => {
-                        if held.views.len() >= VIEWS_MAX {
-                            held.views.clear();
-                        }
-                        held.views.insert(ino, View { epoch, others });
-                    }
-                    None => {
-                        held.views.remove(&ino);
-                    }
-                }
+                st.view = rev.map(|epoch| View { epoch, others });
             }
         } else {
-            held.views.remove(&ino);
+            st.view = None;
         }
-        self.locks.1.store(held.mine.len(), Ordering::Release);
+        drop(st);
+        self.locks.tidy(slot);
         Ok(stop)
     }
 
     /// F_GETLK: the first lock of another owner that would stop `req`.
     pub fn getlk(&self, ino: Ino, req: &Lock) -> Result<Option<Lock>> {
-        let held = self.locks.0.lock().unwrap();
-        let mine = held.mine.get(&ino).cloned().unwrap_or_default();
-        drop(held);
+        let mine = match self.locks.0.lock().unwrap().get(&ino) {
+            Some(slot) => slot.clone(),
+            None => Default::default(),
+        };
+        let mine = mine.lock().unwrap().mine.clone();
         let (others, _) = self.scan_locks(ino)?;
         Ok(self.blocking(&mine, &others, req))
     }
@@ -363,8 +397,13 @@ impl SharedFs {
 
     /// Inodes this daemon holds locks on, and how many locks.
     pub fn locks_held(&self) -> (usize, usize) {
-        let held = self.locks.0.lock().unwrap();
-        (held.mine.len(), held.mine.values().map(Vec::len).sum())
+        let slots: Vec<_> = self.locks.0.lock().unwrap().values().cloned().collect();
+        let held: Vec<usize> = slots
+            .iter()
+            .map(|s| s.lock().unwrap().mine.len())
+            .filter(|&n| n > 0)
+            .collect();
+        (held.len(), held.iter().sum())
     }
 }
 
