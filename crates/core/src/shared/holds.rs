@@ -39,24 +39,23 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// `H ino sid`: session `sid` holds `ino`, unlinked, open.
-pub(super) fn hkey(ino: Ino, sid: u64) -> Vec<u8> {
+/// `H ino`: where the holds of `ino` start.
+fn hprefix(ino: Ino) -> Vec<u8> {
     let mut k = vec![b'H'];
     k.extend_from_slice(&ino.to_be_bytes());
+    k
+}
+
+/// `H ino sid`: session `sid` holds `ino`, unlinked, open.
+pub(super) fn hkey(ino: Ino, sid: u64) -> Vec<u8> {
+    let mut k = hprefix(ino);
     k.extend_from_slice(&sid.to_be_bytes());
     k
 }
 
 /// Every hold of `ino`: `[H ino, H ino+1)`.
 fn hrange(ino: Ino) -> (Vec<u8>, Vec<u8>) {
-    let lo = {
-        let mut k = vec![b'H'];
-        k.extend_from_slice(&ino.to_be_bytes());
-        k
-    };
-    let mut hi = vec![b'H'];
-    hi.extend_from_slice(&(ino + 1).to_be_bytes());
-    (lo, hi)
+    (hprefix(ino), hprefix(ino + 1))
 }
 
 /// What a daemon keeps of holds and removals to come.
@@ -70,15 +69,14 @@ pub(super) struct Holds {
 
 impl SharedFs {
     /// The last name of `n` went and it is not open here: keep its record,
-    /// with no links, and its orphan key; remove it after the grace.
+    /// with no links, and its orphan key; remove it after the grace (once
+    /// the commit is in: `Tx::later`).
     pub(super) fn remove_later(&self, tx: &mut Tx, n: &mut Node) -> Result<()> {
         n.attr.nlink = 0;
         n.attr.ctime = crate::types::Ts::now();
         tx.put_node(n)?;
         tx.put_plain(okey(self.sid, n.attr.ino), vec![]);
-        // Noted before the commit: a removal that finds the inode named
-        // again or gone does nothing.
-        self.remove_after_grace(n.attr.ino);
+        tx.remove_after_grace(n.attr.ino);
         Ok(())
     }
 
@@ -88,54 +86,34 @@ impl SharedFs {
         self.holds.due.lock().unwrap().push((at, ino));
     }
 
-    /// Remove `ino` if it has no links and no daemon holds it: Ok(true)
-    /// gone (now or before), Ok(false) held. `own`: this daemon's hold
-    /// goes in the same commit; `orphan`: the orphan key to delete with it.
-    pub(super) fn remove_unheld(
-        &self,
-        ino: Ino,
-        own: bool,
-        orphan: Option<Vec<u8>>,
-    ) -> Result<bool> {
+    /// Give back this daemon's hold of `ino` and remove the inode if it
+    /// has no links and no other daemon holds it, in one commit.
+    fn unhold_and_remove(&self, ino: Ino) -> Result<()> {
         self.run(|tx| {
             let (lo, hi) = hrange(ino);
-            let holds = self.scan_holds(&lo, &hi)?;
-            if own {
-                tx.del(hkey(ino, self.sid));
-            }
-            let others = holds
-                .iter()
-                .filter(|&&(_, s)| !(own && s == self.sid))
-                .count();
-            if others > 0 {
-                return Ok(false);
-            }
             let mine = hkey(ino, self.sid);
-            if own {
-                // Every hold but this daemon's, which goes with this commit.
-                tx.require_cond(Cond::Empty(lo, mine.clone()));
-                let mut after = mine;
-                after.push(0);
-                tx.require_cond(Cond::Empty(after, hi));
-            } else {
-                tx.require_cond(Cond::Empty(lo, hi));
+            tx.del(mine.clone());
+            if self
+                .scan_holds(&lo, &hi)?
+                .iter()
+                .any(|&(_, s)| s != self.sid)
+            {
+                return Ok(());
             }
+            // Every hold but this daemon's, which goes with this commit.
+            tx.require_cond(Cond::Empty(lo, mine.clone()));
+            let mut after = mine;
+            after.push(0);
+            tx.require_cond(Cond::Empty(after, hi));
             if let Some(v) = tx.get(ikey(ino))? {
                 let n = Node::decode(ino, &v.value)?;
-                if n.attr.nlink > 0 {
-                    // Named again (a link raced the unlink): it stays.
-                    if let Some(k) = &orphan {
-                        tx.del(k.clone());
-                    }
-                    return Ok(true);
+                // Named again (a link raced the unlink): it stays.
+                if n.attr.nlink == 0 {
+                    tx.del(ikey(ino));
+                    Self::forget_data(tx, &n);
                 }
-                tx.del(ikey(ino));
-                Self::forget_data(tx, &n);
             }
-            if let Some(k) = &orphan {
-                tx.del(k.clone());
-            }
-            Ok(true)
+            Ok(())
         })
     }
 
@@ -164,7 +142,7 @@ impl SharedFs {
         if !self.holds.held.lock().unwrap().remove(&ino) {
             return Ok(());
         }
-        self.remove_unheld(ino, true, None).map(|_| ())
+        self.unhold_and_remove(ino)
     }
 
     /// Hold every file open here whose last name went elsewhere.
@@ -175,8 +153,28 @@ impl SharedFs {
         if want.is_empty() {
             return Ok(());
         }
-        let keys: Vec<Vec<u8>> = want.iter().map(|&i| ikey(i)).collect();
-        let vs = self.read_records(keys)?;
+        // The record cache answers for what it knows (the stream keeps it
+        // current); the rest is read in one round trip.
+        let known: Vec<Option<Option<Vec<u8>>>> = want
+            .iter()
+            .map(|&i| self.has_watch.then(|| self.cache.get(&ikey(i))).flatten())
+            .collect();
+        let unknown: Vec<Vec<u8>> = want
+            .iter()
+            .zip(&known)
+            .filter(|(_, k)| k.is_none())
+            .map(|(&i, _)| ikey(i))
+            .collect();
+        let mut read = if unknown.is_empty() {
+            Vec::new()
+        } else {
+            self.read_known(unknown, true)?
+        }
+        .into_iter();
+        let vs: Vec<Option<Vec<u8>>> = known
+            .into_iter()
+            .map(|k| k.unwrap_or_else(|| read.next().flatten()))
+            .collect();
         for (ino, v) in want.into_iter().zip(vs) {
             let Some(v) = v else { continue };
             if Node::decode(ino, &v)?.attr.nlink > 0 {
@@ -208,12 +206,17 @@ impl SharedFs {
     /// files unlinked while open elsewhere), one read of the records, one
     /// commit that requires each removed inode's holds empty. The ones
     /// held are returned.
-    fn remove_batch(&self, orphans: &[(Ino, Vec<u8>)]) -> Result<Vec<Ino>> {
+    pub(super) fn remove_batch(&self, orphans: &[(Ino, Vec<u8>)]) -> Result<Vec<Ino>> {
         let mut held = Vec::new();
         for part in orphans.chunks(BATCH) {
+            // One orphan (a last close here): its own holds only.
+            let (lo, hi) = match part {
+                [(ino, _)] => hrange(*ino),
+                _ => (b"H".to_vec(), b"I".to_vec()),
+            };
             held.extend(self.run(|tx| {
                 let holds: HashSet<Ino> = self
-                    .scan_holds(b"H", b"I")?
+                    .scan_holds(&lo, &hi)?
                     .into_iter()
                     .map(|(ino, _)| ino)
                     .collect();
@@ -246,28 +249,25 @@ impl SharedFs {
     /// Try the removals whose grace ended; those still held wait another.
     fn remove_due(&self) -> Result<()> {
         let now = Instant::now();
-        let ready: Vec<(Ino, Vec<u8>)> = {
+        let ready: Vec<Ino> = {
             let mut due = self.holds.due.lock().unwrap();
             let (ready, wait): (Vec<_>, Vec<_>) = due.drain(..).partition(|(t, _)| *t <= now);
             *due = wait;
-            ready
-                .into_iter()
-                .map(|(_, i)| i)
-                // Opened here again by handle: its last close removes it.
-                .filter(|&i| !self.is_open(i) || !self.note_orphan_now(i))
-                .map(|i| (i, okey(self.sid, i)))
-                .collect()
+            ready.into_iter().map(|(_, i)| i).collect()
         };
-        for ino in self.remove_batch(&ready)? {
+        let mut free = Vec::new();
+        for ino in ready {
+            if self.is_open(ino) {
+                // Opened here again by handle: its last close removes it.
+                self.note_orphan(ino);
+            } else {
+                free.push((ino, okey(self.sid, ino)));
+            }
+        }
+        for ino in self.remove_batch(&free)? {
             self.remove_after_grace(ino);
         }
         Ok(())
-    }
-
-    /// `note_orphan`, and true (for a filter).
-    fn note_orphan_now(&self, ino: Ino) -> bool {
-        self.note_orphan(ino);
-        true
     }
 
     /// Inodes whose last name a session that is gone removed (its daemon

@@ -257,6 +257,9 @@ pub struct Tx<'a> {
     ops: Vec<Op>,
     /// Objects this transaction stops naming: deleted once it committed.
     doomed: Vec<String>,
+    /// Inodes whose last name this transaction removes while another
+    /// daemon may have them open: removed after the grace, once it committed.
+    later: Vec<Ino>,
     /// A create: it counts towards taking its directory's lease, where
     /// any other change of the directory counts against.
     creating: bool,
@@ -409,6 +412,10 @@ impl Tx<'_> {
     /// Put a key that outlives this daemon's session.
     pub(super) fn put_plain(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(Op::Put(key, value, None));
+    }
+    /// Once committed, try to remove `ino` after the grace (`super::holds`).
+    pub(super) fn remove_after_grace(&mut self, ino: Ino) {
+        self.later.push(ino);
     }
     /// The commit requires `c` (not read through this transaction).
     pub(super) fn require_cond(&mut self, c: Cond) {
@@ -946,6 +953,7 @@ impl SharedFs {
                 seen: HashMap::new(),
                 ops: vec![],
                 doomed: vec![],
+                later: vec![],
                 creating: false,
                 want: None,
             };
@@ -963,7 +971,7 @@ impl SharedFs {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     self.note_own(rev, &tx.ops);
-                    self.after_commit(&tx.doomed);
+                    self.after_commit(&tx);
                     return Ok((out, Some(rev)));
                 }
                 Ok(Outcome::Conflict(failed)) => {
@@ -1022,7 +1030,7 @@ impl SharedFs {
                     self.cache.unsure(&tx.ops);
                     if self.applied(&tx.ops)? {
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                        self.after_commit(&tx.doomed);
+                        self.after_commit(&tx);
                         return Ok((out, None));
                     }
                 }
@@ -1041,10 +1049,14 @@ impl SharedFs {
         )))
     }
 
-    /// What a committed transaction stopped naming goes from the object store.
-    fn after_commit(&self, doomed: &[String]) {
-        for name in doomed {
+    /// What a committed transaction stopped naming goes from the object
+    /// store; the inodes it left nameless are removed after the grace.
+    fn after_commit(&self, tx: &Tx) {
+        for name in &tx.doomed {
             self.delete_object(name);
+        }
+        for &ino in &tx.later {
+            self.remove_after_grace(ino);
         }
     }
 
@@ -1804,12 +1816,6 @@ impl SharedFs {
         self.orphaned.lock().unwrap().insert(ino);
     }
 
-    /// Records of `keys` as `hold_unlinked` reads them: from the record
-    /// cache, which the change stream keeps current, or else the store.
-    pub(super) fn read_records(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>> {
-        self.read_known(keys, !self.has_watch)
-    }
-
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
         *self.opens.lock().unwrap().entry(ino).or_default() += 1;
@@ -1840,7 +1846,7 @@ impl SharedFs {
             // Not made an orphan here: nothing to remove (no round trip).
             return Ok(());
         }
-        if !self.remove_unheld(ino, false, Some(okey(self.sid, ino)))? {
+        if !self.remove_batch(&[(ino, okey(self.sid, ino))])?.is_empty() {
             // Another daemon holds it: try again after the grace.
             self.remove_after_grace(ino);
         }
