@@ -246,6 +246,9 @@ rm -r "$B/fsx-cut.dat" "$A/cuts"
 "$SHOAL" umount "$A"
 check "$U" "etcd members cut off"
 "$SHOAL" umount "$B"
+# umount returns once B's daemon ended its session: its socket is gone, its log stays.
+bd=$(dirname "$lb")
+[ ! -e "$bd/control.sock" ] && [ -s "$lb" ] || fail "after umount B's run directory holds: $(ls "$bd")"
 # pjdfstest on a mount of a namespace of its own.
 U2=etcd://$EPS/pjd
 "$SHOAL" mkfs "$U2" --data "s3://shoal/pjd?endpoint=$S3" >/dev/null

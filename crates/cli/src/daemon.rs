@@ -337,15 +337,28 @@ fn watch_signals(mnt: std::path::PathBuf) {
     }
 }
 
+/// A daemon log grows by this much at most before the next mount starts
+/// a new one (the last one kept as `daemon.log.1`): the run directory of
+/// an etcd mount is in /run, which is memory.
+const LOG_MAX: u64 = 1 << 20;
+
+/// Open the daemon log at `path` to append, first moving it aside to
+/// `daemon.log.1` (replacing the one there) if it reached `LOG_MAX`.
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() >= LOG_MAX) {
+        std::fs::rename(path, path.with_extension("log.1"))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
 /// Start the daemon of `store` in the background, its log in `run`.
 fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let log_path = run.join("daemon.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let log = open_log(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
     let start_len = log.metadata().map(|m| m.len()).unwrap_or(0);
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("mount")
@@ -408,6 +421,12 @@ fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, Stri
 
 pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     let m = mountinfo::shoal_at(&a.mountpoint)?;
+    // An etcd or TiKV mount's daemon answers on its control socket until
+    // it has ended its session: after the unmount, wait for that.
+    let sock = crate::is_shared(&m.source)
+        .then(|| std::fs::canonicalize(&a.mountpoint).ok())
+        .flatten()
+        .map(|mnt| crate::control::shared_run_dir(&m.source, &mnt).join(crate::control::SOCKET));
     // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
     // there is to do; the next mount recovers the store.
     let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| daemon_gone(&e));
@@ -428,6 +447,20 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     // Mounted elsewhere too (a bind mount, or a second `mount -t fuse.shoal`
     // of the store): the daemon serves on until the last place is unmounted.
     if mountinfo::all().iter().any(|o| o.dev == m.dev) {
+        return Ok(0);
+    }
+    if let Some(sock) = sock {
+        let t0 = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&sock).is_ok() {
+            if t0.elapsed() > Duration::from_secs(300) {
+                return Err(format!(
+                    "the daemon serving {} did not exit within 300 s (its log: {})",
+                    a.mountpoint.display(),
+                    sock.with_file_name("daemon.log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         return Ok(0);
     }
     // Wait until the daemon has committed and released the store.
@@ -590,8 +623,12 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         fs.session()
     );
     let f = shoal_fuse::shared::SharedFuse::new(fs, fuse);
-    f.mount(&mnt, mopts, allow_other)
-        .map_err(|e| format!("mount {}: {e}", mnt.display()))?;
+    let r = f.mount(&mnt, mopts, allow_other);
+    // The log stays (for what happened); the socket would answer no one.
+    let _ = std::fs::remove_file(
+        crate::control::shared_run_dir(&src, &mnt).join(crate::control::SOCKET),
+    );
+    r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)
 }
 
@@ -620,5 +657,28 @@ mod tests {
         assert!(!p.fuse.passthrough);
         let p = parse_options(&["durability=group".into()]).unwrap();
         assert!(p.fuse.passthrough, "passthrough is the default");
+    }
+
+    /// Remount after remount appends to one log: past `LOG_MAX` the next
+    /// mount starts a new one and keeps one old.
+    #[test]
+    fn a_full_daemon_log_is_moved_aside_at_the_next_mount() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("daemon.log");
+        std::fs::write(&p, b"small").unwrap();
+        drop(open_log(&p).unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), b"small", "a small log is kept");
+        for round in 0..3u8 {
+            std::fs::write(&p, vec![round; LOG_MAX as usize]).unwrap();
+            drop(open_log(&p).unwrap());
+            assert_eq!(std::fs::metadata(&p).unwrap().len(), 0, "a new log");
+            let old = std::fs::read(d.path().join("daemon.log.1")).unwrap();
+            assert!(
+                old.len() == LOG_MAX as usize && old[0] == round,
+                "the last one kept"
+            );
+        }
+        let names = std::fs::read_dir(d.path()).unwrap().count();
+        assert_eq!(names, 2, "one old log, not one per round");
     }
 }
