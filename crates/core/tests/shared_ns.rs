@@ -390,3 +390,43 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     );
     assert_clean(&*s);
 }
+
+/// A daemon whose change stream stalls (its session and its reads fine)
+/// still holds what it has open: it reads its open files' records from the
+/// store now and then, not only from the cache the stream keeps.
+#[test]
+fn an_open_file_is_held_while_the_change_stream_stalls() {
+    let grace = Duration::from_millis(300);
+    let s = SimStore::new();
+    s.set_delay(Duration::from_micros(100));
+    ns::mkfs(&*s).unwrap();
+    let opts = SessionOpts {
+        unlinked_grace: grace,
+        ..SessionOpts::default()
+    };
+    let open = || SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    let (a, b) = (open(), open());
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
+    a.write(f.ino, 0, b"still here").unwrap();
+    a.open_file(f.ino).unwrap();
+    // A's record cache knows the file, named.
+    assert_eq!(a.getattr(f.ino).unwrap().nlink, 1);
+    s.pause_watches(true);
+    b.unlink(ROOT_INO, b"f").unwrap();
+    std::thread::sleep(grace * 4);
+    s.pause_watches(false);
+    // (A's read alone could be answered by its stale cache.)
+    assert_eq!(
+        b.getattr(f.ino).map(|a| a.nlink),
+        Ok(0),
+        "removed while open on A"
+    );
+    assert_eq!(a.read(f.ino, 0, 100).unwrap(), b"still here", "gone for A");
+    a.release(f.ino).unwrap();
+    shoal_testkit::shared_ns::soon(
+        "B's stat after A's last close",
+        Err(Error::NotFound),
+        || b.getattr(f.ino).map(|a| a.nlink),
+    );
+    assert_clean(&*s);
+}

@@ -9,7 +9,8 @@
 //! later (10 s by default), if no daemon holds it then. A daemon that has
 //! the file open looks, every `grace / 10` at most, at the records of the
 //! files it has open (the record cache, kept current by the change stream,
-//! answers; what it does not know is read); finding one with no links, it
+//! answers; what it does not know is read, and every `grace / 4` all are,
+//! in case the stream stalled); finding one with no links, it
 //! holds it: it puts `H ino sid` on its session's lease, requiring the
 //! record unchanged since it read it. Its last close of the file gives
 //! the hold back and, if no other daemon holds it, removes the inode.
@@ -19,10 +20,10 @@
 //! commits the one etcd orders second fails, so either the hold stands and
 //! the removal waits for its daemon's last close (or its session's end,
 //! which takes the hold with its lease), or the removal happened first and
-//! the hold finds the record gone. What is *not* guaranteed: a daemon that
-//! does not see the unlink within the grace (its stream and its reads
-//! stalled that long while its session lived) loses the file, as every
-//! daemon did before holds existed.
+//! the hold finds the record gone. What is *not* guaranteed: a daemon
+//! whose reads stall for most of the grace while its session lives does
+//! not see the unlink in time and loses the file, as every daemon did
+//! before holds existed.
 //!
 //! Who removes: the daemon that unlinked it, at the end of the grace and
 //! again every grace while someone holds it (25 a commit); a holder at its
@@ -65,6 +66,9 @@ pub(super) struct Holds {
     held: Mutex<HashSet<Ino>>,
     /// Inodes this daemon unlinked, and when to try to remove each.
     due: Mutex<Vec<(Instant, Ino)>>,
+    /// When `hold_unlinked` last read every open file's record from the
+    /// store rather than the record cache.
+    read_fresh: Mutex<Option<Instant>>,
 }
 
 impl SharedFs {
@@ -154,10 +158,20 @@ impl SharedFs {
             return Ok(());
         }
         // The record cache answers for what it knows (the stream keeps it
-        // current); the rest is read in one round trip.
+        // current); the rest is read in one round trip. Every quarter
+        // grace all are read: a stream that stalls (the session and the
+        // reads fine) must not hide an unlink past the grace.
+        let fresh = {
+            let mut last = self.holds.read_fresh.lock().unwrap();
+            let due = !self.has_watch || last.is_none_or(|t| t.elapsed() >= self.grace / 4);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
         let known: Vec<Option<Option<Vec<u8>>>> = want
             .iter()
-            .map(|&i| self.has_watch.then(|| self.cache.get(&ikey(i))).flatten())
+            .map(|&i| (!fresh).then(|| self.cache.get(&ikey(i))).flatten())
             .collect();
         let unknown: Vec<Vec<u8>> = want
             .iter()
