@@ -317,6 +317,21 @@ fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
     });
 }
 
+/// A simulated namespace whose unlinked files wait `grace`, and a way for
+/// daemons to join it.
+fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<SharedFs>) {
+    let s = SimStore::new();
+    s.set_delay(Duration::from_micros(100));
+    ns::mkfs(&*s).unwrap();
+    let opts = SessionOpts {
+        unlinked_grace: grace,
+        ..SessionOpts::default()
+    };
+    let store = s.clone();
+    let open = move || SharedFs::open(store.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    (s, open)
+}
+
 /// An open file keeps its bytes after its last name goes, on the daemon
 /// that unlinked it and on any other that has it open (that one holds it),
 /// until its last close there; one nobody has open goes after the grace;
@@ -325,14 +340,7 @@ fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
 #[test]
 fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     let grace = Duration::from_millis(300);
-    let s = SimStore::new();
-    s.set_delay(Duration::from_micros(100));
-    ns::mkfs(&*s).unwrap();
-    let opts = SessionOpts {
-        unlinked_grace: grace,
-        ..SessionOpts::default()
-    };
-    let open = || SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    let (s, open) = graced(grace);
     let (a, b) = (open(), open());
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     a.write(f.ino, 0, b"still here").unwrap();
@@ -397,14 +405,7 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
 #[test]
 fn an_open_file_is_held_while_the_change_stream_stalls() {
     let grace = Duration::from_millis(300);
-    let s = SimStore::new();
-    s.set_delay(Duration::from_micros(100));
-    ns::mkfs(&*s).unwrap();
-    let opts = SessionOpts {
-        unlinked_grace: grace,
-        ..SessionOpts::default()
-    };
-    let open = || SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    let (s, open) = graced(grace);
     let (a, b) = (open(), open());
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     a.write(f.ino, 0, b"still here").unwrap();
