@@ -332,6 +332,14 @@ fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<SharedFs>) {
     (s, open)
 }
 
+/// File "f" made by `a`, holding "still here", open there.
+fn made_open(a: &SharedFs) -> shoal_core::types::Attr {
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
+    a.write(f.ino, 0, b"still here").unwrap();
+    a.open_file(f.ino).unwrap();
+    f
+}
+
 /// An open file keeps its bytes after its last name goes, on the daemon
 /// that unlinked it and on any other that has it open (that one holds it),
 /// until its last close there; one nobody has open goes after the grace;
@@ -342,9 +350,7 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     let grace = Duration::from_millis(300);
     let (s, open) = graced(grace);
     let (a, b) = (open(), open());
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
-    a.write(f.ino, 0, b"still here").unwrap();
-    a.open_file(f.ino).unwrap();
+    let f = made_open(&a);
     b.unlink(ROOT_INO, b"f").unwrap();
     // A holds it, so B's removal after the grace finds it held.
     std::thread::sleep(grace * 4);
@@ -407,9 +413,7 @@ fn an_open_file_is_held_while_the_change_stream_stalls() {
     let grace = Duration::from_millis(300);
     let (s, open) = graced(grace);
     let (a, b) = (open(), open());
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
-    a.write(f.ino, 0, b"still here").unwrap();
-    a.open_file(f.ino).unwrap();
+    let f = made_open(&a);
     // A's record cache knows the file, named.
     assert_eq!(a.getattr(f.ino).unwrap().nlink, 1);
     s.pause_watches(true);
