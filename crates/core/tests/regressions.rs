@@ -369,3 +369,39 @@ fn tmpfile_is_an_orphan_until_linked() {
     let e = engine(&store);
     assert!(matches!(e.getattr(open.ino), Err(Error::NotFound)));
 }
+
+/// An unlinked file's data object goes with it, however the file came by
+/// it: written past INLINE_MAX here, shrunk back inline (the object stays,
+/// emptied), or known only from the store after a reopen. (A file made
+/// here and never past INLINE_MAX has none: its unlink removes nothing.)
+#[test]
+fn an_unlinked_files_data_object_goes_with_it() {
+    let (store, e) = fresh();
+    let big = 3 * BLOCK as usize;
+    let mut inos = vec![];
+    for (name, shrink) in [(&b"big"[..], false), (b"shrunk", true), (b"reopened", true)] {
+        let f = e.create(&Ctx::root(), ROOT_INO, name, 0o644).unwrap();
+        e.write(f.ino, 0, &vec![7; big]).unwrap();
+        if shrink {
+            truncate(&e, f.ino, 10);
+        }
+        inos.push(f.ino);
+    }
+    e.create(&Ctx::root(), ROOT_INO, b"small", 0o644).unwrap();
+    e.unlink(&Ctx::root(), ROOT_INO, b"big").unwrap();
+    e.unlink(&Ctx::root(), ROOT_INO, b"shrunk").unwrap();
+    e.unlink(&Ctx::root(), ROOT_INO, b"small").unwrap();
+    e.shutdown().unwrap();
+    drop(e);
+    let left = store.data().list().unwrap();
+    assert_eq!(left, vec![inos[2]], "objects left beside the open one");
+    let e = engine(&store);
+    e.unlink(&Ctx::root(), ROOT_INO, b"reopened").unwrap();
+    e.shutdown().unwrap();
+    assert_eq!(
+        store.data().list().unwrap(),
+        Vec::<u64>::new(),
+        "objects left"
+    );
+    assert_fsck_clean(&store);
+}

@@ -21,6 +21,11 @@ pub struct InodeState {
     pub dead: bool,
     /// The inode's records were deleted from the store (nlink 0, last close done).
     pub destroyed: bool,
+    /// A file that may have a data object: loaded from the store (its past
+    /// unknown) or moved out of line since it was made. One made here that
+    /// never went past INLINE_MAX has none, and its destruction removes
+    /// nothing (an unlink of a small file costs no object removal).
+    pub object: bool,
     /// Symlink target; for directories, the parent's inode number (8 bytes LE).
     pub blob: Vec<u8>,
     /// An inline file's bytes, as block 0 (at most INLINE_MAX bytes; shorter

@@ -302,6 +302,7 @@ mod tests {
             data_epoch: 0,
             dead: false,
             destroyed: false,
+            object: false,
             primary: None,
             pinned: 0,
             flags: 0,

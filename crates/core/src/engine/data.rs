@@ -117,6 +117,7 @@ impl Engine {
     /// addendum 2).
     pub(super) fn externalize(&self, st: &mut InodeState) -> Result<()> {
         let ino = st.attr.ino;
+        st.object = true;
         let mut bytes = st.blocks.remove(&0).unwrap_or_default();
         self.cached_data.add(-(bytes.len() as i64));
         st.blocks.clear();
@@ -684,15 +685,30 @@ impl Engine {
         a.blocks() * 512
     }
 
+    /// `ino` was destroyed in `epoch`: its data object goes once that is
+    /// durable; at once in memory only (no commit would ever remove it,
+    /// and the queue grew by every unlink).
+    pub(super) fn doom_data(&self, ino: Ino, epoch: u64) {
+        if self.store.is_null() {
+            if let Err(e) = self.data.remove(ino) {
+                tracing::warn!("{}", data::about(e, ino));
+            }
+            return;
+        }
+        self.doomed[(ino as usize) % self.doomed.len()]
+            .lock()
+            .push((ino, epoch));
+    }
+
     /// Remove the data objects of inodes whose deletion is durable
     /// (called after each commit).
     pub(super) fn remove_doomed(&self, durable: u64) {
-        let due: Vec<Ino> = {
-            let mut d = self.doomed.lock();
+        let mut due = Vec::new();
+        for d in &self.doomed {
+            let mut d = d.lock();
             if d.is_empty() {
-                return;
+                continue;
             }
-            let mut due = Vec::new();
             d.retain(|&(ino, e)| {
                 let now = e <= durable;
                 if now {
@@ -700,8 +716,7 @@ impl Engine {
                 }
                 !now
             });
-            due
-        };
+        }
         for ino in due {
             if let Err(e) = self.data.remove(ino) {
                 // Left as an orphan: the next mount's sweep removes it.

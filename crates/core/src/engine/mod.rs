@@ -138,7 +138,10 @@ pub struct Engine {
     /// Data objects of destroyed inodes, with the epoch of the destruction:
     /// removed once it is durable (`remove_doomed`). Inode numbers are never
     /// used again, so nothing can write to such an object meanwhile.
-    doomed: PlainMutex<Vec<(Ino, u64)>>,
+    /// Sharded by number, as `gone` is: one engine-wide lock here, taken by
+    /// every unlink of a file, cost seed 000's crunl a quarter of its
+    /// 2-worker rate (docs/perf-log/27-...).
+    doomed: Vec<PlainMutex<Vec<(Ino, u64)>>>,
     /// Inodes whose data objects were written since their last sync, sharded
     /// by number: what `sync` and `shutdown` must sync besides the commit.
     dirty_data: Vec<PlainMutex<std::collections::HashSet<Ino>>>,
@@ -381,7 +384,7 @@ impl Engine {
             id: ENGINE_IDS.fetch_add(1, Ordering::Relaxed),
             store: store.clone(),
             data: store.data(),
-            doomed: PlainMutex::new(Vec::new()),
+            doomed: (0..16).map(|_| PlainMutex::new(Vec::new())).collect(),
             dirty_data: (0..16)
                 .map(|_| PlainMutex::new(Default::default()))
                 .collect(),
@@ -502,6 +505,7 @@ impl Engine {
             data_epoch: 0,
             dead: false,
             destroyed: false,
+            object: false,
             primary: None,
             pinned: 0,
             flags: 0,

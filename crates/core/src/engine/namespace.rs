@@ -431,10 +431,10 @@ impl Engine {
         if orphan {
             g.del(schema::orphan_key(ino), ver);
         }
-        if st.attr.kind == Kind::File {
+        if st.object {
             // The data object goes once this deletion is durable (a file
             // that was ever past INLINE_MAX has one, maybe emptied).
-            self.doomed.lock().push((ino, g.epoch));
+            self.doom_data(ino, g.epoch);
         }
         let freed: usize = st.blocks.values().map(|b| b.len()).sum();
         self.cached_data.add(-(freed as i64));

@@ -32,6 +32,7 @@ impl Engine {
         st.xattrs = extra.xattrs;
         st.primary = extra.primary;
         st.flags = extra.flags;
+        st.object = attr.kind == Kind::File;
         match attr.kind {
             Kind::File => {
                 // Past INLINE_MAX the bytes are in the data object.
