@@ -140,7 +140,7 @@ pub struct Engine {
     /// used again, so nothing can write to such an object meanwhile.
     /// Sharded by number, as `gone` is: one engine-wide lock here, taken by
     /// every unlink of a file, cost seed 000's crunl a quarter of its
-    /// 2-worker rate (docs/perf-log/27-...).
+    /// 2-worker rate (docs/perf-log/27-unlink-object-queue.md).
     doomed: Vec<PlainMutex<Vec<(Ino, u64)>>>,
     /// Inodes whose data objects were written since their last sync, sharded
     /// by number: what `sync` and `shutdown` must sync besides the commit.
