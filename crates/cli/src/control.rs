@@ -110,6 +110,12 @@ pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
     run_dir_named(&format!("etcd-mount-{:016x}", h.finish()))
 }
 
+/// The control socket of the daemon of etcd mount `src` at `mnt` (a
+/// canonical path).
+pub fn shared_socket(src: &str, mnt: &Path) -> std::path::PathBuf {
+    shared_run_dir(src, mnt).join(SOCKET)
+}
+
 /// The control socket of an etcd mount's daemon: "stats" answers the
 /// namespace's counters (transactions, conflicts, retries, object store
 /// calls), "sync" commits every buffered write.
@@ -140,7 +146,7 @@ pub fn cmd_sync(a: &crate::args::SyncArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
     if crate::is_shared(&m.source) {
         let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
-        let sock = shared_run_dir(&m.source, &mnt).join(SOCKET);
+        let sock = shared_socket(&m.source, &mnt);
         let v = request(&sock, "sync")?;
         return match v["error"].as_str() {
             None => Ok(0),

@@ -426,7 +426,7 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
     let sock = crate::is_shared(&m.source)
         .then(|| std::fs::canonicalize(&a.mountpoint).ok())
         .flatten()
-        .map(|mnt| crate::control::shared_run_dir(&m.source, &mnt).join(crate::control::SOCKET));
+        .map(|mnt| crate::control::shared_socket(&m.source, &mnt));
     // A mount whose daemon is gone (kill -9, a crash): unmounting it is all
     // there is to do; the next mount recovers the store.
     let dead = std::fs::metadata(&a.mountpoint).is_err_and(|e| daemon_gone(&e));
@@ -625,9 +625,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let f = shoal_fuse::shared::SharedFuse::new(fs, fuse);
     let r = f.mount(&mnt, mopts, allow_other);
     // The log stays (for what happened); the socket would answer no one.
-    let _ = std::fs::remove_file(
-        crate::control::shared_run_dir(&src, &mnt).join(crate::control::SOCKET),
-    );
+    let _ = std::fs::remove_file(crate::control::shared_socket(&src, &mnt));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)
 }

@@ -165,8 +165,7 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
     let m = crate::mountinfo::shoal_at(&a.mountpoint)?;
     if crate::is_shared(&m.source) {
         let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
-        let dir = crate::control::shared_run_dir(&m.source, &mnt);
-        return shared_stats(a, &dir.join(crate::control::SOCKET));
+        return shared_stats(a, &crate::control::shared_socket(&m.source, &mnt));
     }
     let sock = crate::control::socket_of(&crate::mountinfo::store_of(&m.source));
     if a.json {
