@@ -690,9 +690,7 @@ impl Engine {
     /// and the queue grew by every unlink).
     pub(super) fn doom_data(&self, ino: Ino, epoch: u64) {
         if self.store.is_null() {
-            if let Err(e) = self.data.remove(ino) {
-                tracing::warn!("{}", data::about(e, ino));
-            }
+            self.remove_object(ino);
             return;
         }
         self.doomed[(ino as usize) % self.doomed.len()]
@@ -718,10 +716,15 @@ impl Engine {
             });
         }
         for ino in due {
-            if let Err(e) = self.data.remove(ino) {
-                // Left as an orphan: the next mount's sweep removes it.
-                tracing::warn!("{}", data::about(e, ino));
-            }
+            self.remove_object(ino);
+        }
+    }
+
+    /// Remove `ino`'s data object; one that cannot be is left as an orphan
+    /// (the next mount's sweep, or fsck --repair, removes it).
+    fn remove_object(&self, ino: Ino) {
+        if let Err(e) = self.data.remove(ino) {
+            tracing::warn!("{}", data::about(e, ino));
         }
     }
 

@@ -109,16 +109,22 @@ impl SharedFs {
             let mut after = mine;
             after.push(0);
             tx.require_cond(Cond::Empty(after, hi));
-            if let Some(v) = tx.get(ikey(ino))? {
-                let n = Node::decode(ino, &v.value)?;
-                // Named again (a link raced the unlink): it stays.
-                if n.attr.nlink == 0 {
-                    tx.del(ikey(ino));
-                    Self::forget_data(tx, &n);
-                }
-            }
-            Ok(())
+            let v = tx.get(ikey(ino))?;
+            Self::remove_nameless(tx, ino, v.as_ref())
         })
+    }
+
+    /// Delete `ino`'s record `v` (as read) and its data if it still has no
+    /// links; named again (a link raced the unlink), it stays.
+    fn remove_nameless(tx: &mut Tx, ino: Ino, v: Option<&super::Versioned>) -> Result<()> {
+        if let Some(v) = v {
+            let n = Node::decode(ino, &v.value)?;
+            if n.attr.nlink == 0 {
+                tx.del(ikey(ino));
+                Self::forget_data(tx, &n);
+            }
+        }
+        Ok(())
     }
 
     /// The holds in `[lo, hi)`: (inode, session).
@@ -244,14 +250,7 @@ impl SharedFs {
                 for ((ino, okey), v) in free.into_iter().zip(vs) {
                     let (lo, hi) = hrange(*ino);
                     tx.require_cond(Cond::Empty(lo, hi));
-                    if let Some(v) = v {
-                        let n = Node::decode(*ino, &v.value)?;
-                        // Named again (a link raced the unlink): it stays.
-                        if n.attr.nlink == 0 {
-                            tx.del(ikey(*ino));
-                            Self::forget_data(tx, &n);
-                        }
-                    }
+                    Self::remove_nameless(tx, *ino, v.as_ref())?;
                     tx.del(okey.clone());
                 }
                 Ok(kept)
