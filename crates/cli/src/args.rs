@@ -31,6 +31,18 @@ pub enum Cmd {
     /// Make everything acknowledged on a mount durable (sync(1) does not
     /// reach a FUSE daemon; this does).
     Sync(SyncArgs),
+    /// A store's or an etcd namespace's format, settings, mounts, held
+    /// files, locks, leases, space and inodes.
+    Status(StatusArgs),
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// A store directory or an etcd://H:P,.../NAME URL.
+    pub source: PathBuf,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -75,7 +87,8 @@ pub struct MountArgs {
     /// request queues, the default where the kernel offers them: Linux
     /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough,
     /// nodirect_create (a file created write-only keeps its written bytes
-    /// in the FUSE page cache too, as before 2026-11-27).
+    /// in the FUSE page cache too, as before 2026-11-27), metrics=IP:PORT
+    /// (Prometheus metrics at http://IP:PORT/metrics; docs/operations.md).
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.

@@ -1,5 +1,6 @@
 //! The daemon's control socket, `STORE/control.sock`: one request a
-//! connection, a line the client writes ("stats" or "sync"), one JSON answer.
+//! connection, a line the client writes ("stats", "sync" or "status"), one
+//! JSON answer.
 //! `shoal stats` reads counters through it, `shoal sync` makes everything
 //! the mount acknowledged durable (the kernel does not pass sync(2) and
 //! syncfs(2) on to a FUSE daemon: docs/design.md, "What sync means").
@@ -61,13 +62,16 @@ pub fn socket_of(store: &Path) -> std::path::PathBuf {
         .unwrap_or_else(|| store.join(SOCKET))
 }
 
-pub fn serve(e: Arc<Engine>, requests: Option<Arc<shoal_fuse::Requests>>, store: &Path) {
+/// Serve the control socket of an embedded mount; its "stats" answer is
+/// `snap`'s, the snapshot `-o metrics` encodes too.
+pub fn serve(e: Arc<Engine>, snap: crate::metrics::Snapshot, info: Value, store: &Path) {
     listen(&store.join(SOCKET), move |what| match what {
+        "status" => crate::status::embedded_daemon_status(&e, &info),
         "sync" => match e.sync() {
             Ok(()) => json!({"synced": true, "durable_epoch": e.committer.durable_epoch()}),
             Err(err) => json!({"error": err.to_string()}),
         },
-        _ => crate::stats::snapshot(&e, requests.as_deref()),
+        _ => snap(),
     });
 }
 
@@ -119,13 +123,19 @@ pub fn shared_socket(src: &str, mnt: &Path) -> std::path::PathBuf {
 /// The control socket of an etcd mount's daemon: "stats" answers the
 /// namespace's counters (transactions, conflicts, retries, object store
 /// calls), "sync" commits every buffered write.
-pub fn serve_shared(fs: Arc<shoal_core::shared::ns::SharedFs>, dir: &Path) {
+pub fn serve_shared(
+    fs: Arc<shoal_core::shared::ns::SharedFs>,
+    snap: crate::metrics::Snapshot,
+    info: Value,
+    dir: &Path,
+) {
     listen(&dir.join(SOCKET), move |what| match what {
+        "status" => info.clone(),
         "sync" => match fs.flush_all() {
             Ok(()) => json!({"synced": true}),
             Err(err) => json!({"error": err.to_string()}),
         },
-        _ => crate::stats::shared_snapshot(&fs),
+        _ => snap(),
     });
 }
 

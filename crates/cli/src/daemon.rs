@@ -22,6 +22,8 @@ pub struct Parsed {
     pub verify: bool,
     /// The mount's source as /proc/mounts shows it (default: the store's path).
     pub fsname: Option<String>,
+    /// `metrics=ADDR:PORT`: serve Prometheus metrics there (`crate::metrics`).
+    pub metrics: Option<String>,
 }
 
 pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
@@ -34,6 +36,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         // the full walk is fsck's, or `-o verify`'s.
         verify: false,
         fsname: None,
+        metrics: None,
     };
     for o in opts.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let (k, v) = match o.split_once('=') {
@@ -89,6 +92,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                         .to_string(),
                 )
             }
+            "metrics" => p.metrics = Some(metrics_addr(o, v)?),
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
@@ -244,6 +248,12 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let engine =
         Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
+    // Bound before serving: a mount whose metrics cannot be served fails.
+    let metrics = parsed
+        .metrics
+        .as_deref()
+        .map(crate::metrics::Listener::bind)
+        .transpose()?;
     let _ = std::fs::write(run.join("daemon.pid"), format!("{}\n", std::process::id()));
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
@@ -257,7 +267,15 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
-    crate::control::serve(engine.clone(), Some(fs.requests()), &run);
+    let snap: crate::metrics::Snapshot = {
+        let (e, r) = (engine.clone(), fs.requests());
+        Arc::new(move || crate::stats::snapshot(&e, Some(&r)))
+    };
+    let info = crate::status::daemon_info(&mnt, &a.options, parsed.cfg.read_only);
+    crate::control::serve(engine.clone(), snap.clone(), info, &run);
+    if let Some(m) = metrics {
+        m.start(snap);
+    }
     let r = fs.mount(&mnt, mopts, parsed.allow_other);
     let mut fin = engine.shutdown();
     if fin.is_ok() && !parsed.cfg.read_only {
@@ -547,6 +565,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
     let mut session = shoal_core::shared::ns::SessionOpts::default();
     let mut allow_other = false;
+    let mut metrics = None;
     let mut mopts = vec![
         MountOption::FSName(src.clone()),
         MountOption::Subtype("shoal".into()),
@@ -587,9 +606,10 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "uring" => fuse.uring = true,
             "nouring" => fuse.uring = false,
             "record_cache_mb" => session.record_cache = num(v)? << 20,
+            "metrics" => metrics = Some(metrics_addr(o, v)?),
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }
@@ -603,31 +623,65 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         return spawn_background(a, Path::new(&src), &run);
     }
     init_logging();
+    let metrics = metrics
+        .as_deref()
+        .map(crate::metrics::Listener::bind)
+        .transpose()?;
     let store = crate::shared_connect(&src)?;
-    session.who = format!(
-        "{} pid {}",
-        std::fs::read_to_string("/etc/hostname")
-            .unwrap_or_default()
-            .trim(),
-        std::process::id()
-    );
-    let blobs = data_store(&*store).map_err(|e| format!("{src}: {e}"))?;
+    let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
+    // The session record: who is mounted, read by `shoal status`.
+    let info = crate::status::daemon_info(&mnt, &a.options, false);
+    session.who = info.to_string();
+    let extra = crate::stats::SharedExtra::default();
+    let blobs = data_store(&*store)
+        .map_err(|e| format!("{src}: {e}"))?
+        .map(|inner| {
+            Arc::new(crate::metrics::CountedBlobs {
+                inner,
+                counts: extra.objects.clone(),
+            }) as Arc<dyn shoal_core::shared::blob::Blobs>
+        });
     let fs = shoal_core::shared::ns::SharedFs::open_with_data(store.clone(), blobs, session)
         .map_err(|e| format!("{src}: {e}"))?;
-    let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
-    crate::control::serve_shared(fs.clone(), &crate::control::shared_run_dir(&src, &mnt));
+    let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);
+    let extra = crate::stats::SharedExtra {
+        invalidations: f.invalidations.clone(),
+        ..extra
+    };
+    let snap: crate::metrics::Snapshot = {
+        let fs = fs.clone();
+        Arc::new(move || crate::stats::shared_snapshot(&fs, &extra))
+    };
+    crate::control::serve_shared(
+        fs.clone(),
+        snap.clone(),
+        info,
+        &crate::control::shared_run_dir(&src, &mnt),
+    );
+    if let Some(m) = metrics {
+        m.start(snap);
+    }
     tracing::info!(
         "serving {src} at {} (session {:x})",
         mnt.display(),
         fs.session()
     );
-    let f = shoal_fuse::shared::SharedFuse::new(fs, fuse);
     let r = f.mount(&mnt, mopts, allow_other);
     // The log stays (for what happened); the socket would answer no one.
     let _ = std::fs::remove_file(crate::control::shared_socket(&src, &mnt));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)
+}
+
+/// The address of `metrics=ADDR:PORT` (option `o`), checked for its form.
+fn metrics_addr(o: &str, v: Option<&str>) -> Result<String, String> {
+    match v {
+        Some(a) if a.parse::<std::net::SocketAddr>().is_ok() => Ok(a.to_string()),
+        _ => Err(format!(
+            "option '{o}': use metrics=ADDR:PORT, e.g. metrics=127.0.0.1:9567"
+        )),
+    }
 }
 
 /// The object store a shared filesystem keeps file data in (what mkfs was

@@ -4,8 +4,10 @@
 mod args;
 mod control;
 mod daemon;
+mod metrics;
 mod mountinfo;
 mod stats;
+mod status;
 
 use args::{Cli, Cmd};
 use clap::Parser;
@@ -47,6 +49,7 @@ fn main() {
         Cmd::Bench(a) => shoal_bench::cli::run(*a).map_err(|e| e.to_string()),
         Cmd::Stats(a) => stats::cmd_stats(&a),
         Cmd::Sync(a) => control::cmd_sync(&a),
+        Cmd::Status(a) => status::cmd_status(&a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -12,20 +12,34 @@ use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Per-operation counts and sampled latencies (the operations seen).
+fn ops_json(stats: &shoal_core::stats::OpStats) -> Value {
+    let mut ops = serde_json::Map::new();
+    for op in OPS {
+        let s = stats.snapshot(op);
+        if s.count > 0 {
+            ops.insert(
+                op.name().into(),
+                json!({
+                    "count": s.count, "p50_ns": s.percentile(0.5), "p99_ns": s.percentile(0.99),
+                    "hist": s.hist, "sum_ns": s.sum_ns,
+                }),
+            );
+        }
+    }
+    Value::Object(ops)
+}
+
+/// The daemon process's own figures.
+fn process_json() -> Value {
+    json!({"rss_bytes": crate::metrics::rss_bytes(), "pid": std::process::id()})
+}
+
 pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     let mut fuse = serde_json::Map::new();
     for (name, n) in requests.map(|r| r.snapshot()).unwrap_or_default() {
         if n > 0 {
             fuse.insert(name.into(), json!(n));
-        }
-    }
-    let mut ops = serde_json::Map::new();
-    for op in OPS {
-        let s = e.stats.snapshot(op);
-        if s.count > 0 {
-            ops.insert(op.name().into(), json!({
-                "count": s.count, "p50_ns": s.percentile(0.5), "p99_ns": s.percentile(0.99), "hist": s.hist,
-            }));
         }
     }
     let mut locks = serde_json::Map::new();
@@ -39,7 +53,8 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     let cs = &e.committer.stats;
     let st = e.store().counters();
     json!({
-        "ops": ops,
+        "ops": ops_json(&e.stats),
+        "process": process_json(),
         "fuse_requests": fuse,
         "fuse_invalidations": requests.map_or(0, |r| r.invalidations.load(Ordering::Relaxed)),
         "commit": {
@@ -48,6 +63,7 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
             "keys_out": cs.keys_out.load(Ordering::Relaxed),
             "keys_elided": cs.keys_elided.load(Ordering::Relaxed),
             "commit_ns": cs.commit_ns.load(Ordering::Relaxed),
+            "keys_hist": cs.keys_hist.iter().map(|b| b.load(Ordering::Relaxed)).collect::<Vec<_>>(),
             "durable_epoch": e.committer.durable_epoch(),
             "read_only": e.committer.is_poisoned(),
         },
@@ -85,12 +101,25 @@ macro_rules! p {
     }};
 }
 
+/// What an etcd mount's daemon counts beside its namespace's counters.
+#[derive(Default)]
+pub struct SharedExtra {
+    /// Object store requests, by result (`metrics::CountedBlobs`).
+    pub objects: std::sync::Arc<crate::metrics::ObjectCounts>,
+    /// The adapter's kernel invalidations (`SharedFuse::invalidations`).
+    pub invalidations: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
 /// The counters of an etcd mount's namespace.
-pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
+pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs, x: &SharedExtra) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &fs.stats;
     let cached = fs.cached_keys();
-    json!({"shared": {
+    json!({
+        "ops": ops_json(&s.op_stats),
+        "process": process_json(),
+        "fuse_invalidations": x.invalidations.load(Relaxed),
+        "shared": {
         "ops": s.ops.load(Relaxed),
         "commits": s.commits.load(Relaxed),
         "conflicts": s.conflicts.load(Relaxed),
@@ -113,6 +142,7 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs) -> Value {
         "cache_misses": s.cache_misses.load(Relaxed),
         "cached_keys": cached.0,
         "cached_bytes": cached.1,
+        "object_requests": x.objects.json(),
         "session": format!("{:x}", fs.session()),
     }})
 }

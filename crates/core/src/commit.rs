@@ -61,7 +61,13 @@ pub struct CommitStats {
     /// Keys absent before their epoch and deleted by its end: not written.
     pub keys_elided: AtomicU64,
     pub commit_ns: AtomicU64,
+    /// Commits by the keys they wrote: bucket b counts those of
+    /// [2^(b-1), 2^b) keys (b = 0: none, every key elided).
+    pub keys_hist: [AtomicU64; COMMIT_BUCKETS],
 }
+
+/// Buckets of `CommitStats::keys_hist`: the last takes 2^30 keys and more.
+pub const COMMIT_BUCKETS: usize = 32;
 
 pub struct Committer {
     shards: Vec<CachePadded<Mutex<Queue>>>,
@@ -444,6 +450,8 @@ impl Committer {
             self.stats
                 .keys_out
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let b = (64 - (batch.len() as u64).leading_zeros() as usize).min(COMMIT_BUCKETS - 1);
+            self.stats.keys_hist[b].fetch_add(1, Ordering::Relaxed);
             self.stats.commits.fetch_add(1, Ordering::Relaxed);
         }
         self.durable.store(closed, Ordering::Release);

@@ -71,6 +71,9 @@ pub const SAMPLE: u64 = 8;
 struct Stripe {
     count: [AtomicU64; OPS.len()],
     hist: [[AtomicU64; BUCKETS]; OPS.len()],
+    /// Nanoseconds of the timed operations, for a histogram's sum
+    /// (Prometheus's `_sum`: mean latency = sum / timed count).
+    sum_ns: [AtomicU64; OPS.len()],
 }
 
 pub struct OpStats {
@@ -85,6 +88,7 @@ impl Default for OpStats {
                     CachePadded::new(Stripe {
                         count: std::array::from_fn(|_| AtomicU64::new(0)),
                         hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+                        sum_ns: std::array::from_fn(|_| AtomicU64::new(0)),
                     })
                 })
                 .collect(),
@@ -111,6 +115,7 @@ impl Drop for Timer<'_> {
             let ns = t0.elapsed().as_nanos() as u64;
             let b = (64 - ns.leading_zeros() as usize).min(BUCKETS - 1);
             s.hist[self.op as usize][b].fetch_add(1, Ordering::Relaxed);
+            s.sum_ns[self.op as usize].fetch_add(ns, Ordering::Relaxed);
         }
     }
 }
@@ -121,6 +126,8 @@ pub struct OpSnapshot {
     pub count: u64,
     /// Sampled latency histogram: bucket b counts latencies in [2^(b-1), 2^b) ns.
     pub hist: Vec<u64>,
+    /// Nanoseconds of the timed operations together.
+    pub sum_ns: u64,
 }
 
 impl OpSnapshot {
@@ -139,6 +146,12 @@ impl OpSnapshot {
             }
         }
         1u64 << (BUCKETS - 1)
+    }
+}
+
+impl std::fmt::Debug for OpStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpStats")
     }
 }
 
@@ -164,9 +177,11 @@ impl OpStats {
         let mut s = OpSnapshot {
             count: 0,
             hist: vec![0; BUCKETS],
+            sum_ns: 0,
         };
         for st in &self.stripes {
             s.count += st.count[op as usize].load(Ordering::Relaxed);
+            s.sum_ns += st.sum_ns[op as usize].load(Ordering::Relaxed);
             for (b, h) in st.hist[op as usize].iter().enumerate() {
                 s.hist[b] += h.load(Ordering::Relaxed);
             }

@@ -23,6 +23,7 @@ use fuser::{
 };
 use shoal_core::shared::locks::{Lock, Want};
 use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_core::stats::Op;
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -409,10 +410,12 @@ impl Filesystem for SharedFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _t = self.fs.stats.op_stats.start(Op::Lookup);
         self.entry(reply, self.fs.lookup(parent.0, name.as_bytes()))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _t = self.fs.stats.op_stats.start(Op::Getattr);
         match self.fs.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
             Err(Error::NotFound) => match self.open_dirs.lock().unwrap().get(&ino.0).copied() {
@@ -444,6 +447,7 @@ impl Filesystem for SharedFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Setattr);
         let sa = SetAttr {
             mode,
             uid,
@@ -470,6 +474,7 @@ impl Filesystem for SharedFuse {
         _pos: u32,
         reply: ReplyEmpty,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Xattr);
         let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
         // The caller's groups: an access ACL clears setgid unless the
         // caller is in the file's group.
@@ -484,18 +489,22 @@ impl Filesystem for SharedFuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _t = self.fs.stats.op_stats.start(Op::Xattr);
         reply_xattr_value(reply, self.fs.getxattr(ino.0, name.as_bytes()), size);
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _t = self.fs.stats.op_stats.start(Op::Xattr);
         reply_xattr_names(reply, self.fs.listxattr(ino.0), size);
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _t = self.fs.stats.op_stats.start(Op::Xattr);
         Self::empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _t = self.fs.stats.op_stats.start(Op::Readlink);
         match self.fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -512,6 +521,7 @@ impl Filesystem for SharedFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Create);
         let Some(kind) = Kind::from_mode(mode) else {
             return reply.error(errno(&Error::Invalid));
         };
@@ -541,6 +551,7 @@ impl Filesystem for SharedFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Mkdir);
         self.entry(
             reply,
             self.new_node(
@@ -566,6 +577,7 @@ impl Filesystem for SharedFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Symlink);
         let t = target.as_os_str().as_bytes();
         self.entry(
             reply,
@@ -585,10 +597,12 @@ impl Filesystem for SharedFuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _t = self.fs.stats.op_stats.start(Op::Unlink);
         Self::empty(reply, self.fs.unlink(parent.0, name.as_bytes()))
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _t = self.fs.stats.op_stats.start(Op::Rmdir);
         Self::empty(reply, self.fs.rmdir(parent.0, name.as_bytes()))
     }
 
@@ -602,6 +616,7 @@ impl Filesystem for SharedFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Rename);
         let noreplace = flags.bits() & libc::RENAME_NOREPLACE != 0;
         if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
             return reply.error(errno(&Error::Invalid));
@@ -624,10 +639,12 @@ impl Filesystem for SharedFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Link);
         self.entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()))
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _t = self.fs.stats.op_stats.start(Op::Open);
         match self.fs.open_file(ino.0) {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
@@ -644,6 +661,7 @@ impl Filesystem for SharedFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Create);
         let r = self
             .new_node(
                 req,
@@ -681,6 +699,7 @@ impl Filesystem for SharedFuse {
         _lock: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Read);
         match self.fs.read(ino.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -699,6 +718,7 @@ impl Filesystem for SharedFuse {
         _lock: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Write);
         match self.fs.write(ino.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(Error::FileTooBig) => {
@@ -748,6 +768,7 @@ impl Filesystem for SharedFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Release);
         self.releases.0.fetch_add(1, Ordering::AcqRel);
         // The open file's last close releases its flock.
         let mut unlocked = match flock {
@@ -781,6 +802,7 @@ impl Filesystem for SharedFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Fsync);
         Self::empty(reply, self.fs.fsync(ino.0))
     }
 
@@ -794,6 +816,7 @@ impl Filesystem for SharedFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Fsync);
         Self::empty(reply, self.fs.fsyncdir())
     }
 
@@ -820,6 +843,7 @@ impl Filesystem for SharedFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _t = self.fs.stats.op_stats.start(Op::Readdir);
         let mut dirs = self.dirs.lock().unwrap();
         if offset == 0 || !dirs.contains_key(&fh.0) {
             // The listing, whole, at the first call (a directory read from
@@ -952,6 +976,7 @@ impl Filesystem for SharedFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _t = self.fs.stats.op_stats.start(Op::Statfs);
         // etcd's quota is the bound (2 GiB by default); not read here.
         reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
     }

@@ -37,6 +37,7 @@ mod lease;
 pub mod locks;
 pub mod ns;
 pub mod sim;
+pub mod status;
 mod stream;
 
 use std::fmt;

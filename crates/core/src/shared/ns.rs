@@ -246,6 +246,9 @@ pub struct SharedStats {
     /// and those that read the store.
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    /// Per-operation counts and sampled latencies, as the embedded
+    /// engine's (`Engine::stats`), kept by the FUSE adapter.
+    pub op_stats: crate::stats::OpStats,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -629,7 +632,11 @@ pub fn all_tables(store: &dyn SharedStore) -> Result<Vec<String>> {
 }
 
 /// Every key in `[lo, hi)`, in pages.
-fn scan_all(store: &dyn SharedStore, lo: &[u8], hi: &[u8]) -> Result<Vec<(Vec<u8>, Versioned)>> {
+pub(super) fn scan_all(
+    store: &dyn SharedStore,
+    lo: &[u8],
+    hi: &[u8],
+) -> Result<Vec<(Vec<u8>, Versioned)>> {
     let mut out = Vec::new();
     let mut from = lo.to_vec();
     loop {
