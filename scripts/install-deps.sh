@@ -5,10 +5,12 @@ need=()
 # protobuf-compiler: the etcd client's build compiles etcd's protocol.
 for p in fuse3 bc xz-utils protobuf-compiler; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ "${1:-}" = "--tests" ]; then
-  # linux-source for the tree test; nftables cuts etcd members apart in a test; the rest builds and runs xfstests.
+  # linux-source for the tree test; nftables cuts etcd members apart in a test;
+  # python3-prometheus-client parses the metrics endpoint (tests/scripts/metrics.sh);
+  # the rest builds and runs xfstests.
   for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
     libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio \
-    etcd-server etcd-client nftables; do
+    etcd-server etcd-client nftables python3-prometheus-client; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi
