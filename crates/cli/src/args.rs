@@ -31,6 +31,13 @@ pub enum Cmd {
     /// Make everything acknowledged on a mount durable (sync(1) does not
     /// reach a FUSE daemon; this does).
     Sync(SyncArgs),
+    /// Write a namespace (records, names, xattrs, ACLs, flags, file data)
+    /// as a stream a load makes again: a backup, or a move between stores.
+    /// A mounted store is dumped at one instant.
+    Dump(DumpArgs),
+    /// Make a namespace from a dump, in a new store directory or an empty
+    /// namespace on etcd.
+    Load(LoadArgs),
     /// A store's or an etcd namespace's format, settings, mounts, held
     /// files, locks, leases, space and inodes.
     Status(StatusArgs),
@@ -43,6 +50,36 @@ pub struct StatusArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct DumpArgs {
+    /// A store directory (mounted or not) or an etcd://H:P,.../NAME URL.
+    pub source: PathBuf,
+    /// The file to write (`-`: standard output, the default). Written
+    /// whole under a temporary name, then renamed into place.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// Compress with gzip (also when the output's name ends in `.gz`).
+    #[arg(short = 'z', long)]
+    pub gzip: bool,
+    /// Dump only this directory (a path from the source's root); it
+    /// becomes the root of a store loaded from the dump.
+    #[arg(long, value_name = "PATH")]
+    pub subtree: Option<String>,
+}
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// A dump made by `shoal dump` (`-`: standard input; gzip or not).
+    pub file: PathBuf,
+    /// A new or empty store directory, or an etcd://H:P,.../NAME URL (a
+    /// namespace made here if missing, else one with an empty root).
+    pub dest: PathBuf,
+    /// For a namespace on etcd made by this load: its object store (as
+    /// `shoal mkfs --data`).
+    #[arg(long, value_name = "URL")]
+    pub data: Option<String>,
 }
 
 #[derive(Args)]

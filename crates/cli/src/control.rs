@@ -65,7 +65,14 @@ pub fn socket_of(store: &Path) -> std::path::PathBuf {
 /// Serve the control socket of an embedded mount; its "stats" answer is
 /// `snap`'s, the snapshot `-o metrics` encodes too.
 pub fn serve(e: Arc<Engine>, snap: crate::metrics::Snapshot, info: Value, store: &Path) {
-    listen(&store.join(SOCKET), move |what| match what {
+    // "dump HEAD": the dump of a snapshot streamed back (`crate::dump`), on
+    // a thread of its own, so stats and sync answer meanwhile.
+    let de = e.clone();
+    let dump: Stream = Arc::new(move |req: &str, mut c: UnixStream| {
+        let _ = c.set_read_timeout(None);
+        crate::dump::serve_dump(&de, req, &mut c);
+    });
+    listen_with(&store.join(SOCKET), Some(dump), move |what| match what {
         "status" => crate::status::embedded_daemon_status(&e, &info),
         "sync" => match e.sync() {
             Ok(()) => json!({"synced": true, "durable_epoch": e.committer.durable_epoch()}),
@@ -79,6 +86,19 @@ pub fn serve(e: Arc<Engine>, snap: crate::metrics::Snapshot, info: Value, store:
 /// connection, one request line, `answer`'s JSON back. One at a time: a
 /// sync waits for a commit, a few ms.
 fn listen(path: &Path, answer: impl Fn(&str) -> Value + Send + 'static) {
+    listen_with(path, None, answer)
+}
+
+/// A request answered by a stream of its own rather than one JSON value.
+type Stream = Arc<dyn Fn(&str, UnixStream) + Send + Sync>;
+
+/// `listen`, with requests "dump ..." handed with their connection to
+/// `stream` on a thread of their own.
+fn listen_with(
+    path: &Path,
+    stream: Option<Stream>,
+    answer: impl Fn(&str) -> Value + Send + 'static,
+) {
     let _ = std::fs::remove_file(path);
     let l = match UnixListener::bind(path) {
         Ok(l) => l,
@@ -94,6 +114,13 @@ fn listen(path: &Path, answer: impl Fn(&str) -> Value + Send + 'static) {
                 let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
                 let mut line = String::new();
                 if BufReader::new(&c).read_line(&mut line).is_err() {
+                    continue;
+                }
+                if let (Some(req), Some(st)) = (line.trim().strip_prefix("dump "), &stream) {
+                    let (req, st) = (req.to_string(), st.clone());
+                    let _ = std::thread::Builder::new()
+                        .name("shoal-dump".into())
+                        .spawn(move || st(&req, c));
                     continue;
                 }
                 let _ = c.write_all(answer(line.trim()).to_string().as_bytes());

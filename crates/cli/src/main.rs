@@ -4,6 +4,7 @@
 mod args;
 mod control;
 mod daemon;
+mod dump;
 mod metrics;
 mod mountinfo;
 mod stats;
@@ -49,6 +50,8 @@ fn main() {
         Cmd::Bench(a) => shoal_bench::cli::run(*a).map_err(|e| e.to_string()),
         Cmd::Stats(a) => stats::cmd_stats(&a),
         Cmd::Sync(a) => control::cmd_sync(&a),
+        Cmd::Dump(a) => dump::cmd_dump(&a),
+        Cmd::Load(a) => dump::cmd_load(&a),
         Cmd::Status(a) => status::cmd_status(&a),
     };
     match r {

@@ -38,6 +38,12 @@ pub trait Store: Send + Sync + 'static {
     fn counters(&self) -> StoreCounters {
         StoreCounters::default()
     }
+    /// A read-only view of the records as they are now: later writes do not
+    /// show in it, and its own writes fail (`shoal dump` of a mounted store
+    /// reads one instant through it). File data (`data()`) is the live one.
+    fn snapshot(&self) -> Result<Arc<dyn Store>> {
+        Err(Error::NotSupported)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -606,6 +606,13 @@ impl Store for FjallStore {
     fn data(&self) -> Arc<dyn shoal_core::data::DataStore> {
         self.data.clone()
     }
+    fn snapshot(&self) -> Result<Arc<dyn Store>> {
+        Ok(Arc::new(FjallSnapshot {
+            snap: self.db.snapshot(),
+            ks: self.ks.clone(),
+            data: self.data.clone(),
+        }))
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         Ok(self.ks.get(key).map_err(map_err)?.map(|v| v.to_vec()))
@@ -848,4 +855,46 @@ fn journals(db: &Path) -> Vec<(std::ffi::OsString, std::fs::Metadata)> {
         .collect();
     js.sort_by_key(|j| j.0);
     js.into_iter().map(|(_, name, m)| (name, m)).collect()
+}
+
+/// One instant of a `FjallStore`'s records (fjall's MVCC snapshot: what
+/// it reads stays as it was while the store goes on), read-only. fjall
+/// keeps the versions it needs until it is dropped, so hold it only as
+/// long as one dump.
+struct FjallSnapshot {
+    snap: fjall::Snapshot,
+    ks: fjall::Keyspace,
+    data: Arc<crate::DataFiles>,
+}
+
+impl Store for FjallSnapshot {
+    fn data(&self) -> Arc<dyn shoal_core::data::DataStore> {
+        self.data.clone()
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        use fjall::Readable;
+        Ok(self
+            .snap
+            .get(&self.ks, key)
+            .map_err(map_err)?
+            .map(|v| v.to_vec()))
+    }
+    fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        use fjall::Readable;
+        let mut out = Vec::new();
+        for g in self.snap.range(&self.ks, lo.to_vec()..hi.to_vec()) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = g.into_inner().map_err(map_err)?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+    fn write(&self, _batch: &[BatchItem], _sync: bool) -> Result<()> {
+        Err(Error::ReadOnly)
+    }
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
 }
