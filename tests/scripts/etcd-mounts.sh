@@ -63,6 +63,14 @@ after = os.stat(d).st_mtime_ns
 sys.exit(0 if after > before else "directory mtime after a create: %d, before %d" % (after, before))' "$A/mt" \
   || fail "a create from memory left its directory's mtime behind"
 rm -r "$A/mt"
+# touch -d of a directory with entries made from memory sets that time, an
+# older one too (the newest create's time won over it: shoal load's
+# directories kept the load's time).
+mkdir "$A/tt"; touch "$A/tt/x"
+touch -d "2001-02-03 04:05:06.5" "$A/tt"
+[ "$(stat -c %Y "$A/tt")" = 981173106 ] || fail "touch -d of a directory with entries: mtime $(stat -c %y "$A/tt")"
+within 2 test "$(stat -c %Y "$B/tt")" = 981173106 || fail "B sees the directory's mtime $(stat -c %y "$B/tt")"
+rm -r "$A/tt"
 mkdir "$A/d"; within 2 test -d "$B/d" || fail "B does not see A's directory"
 rmdir "$A/d"
 within 2 test ! -e "$B/d" || fail "B still sees a directory A removed"

@@ -377,6 +377,14 @@ impl SharedFs {
         self.leases.st.lock().unwrap().dir_times.get(&dir).copied()
     }
 
+    /// Forget `dir`'s latest create from memory (its batches committed,
+    /// and a setattr set its times since).
+    pub(super) fn forget_dir_time(&self, dir: Ino) {
+        if self.leases.enabled {
+            self.leases.st.lock().unwrap().dir_times.remove(&dir);
+        }
+    }
+
     pub(super) fn pending_node(&self, ino: Ino) -> Option<Node> {
         if !self.leases.enabled {
             return None;

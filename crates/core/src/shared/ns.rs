@@ -1571,6 +1571,13 @@ impl SharedFs {
             // A truncate applies to the file with its buffered writes.
             self.flush(ino)?;
         }
+        let sets_dir_time = sa.mtime.is_some() || sa.ctime.is_some();
+        if sets_dir_time && self.pending_dir_time(ino).is_some() {
+            // Creates from memory in this directory would move its times
+            // past the ones set here when their batch commits: first them.
+            self.settle()?;
+            self.forget_dir_time(ino);
+        }
         // A file created from memory and not committed yet: changed there.
         if sa.size.is_none() {
             if let Some(r) = self.amend_queued(ino, |n| {
@@ -1602,6 +1609,12 @@ impl SharedFs {
                 n.attr.size = size;
             }
             Self::set_attrs(&mut n, sa, t);
+            if n.attr.kind == Kind::Dir && sets_dir_time {
+                // The times set here are the directory's, not the newest
+                // of them and its entries' changes (`T dir`, `getattr`):
+                // `touch -d` of a directory with entries sets an older time.
+                tx.del(tkey(ino));
+            }
             tx.put_node(&mut n)?;
             Ok(n.attr)
         });
