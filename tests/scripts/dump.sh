@@ -141,35 +141,46 @@ rm -rf "$WORK/dump-sub.store"; "$SHOAL" load "$WORK/dump-sub.json" "$WORK/dump-s
 "$SHOAL" umount "$C.mnt"
 
 # --- a dump while writers run is a prefix of what they were answered
-for w in 1 2; do mkdir -p "$a/w$w"; done
-writer() { # writer N: make files one by one, log each once answered
-  local i=0; : > "$WORK/dump-w$1.log"
-  while [ ! -e "$WORK/dump-stop" ]; do
-    echo "$i" > "$a/w$1/f$i" && echo "f$i" >> "$WORK/dump-w$1.log"; i=$((i+1))
+# prefix MNT SOURCE POINT: writers on MNT, a dump of SOURCE meanwhile
+# (its head saying POINT), loaded: each writer's files in it are the first
+# ones of its log.
+prefix() {
+  local m=$1 src=$2 point=$3 w p1 p2 n total f
+  for w in 1 2; do mkdir -p "$m/w$w"; done
+  writer() { # writer N: make files one by one, log each once answered
+    local i=0; : > "$WORK/dump-w$1.log"
+    while [ ! -e "$WORK/dump-stop" ]; do
+      echo "$i" > "$m/w$1/f$i" && echo "f$i" >> "$WORK/dump-w$1.log"; i=$((i+1))
+    done
+  }
+  rm -f "$WORK/dump-stop"
+  writer 1 & p1=$!; writer 2 & p2=$!
+  sleep 1
+  "$SHOAL" dump "$src" -o "$WORK/dump-live.json" 2>/dev/null || fail "dump of $src while writers run"
+  sleep 0.5; touch "$WORK/dump-stop"; wait $p1 $p2
+  head -1 "$WORK/dump-live.json" | grep -q "\"point\":\"$point" || fail "$src: the dump's point is not $point: $(head -1 "$WORK/dump-live.json")"
+  rm -rf "$WORK/dump-live.store"
+  "$SHOAL" load "$WORK/dump-live.json" "$WORK/dump-live.store" 2>/dev/null || fail "load of the live dump"
+  clean "$WORK/dump-live.store" "load of the live dump"
+  "$SHOAL" mount -d "$WORK/dump-live.store" "$C.mnt" -o allow_other,ro >/dev/null
+  for w in 1 2; do
+    n=$(ls "$C.mnt/w$w" | wc -l)
+    total=$(wc -l < "$WORK/dump-w$w.log")
+    [ "$n" -gt 0 ] && [ "$n" -lt "$total" ] || fail "$src, writer $w: $n of $total files in the dump (the dump was not taken while it wrote)"
+    # The files in the dump are exactly the first n the writer was answered for.
+    head -n "$n" "$WORK/dump-w$w.log" | sort > "$WORK/dump-want"
+    ls "$C.mnt/w$w" | sort > "$WORK/dump-got"
+    diff "$WORK/dump-want" "$WORK/dump-got" >/dev/null || fail "$src, writer $w: the dump is not a prefix of its log"
+    # Each whole, but the last: its create may be in and its write not yet.
+    for f in $(head -n "$((n-1))" "$WORK/dump-w$w.log"); do [ "$(cat "$C.mnt/w$w/$f")" = "${f#f}" ] || fail "$src, writer $w: $f's content"; done
+    echo "$src, writer $w: the dump holds the first $n of its $total files"
   done
+  "$SHOAL" umount "$C.mnt"
 }
-rm -f "$WORK/dump-stop"
-writer 1 & p1=$!; writer 2 & p2=$!
-sleep 1
-"$SHOAL" dump "$A.store" -o "$WORK/dump-live.json" 2>/dev/null || fail "dump while writers run"
-sleep 0.5; touch "$WORK/dump-stop"; wait $p1 $p2
-rm -rf "$WORK/dump-live.store"
-"$SHOAL" load "$WORK/dump-live.json" "$WORK/dump-live.store" 2>/dev/null || fail "load of the live dump"
-clean "$WORK/dump-live.store" "load of the live dump"
-"$SHOAL" mount -d "$WORK/dump-live.store" "$C.mnt" -o allow_other,ro >/dev/null
-for w in 1 2; do
-  n=$(ls "$C.mnt/w$w" | wc -l)
-  total=$(wc -l < "$WORK/dump-w$w.log")
-  [ "$n" -gt 0 ] && [ "$n" -lt "$total" ] || fail "writer $w: $n of $total files in the dump (the dump was not taken while it wrote)"
-  # The files in the dump are exactly the first n the writer was answered for, each whole.
-  head -n "$n" "$WORK/dump-w$w.log" | sort > "$WORK/dump-want"
-  ls "$C.mnt/w$w" | sort > "$WORK/dump-got"
-  diff "$WORK/dump-want" "$WORK/dump-got" >/dev/null || fail "writer $w: the dump is not a prefix of its log"
-  # Each whole, but the last: its create may be in and its write not yet.
-  for f in $(head -n "$((n-1))" "$WORK/dump-w$w.log"); do [ "$(cat "$C.mnt/w$w/$f")" = "${f#f}" ] || fail "writer $w: $f's content"; done
-  echo "writer $w: the dump holds the first $n of its $total files"
-done
-"$SHOAL" umount "$C.mnt"
+prefix "$a" "$A.store" snapshot
+"$SHOAL" mount -d "$U" "$B.mnt" -o allow_other >/dev/null
+prefix "$B.mnt" "$U" revision
+"$SHOAL" umount "$B.mnt"
 "$SHOAL" umount "$a"
 clean "$A.store" "the writers"
 echo "dump: ok"

@@ -242,47 +242,26 @@ impl SharedStore for EtcdStore {
     }
 
     fn scan(&self, lo: &[u8], hi: &[u8], limit: usize) -> KvResult<Scan> {
-        // In pages (one answer must stay under gRPC's 4 MiB), every page
-        // at the first one's revision: one snapshot.
-        const PAGE: usize = 10_000;
-        let hi = self.key(hi);
-        let mut from = self.key(lo);
-        let mut rev = 0u64;
-        let mut v: Vec<(Vec<u8>, Versioned)> = Vec::new();
-        while v.len() < limit {
-            let want = (limit - v.len()).min(PAGE);
-            let mut opts = GetOptions::new()
-                .with_range(hi.clone())
-                .with_limit(want as i64);
-            if rev > 0 {
-                opts = opts.with_revision(rev as i64);
-            }
-            let mut c = self.client();
-            let key = from.clone();
-            let r = self.call(false, async move { c.get(key, Some(opts)).await })?;
-            if rev == 0 {
-                rev = r.header().map_or(0, |h| h.revision() as u64);
-            }
-            for kv in r.kvs() {
-                v.push((
-                    self.strip(kv.key()),
-                    Versioned {
-                        value: kv.value().to_vec(),
-                        mod_rev: kv.mod_revision() as u64,
-                    },
-                ));
-            }
-            match r.kvs().last() {
-                Some(last) if r.more() => {
-                    from = last.key().to_vec();
-                    from.push(0);
-                }
-                _ => break,
-            }
-        }
-        Ok((v, rev))
+        self.scan_from(lo, hi, limit, 0)
     }
 
+    fn get_at(&self, key: &[u8], rev: Rev) -> KvResult<Option<Versioned>> {
+        let mut c = self.client();
+        let k = self.key(key);
+        let opts = GetOptions::new().with_revision(rev as i64);
+        let r = self
+            .call(false, async move { c.get(k, Some(opts)).await })
+            .map_err(|e| compacted(e, rev))?;
+        Ok(r.kvs().first().map(|kv| Versioned {
+            value: kv.value().to_vec(),
+            mod_rev: kv.mod_revision() as u64,
+        }))
+    }
+
+    fn scan_at(&self, lo: &[u8], hi: &[u8], limit: usize, rev: Rev) -> KvResult<Scan> {
+        self.scan_from(lo, hi, limit, rev)
+            .map_err(|e| compacted(e, rev))
+    }
     fn commit(&self, conds: &[Cond], ops: &[Op]) -> KvResult<Outcome> {
         ETCD_LIMITS.check(conds, ops)?;
         let compares: Vec<Compare> = conds
@@ -468,6 +447,59 @@ impl Watch for EtcdWatch {
             });
         }
         Ok(out)
+    }
+}
+
+impl EtcdStore {
+    /// Keys in `[lo, hi)` at revision `at` (0: now), in pages (one answer
+    /// must stay under gRPC's 4 MiB), every page at the first one's
+    /// revision: one snapshot.
+    fn scan_from(&self, lo: &[u8], hi: &[u8], limit: usize, at: Rev) -> KvResult<Scan> {
+        const PAGE: usize = 10_000;
+        let hi = self.key(hi);
+        let mut from = self.key(lo);
+        let mut rev = at;
+        let mut v: Vec<(Vec<u8>, Versioned)> = Vec::new();
+        while v.len() < limit {
+            let want = (limit - v.len()).min(PAGE);
+            let mut opts = GetOptions::new()
+                .with_range(hi.clone())
+                .with_limit(want as i64);
+            if rev > 0 {
+                opts = opts.with_revision(rev as i64);
+            }
+            let mut c = self.client();
+            let key = from.clone();
+            let r = self.call(false, async move { c.get(key, Some(opts)).await })?;
+            if rev == 0 {
+                rev = r.header().map_or(0, |h| h.revision() as u64);
+            }
+            for kv in r.kvs() {
+                v.push((
+                    self.strip(kv.key()),
+                    Versioned {
+                        value: kv.value().to_vec(),
+                        mod_rev: kv.mod_revision() as u64,
+                    },
+                ));
+            }
+            match r.kvs().last() {
+                Some(last) if r.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok((v, rev))
+    }
+}
+
+/// etcd's answer to a read of a compacted revision, as `Compacted`.
+fn compacted(e: KvError, rev: Rev) -> KvError {
+    match e {
+        KvError::Other(m) if m.contains("compacted") => KvError::Compacted(rev),
+        e => e,
     }
 }
 

@@ -15,6 +15,8 @@ pub mod walk;
 use crate::args::{DumpArgs, LoadArgs};
 use format::{Counts, Head};
 use shoal_core::shared::ns::{SessionOpts, SharedFs};
+use shoal_core::shared::pinned::Pinned;
+use shoal_core::shared::KvError;
 use shoal_core::{Config, Engine};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -185,10 +187,32 @@ fn dump_to(a: &DumpArgs, src: &str, mut out: Output, bar: &Bar) -> Result<Counts
     };
     let subtree = a.subtree.clone().unwrap_or_default();
     let r = if crate::is_shared(src) {
-        let fs = open_shared(src, "dump")?;
+        // At one revision where the store keeps them (etcd), else live.
+        let store = crate::shared_connect(src)?;
+        let (store, point): (Arc<dyn shoal_core::shared::SharedStore>, String) =
+            match Pinned::now(store.clone()) {
+                Ok(p) => {
+                    let point = format!("revision {}", p.revision_pinned());
+                    (Arc::new(p), point)
+                }
+                Err(KvError::Unsupported(_)) => (store, "live".into()),
+                Err(e) => return Err(format!("{}: {e}", redact(src))),
+            };
+        let fs = open_shared_on(store, src, "dump")?;
         let t = SharedTree(fs.clone());
         let r = walk::resolve(&t, &subtree)
-            .and_then(|root| walk::dump(&t, root, head("live"), &mut out.w, bar));
+            .and_then(|root| walk::dump(&t, root, head(&point), &mut out.w, bar))
+            .map_err(|e| {
+                if e.contains("compacted") || e.contains("not found") || e.contains("No such") {
+                    format!(
+                        "{e} (the namespace changed past what etcd or the object store keeps of \
+                         the dump's revision: take the dump again, at a quieter time or with \
+                         etcd's auto-compaction retention longer than a dump takes)"
+                    )
+                } else {
+                    e
+                }
+            });
         let _ = fs.close();
         r
     } else if let Some(sock) = daemon_socket(&a.source) {
@@ -309,7 +333,14 @@ pub fn serve_dump(e: &Arc<Engine>, req: &str, out: &mut dyn Write) {
 
 /// A session on the etcd namespace `src`, for a dump or a load.
 fn open_shared(src: &str, what: &str) -> Result<Arc<SharedFs>, String> {
-    let store = crate::shared_connect(src)?;
+    open_shared_on(crate::shared_connect(src)?, src, what)
+}
+
+fn open_shared_on(
+    store: Arc<dyn shoal_core::shared::SharedStore>,
+    src: &str,
+    what: &str,
+) -> Result<Arc<SharedFs>, String> {
     let blobs = crate::daemon::data_store(&*store).map_err(|e| format!("{}: {e}", redact(src)))?;
     let opts = SessionOpts {
         who: format!("shoal {what} pid {}", std::process::id()),
@@ -317,6 +348,9 @@ fn open_shared(src: &str, what: &str) -> Result<Arc<SharedFs>, String> {
         // answers: a directory's times, set after its entries, are then
         // not moved again by a batch committed later.
         dir_leases: false,
+        // Every read from the store (at the dump's revision): no cache
+        // that the change stream would bring past it.
+        record_cache: 0,
         ..SessionOpts::default()
     };
     SharedFs::open_with_data(store, blobs, opts).map_err(|e| format!("{}: {e}", redact(src)))

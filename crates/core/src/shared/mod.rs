@@ -36,6 +36,7 @@ mod holds;
 mod lease;
 pub mod locks;
 pub mod ns;
+pub mod pinned;
 pub mod sim;
 pub mod status;
 mod stream;
@@ -266,4 +267,13 @@ pub trait SharedStore: Send + Sync + 'static {
     /// End the lease now; its keys go.
     fn lease_revoke(&self, id: LeaseId) -> KvResult<()>;
     fn limits(&self) -> Limits;
+    /// `get` as of revision `rev` (a store that keeps old revisions until
+    /// compacted, as etcd does); `Compacted` when it no longer has it.
+    fn get_at(&self, _key: &[u8], _rev: Rev) -> KvResult<Option<Versioned>> {
+        Err(KvError::Unsupported("reads at a past revision"))
+    }
+    /// `scan` as of revision `rev`.
+    fn scan_at(&self, _lo: &[u8], _hi: &[u8], _limit: usize, _rev: Rev) -> KvResult<Scan> {
+        Err(KvError::Unsupported("reads at a past revision"))
+    }
 }
