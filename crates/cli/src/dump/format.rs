@@ -1,4 +1,4 @@
-//! The dump format, version 1 (docs/dump-format.md): JSON lines, one
+//! The dump format, version 1 (docs/dump.md): JSON lines, one
 //! record a line, in the order of a depth-first walk, each directory's
 //! entries after its own record and before its end record, so a load
 //! needs to remember only the directories open on the walk's path and the

@@ -1,6 +1,6 @@
 //! `shoal dump SOURCE` and `shoal load FILE DEST`: a namespace written as
 //! a stream of records and made again from one, between any two kinds of
-//! store (a store directory, etcd), the format in docs/dump-format.md.
+//! store (a store directory, etcd), the format in docs/dump.md.
 //!
 //! A store directory that is mounted is dumped by its daemon, from a
 //! snapshot of its records taken after a sync (`control.rs`, "dump"): the
