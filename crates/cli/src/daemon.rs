@@ -199,6 +199,13 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         return spawn_background(a, &store_path, &run);
     }
     init_logging();
+    // Bound before the store is opened: a mount whose metrics cannot be
+    // served fails, saying why, and leaves the store as it was.
+    let metrics = parsed
+        .metrics
+        .as_deref()
+        .map(crate::metrics::Listener::bind)
+        .transpose()?;
     // No transparent huge pages for the daemon. mimalloc advises them on its
     // arenas, so a 2 MiB region it purged and then reuses faults back in as
     // one huge page zeroed whole: 27% of the commit thread's cycles went to
@@ -248,12 +255,6 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let engine =
         Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
-    // Bound before serving: a mount whose metrics cannot be served fails.
-    let metrics = parsed
-        .metrics
-        .as_deref()
-        .map(crate::metrics::Listener::bind)
-        .transpose()?;
     let _ = std::fs::write(run.join("daemon.pid"), format!("{}\n", std::process::id()));
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());

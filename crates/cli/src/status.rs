@@ -133,6 +133,10 @@ pub fn store_facts(store: &dyn shoal_core::Store) -> Result<Value, String> {
 
 /// A daemon's answer to "status": what it says about itself and the store.
 pub fn embedded_daemon_status(e: &Engine, info: &Value) -> Value {
+    // The store as of now: what the open epoch holds (an unlink of an open
+    // file a moment ago) is committed first, one group commit (a few ms).
+    // A mount that can no longer commit answers with what is in the store.
+    let _ = e.sync();
     let mut v = info.clone();
     v["store"] = store_facts(&**e.store()).unwrap_or_else(|err| json!({ "error": err }));
     v
@@ -197,8 +201,8 @@ fn kernel_locks(dev: &str) -> Vec<Value> {
             "mode": f[3].to_ascii_lowercase(),
             "pid": f[4].parse::<u64>().unwrap_or(0),
             "inode": id[2].parse::<u64>().unwrap_or(0),
-            "start": f[6],
-            "end": f[7],
+            "start": f[6].parse::<u64>().unwrap_or(0),
+            "end": f[7].parse::<u64>().map_or(json!("EOF"), |e| json!(e)),
         }));
     }
     out
@@ -400,10 +404,14 @@ fn human(v: &Value) -> String {
             );
         }
     }
+    // Lists are cut at 20 lines (--json has them whole).
     let list = |o: &mut String, title: &str, items: &[String]| {
         let _ = writeln!(o, "{title}: {}", items.len());
-        for i in items {
+        for i in items.iter().take(20) {
             let _ = writeln!(o, "  {i}");
+        }
+        if items.len() > 20 {
+            let _ = writeln!(o, "  ... and {} more", items.len() - 20);
         }
     };
     let unlinked: Vec<String> = if v["kind"] == "etcd" {
@@ -427,7 +435,29 @@ fn human(v: &Value) -> String {
             .map(|x| format!("inode {x}"))
             .collect()
     };
-    list(&mut o, "open past an unlink", &unlinked);
+    // On etcd the unlinking session keeps every unlinked file for the
+    // grace (`unlinked_grace_s`), open anywhere or not (`holds.rs`).
+    let title = if v["kind"] == "etcd" {
+        "unlinked, kept while open or for the unlinked grace"
+    } else {
+        "open past an unlink"
+    };
+    list(&mut o, title, &unlinked);
+    if v["kind"] == "etcd" {
+        let holds: Vec<String> = v["holds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| {
+                format!(
+                    "inode {} (session {})",
+                    x["inode"],
+                    x["session"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        list(&mut o, "unlinked, held open by another mount", &holds);
+    }
     let lock_line = |l: &Value| {
         format!(
             "inode {} {} {} {}-{} pid {}{}",

@@ -531,7 +531,8 @@ pub struct SessionOpts {
     /// A directory's time is written at most this often per daemon (0:
     /// with every change to it, the default).
     pub dir_time: Duration,
-    /// What the session key says (host, pid), for `shoal stats` and fsck.
+    /// What the session key says: the mount's daemon writes a JSON object
+    /// (host, pid, start time, version, mountpoint: `shoal status`).
     pub who: String,
     /// How long an operation waits for an unavailable store (an election,
     /// lost quorum) before it fails.
