@@ -613,7 +613,7 @@ mod tests {
         hist[11] = 3; // [1024, 2048) ns
         hist[20] = 1; // ~1 ms
         let v = serde_json::json!({
-            "ops": {"create": {"count": 24, "hist": hist, "sum_ns": 5000_000}},
+            "ops": {"create": {"count": 24, "hist": hist, "sum_ns": 5_000_000}},
             "commit": {"commits": 2, "keys_out": 10, "keys_hist": [0, 0, 1, 0, 1]},
             "process": {"rss_bytes": 4096},
             "locks": {"name": {"acquired": 5, "contended": 1, "wait_ns": 2000}},
