@@ -134,9 +134,10 @@ pub fn store_facts(store: &dyn shoal_core::Store) -> Result<Value, String> {
 /// A daemon's answer to "status": what it says about itself and the store.
 pub fn embedded_daemon_status(e: &Engine, info: &Value) -> Value {
     // The store as of now: what the open epoch holds (an unlink of an open
-    // file a moment ago) is committed first, one group commit (a few ms).
-    // A mount that can no longer commit answers with what is in the store.
-    let _ = e.sync();
+    // file a moment ago) is committed first, one group commit (a few ms;
+    // file data is not synced, as `shoal sync` would). A mount that can no
+    // longer commit answers with what is in the store.
+    let _ = e.committer.sync_all();
     let mut v = info.clone();
     v["store"] = store_facts(&**e.store()).unwrap_or_else(|err| json!({ "error": err }));
     v
