@@ -166,6 +166,7 @@ compare "$WORK/e0.txt" "$WORK/e1.txt" \
   'shoal_dirlease_creates_total >= 1' 'shoal_dirlease_taken_total >= 1' \
   'shoal_object_requests_total{op=put,result=ok} >= 1' 'shoal_object_requests_total{op=put,result=error} == 0' \
   'shoal_shared_conflicts_total >= 0' 'shoal_shared_retries_total{reason=unknown} >= 0' \
+  'shoal_dirlease_held_ranges now>= 1' \
   'shoal_process_resident_memory_bytes now>= 1000000' \
   || fail "the etcd mount's counters"
 

@@ -584,6 +584,32 @@ fn shared(o: &mut Out, v: &Value) -> fmt::Result {
         "Bytes in the record cache",
         s("cached_bytes"),
     )?;
+    let n = |a: &str, b: &str| num(v, &["shared", a, b]);
+    o.gauge(
+        "shoal_dirlease_held_directories",
+        "Directories this mount holds a lease in now",
+        n("leases_held", "directories"),
+    )?;
+    o.gauge(
+        "shoal_dirlease_held_ranges",
+        "Name ranges this mount holds leases on now",
+        n("leases_held", "ranges"),
+    )?;
+    o.gauge(
+        "shoal_dirlease_creates_queued",
+        "Creates answered from memory and not yet committed (a kill -9 loses them)",
+        n("leases_held", "creates_queued"),
+    )?;
+    o.gauge(
+        "shoal_file_locks_held",
+        "fcntl and flock locks this mount holds now",
+        n("file_locks_held", "locks"),
+    )?;
+    o.gauge(
+        "shoal_file_locks_held_inodes",
+        "Files this mount holds locks on now",
+        n("file_locks_held", "inodes"),
+    )?;
     let mut rows = vec![];
     for op in OBJECT_OPS {
         for result in ["ok", "error"] {

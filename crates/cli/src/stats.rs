@@ -115,6 +115,7 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs, x: &SharedExtra) -
     use std::sync::atomic::Ordering::Relaxed;
     let s = &fs.stats;
     let cached = fs.cached_keys();
+    let (held, locks) = (fs.leases_held(), fs.locks_held());
     json!({
         "ops": ops_json(&s.op_stats),
         "process": process_json(),
@@ -143,6 +144,8 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs, x: &SharedExtra) -
         "cached_keys": cached.0,
         "cached_bytes": cached.1,
         "object_requests": x.objects.json(),
+        "leases_held": {"directories": held.0, "ranges": held.1, "creates_queued": held.2},
+        "file_locks_held": {"inodes": locks.0, "locks": locks.1},
         "session": format!("{:x}", fs.session()),
     }})
 }

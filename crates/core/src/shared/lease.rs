@@ -468,6 +468,15 @@ impl SharedFs {
         Ok(())
     }
 
+    /// Directory leases held now (directories, name ranges) and the
+    /// creates acknowledged from memory and not yet committed (what a
+    /// kill -9 would lose): for `shoal stats` and the metrics.
+    pub fn leases_held(&self) -> (usize, usize, usize) {
+        let st = self.leases.st.lock().unwrap();
+        let ranges = st.held.values().map(Vec::len).sum();
+        (st.held.len(), ranges, st.queue.len() + st.in_flight)
+    }
+
     /// The queue waited `unavailable_wait` for the store: the error.
     fn not_taken(&self, st: &State) -> Error {
         Error::Io(format!(
