@@ -145,6 +145,18 @@ pub struct FsckArgs {
     /// names that sessions now gone left behind).
     #[arg(long)]
     pub repair: bool,
+    /// The memory fsck of a store directory may take, in MiB: its peak
+    /// RSS, the process, the store's cache and the walk's sorts together
+    /// (what does not fit is sorted in runs on disk under --scratch, as
+    /// e2fsck's scratch files). A store not closed cleanly replays its
+    /// journal first, which can take more.
+    #[arg(long, default_value_t = shoal_core::fsck::DEFAULT_MEMORY_MB as u64, value_parser = clap::value_parser!(u64).range(32..))]
+    pub memory_mb: u64,
+    /// Where fsck's runs go when its sorts do not fit --memory-mb (a
+    /// private directory under it, removed at the end; default $TMPDIR or
+    /// /tmp). Takes about 40 bytes a file at most.
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -170,6 +170,13 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
     Ok(0)
 }
 
+/// What `shoal fsck`'s walk takes besides its sorts and the store's cache,
+/// in MiB: the allocator's slack, the scans' chunks, the merges' records
+/// (measured: docs/BENCHMARKS.md, "fsck").
+const FSCK_SLACK_MB: u64 = 16;
+/// The least a walk sorts in, in MiB, however little the budget leaves.
+const FSCK_MIN_SORT_MB: u64 = 4;
+
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     if let Some(store) = shared_target(&a.store) {
         let store = store?;
@@ -209,12 +216,29 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         return Ok(if r.problems.is_empty() { 0 } else { 4 });
     }
     // Without --repair nothing is written: the store may be on read-only media.
-    let opened = if a.repair {
-        shoal_store::FjallStore::open(&a.store)
-    } else {
-        shoal_store::FjallStore::open_read_only(&a.store)
-    };
-    let checked = opened.and_then(|store| shoal_core::fsck::fsck(&store, a.repair));
+    // --memory-mb holds everything: an eighth (4 to 64 MiB) for the store's
+    // block cache; what opening the store took (the process, fjall's pinned
+    // filter and index blocks, a journal replayed after a crash), measured;
+    // a slack for the allocator and the scans; the rest for fsck's sorts
+    // (docs/design.md, "fsck in bounded memory").
+    let mb = a.memory_mb;
+    let cache = (mb / 8).clamp(4, 64);
+    let opened = shoal_store::FjallStore::open_bounded(&a.store, !a.repair, cache << 20);
+    let checked = opened.and_then(|store| {
+        let open_mb = metrics::rss_bytes() >> 20;
+        let left = mb.saturating_sub(open_mb + cache + FSCK_SLACK_MB);
+        if left < FSCK_MIN_SORT_MB {
+            eprintln!(
+                "shoal: opening {} took {open_mb} MiB of --memory-mb {mb} (the process, the store's pinned filter and index blocks, its journal); checking with {FSCK_MIN_SORT_MB} MiB for the walk",
+                a.store.display()
+            );
+        }
+        let opts = shoal_core::fsck::Options {
+            memory: (left.max(FSCK_MIN_SORT_MB) << 20) as usize,
+            scratch: a.scratch.clone().unwrap_or_else(std::env::temp_dir),
+        };
+        shoal_core::fsck::check(&store, a.repair, &opts)
+    });
     let r = match checked {
         Ok(r) => r,
         // Records that cannot be read: copy what can be into a new store.
@@ -229,6 +253,13 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     };
     for p in &r.problems {
         println!("problem: {p}");
+    }
+    if r.scratch_bytes > 0 {
+        println!(
+            "sorted {} MiB in runs on disk (past --memory-mb {})",
+            r.scratch_bytes >> 20,
+            a.memory_mb
+        );
     }
     println!(
         "{}: {} inodes, {} entries, {} data objects{}, {} problems{}",

@@ -361,6 +361,31 @@ impl FjallStore {
     /// (its files in order, oldest first): how a salvage opens a store whose
     /// journal is damaged part way.
     pub fn open_read_only_journal(path: &Path, keep: u64) -> Result<FjallStore> {
+        Self::open_shadow(path, keep, None)
+    }
+
+    /// `open` (`read_only`: `open_read_only`) for a walk of the whole
+    /// store in bounded memory (`shoal fsck --memory-mb`): a block cache of
+    /// `cache` bytes. (The filter and index blocks stay pinned: fjall keeps
+    /// a keyspace's pinning as it was created, so they take what they take,
+    /// about 5 bytes a file, and fsck counts them as part of the open.)
+    pub fn open_bounded(path: &Path, read_only: bool, cache: u64) -> Result<FjallStore> {
+        if read_only {
+            return Self::open_shadow(path, u64::MAX, Some(cache));
+        }
+        Self::probe(path)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path.join("LOCK"))
+            .map_err(|e| io_err("open", path, e))?;
+        Self::flock_or_wait(&lock, path)?;
+        Self::open_db_with(path, &path.join("db"), Some(lock), Some(cache))
+    }
+
+    fn open_shadow(path: &Path, keep: u64, bounded: Option<u64>) -> Result<FjallStore> {
         Self::probe(path)?;
         // The shadow's links must name the tables absolutely.
         let path = &std::fs::canonicalize(path).map_err(|e| io_err("resolve", path, e))?;
@@ -396,7 +421,7 @@ impl FjallStore {
                 left = left.saturating_sub(len);
             }
         }
-        let mut s = Self::open_db(path, &shadow.0.join("db"), lock)?;
+        let mut s = Self::open_db_with(path, &shadow.0.join("db"), lock, bounded)?;
         s._shadow = Some(shadow);
         Ok(s)
     }
@@ -442,6 +467,16 @@ impl FjallStore {
 
     /// Open fjall at `db` for the store at `path`.
     fn open_db(path: &Path, db: &Path, lock: Option<File>) -> Result<FjallStore> {
+        Self::open_db_with(path, db, lock, None)
+    }
+
+    /// `bounded`: the block cache's bytes (`open_bounded`).
+    fn open_db_with(
+        path: &Path,
+        db: &Path,
+        lock: Option<File>,
+        bounded: Option<u64>,
+    ) -> Result<FjallStore> {
         let db_path = db;
         // fjall's own memory (block cache, memtables) is outside the engine's
         // cache budget; keep it small and bounded: the engine caches what is hot.
@@ -453,7 +488,7 @@ impl FjallStore {
         let db = fjall::Database::builder(db)
             .journal_rotation_size(rotation)
             .manual_journal_persist(true)
-            .cache_size(64 << 20)
+            .cache_size(bounded.unwrap_or(64 << 20))
             .open()
             .map_err(|e| open_err(path, e))?;
         let ks = db
