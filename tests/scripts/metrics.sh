@@ -125,7 +125,7 @@ touch "$M/lockme"; locked=$(stat -c %i "$M/lockme")
 # The lock is this shell's (fd 9), so that closing fd 9 drops it.
 exec 9>"$M/lockme"; flock -x 9
 "$SHOAL" status "$S" --json >"$WORK/status-e.json" || fail "status of a mounted store"
-"$SHOAL" status "$S" || fail "status (text) of a mounted store"
+"$SHOAL" status "$M" | grep -q "^store $S: format 3" || fail "status (text) of a mounted store, by its mountpoint"
 $PY - "$WORK/status-e.json" "$(cat "$S/daemon.pid")" "$held" "$locked" "$M" <<'EOF' || fail "status of the embedded mount"
 import json, sys
 v = json.load(open(sys.argv[1])); pid, held, locked, mnt = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -181,6 +181,7 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 "$SHOAL" status "$U" || fail "status (text) of the namespace"
+"$SHOAL" status "$B" | grep -q "^mounts: 2" || fail "status (text) of the namespace, by a mountpoint"
 pa=$(pgrep -f "shoal mount $U $A --background-child"); pb=$(pgrep -f "shoal mount $U $B --background-child")
 $PY - "$WORK/status-n.json" "$pa" "$pb" "$held" "$locked" "$A" "$B" <<'EOF' || fail "status of the etcd namespace"
 import json, sys

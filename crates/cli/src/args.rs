@@ -45,7 +45,8 @@ pub enum Cmd {
 
 #[derive(Args)]
 pub struct StatusArgs {
-    /// A store directory or an etcd://H:P,.../NAME URL.
+    /// A store directory or an etcd://H:P,.../NAME URL (or a mountpoint
+    /// of either).
     pub source: PathBuf,
     /// Print one JSON object.
     #[arg(long)]

@@ -144,11 +144,17 @@ pub fn embedded_daemon_status(e: &Engine, info: &Value) -> Value {
 }
 
 pub fn cmd_status(a: &StatusArgs) -> Result<i32, String> {
-    let src = a.source.to_string_lossy().into_owned();
+    let mut src = a.source.to_string_lossy().into_owned();
+    // A mountpoint stands for what is mounted there.
+    if !crate::is_shared(&src) {
+        if let Ok(m) = crate::mountinfo::shoal_at(&a.source) {
+            src = m.source;
+        }
+    }
     let v = if crate::is_shared(&src) {
         shared_status(&src)?
     } else {
-        embedded_status(&a.source)?
+        embedded_status(&crate::mountinfo::store_of(&src))?
     };
     if a.json {
         println!("{v}");
