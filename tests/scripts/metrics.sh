@@ -102,6 +102,7 @@ compare "$WORK/m0.txt" "$WORK/m1.txt" \
   'shoal_store_writes_total >= 1' 'shoal_lock_acquired_total{class=name} >= 200' \
   'shoal_op_latency_seconds_count{op=create} >= 1' \
   'shoal_process_resident_memory_bytes now>= 1000000' 'shoal_cache_inodes now>= 150' \
+  'shoal_build_info{kind=embedded,version='"$("$SHOAL" --version | head -1 | cut -d' ' -f2)"'} now>= 1' \
   || fail "the embedded mount's counters"
 # One source of truth: `shoal stats --json` read after the scrape shows at
 # least what the scrape did.

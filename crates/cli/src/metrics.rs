@@ -267,6 +267,21 @@ impl Collector for Scrape {
     fn encode(&self, enc: DescriptorEncoder) -> fmt::Result {
         let v = (self.0)();
         let mut o = Out { enc };
+        {
+            let kind = if v.get("shared").is_some() {
+                "shared"
+            } else {
+                "embedded"
+            };
+            let labels = [("version", env!("CARGO_PKG_VERSION")), ("kind", kind)];
+            let mut m = o.enc.encode_descriptor(
+                "shoal_build_info",
+                "Always 1: the daemon's shoal version and the kind of mount",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(1i64).encode(m.encode_family(&labels)?)?;
+        }
         o.gauge(
             "shoal_process_resident_memory_bytes",
             "The daemon's resident memory (RSS)",
@@ -662,6 +677,7 @@ mod tests {
             "shoal_lock_wait_seconds_total{class=\"name\"} 0.000002\n",
             "shoal_lock_acquired_total{class=\"name\"} 5\n",
             "shoal_process_resident_memory_bytes 4096\n",
+            "shoal_build_info{version=\"0.1.0\",kind=\"embedded\"} 1\n",
         ] {
             assert!(s.contains(want), "{want:?} not in:\n{s}");
         }
