@@ -646,6 +646,24 @@ fn shared(o: &mut Out, v: &Value) -> fmt::Result {
 mod tests {
     use super::*;
 
+    /// Requests that fail are counted as errors, by kind, at the seam.
+    #[test]
+    fn object_requests_are_counted_with_their_errors() {
+        let counts = Arc::new(ObjectCounts::default());
+        let b = CountedBlobs {
+            inner: Arc::new(shoal_core::shared::blob::MemBlobs::default()),
+            counts: counts.clone(),
+        };
+        b.put("a", b"x").unwrap();
+        b.get("a", 0, 1).unwrap();
+        assert!(b.get("missing", 0, 1).is_err());
+        b.delete("a").unwrap();
+        let j = counts.json();
+        assert_eq!(j["put"], serde_json::json!({"ok": 1, "error": 0}));
+        assert_eq!(j["get"], serde_json::json!({"ok": 1, "error": 1}));
+        assert_eq!(j["delete"], serde_json::json!({"ok": 1, "error": 0}));
+    }
+
     /// The encoder's text for a snapshot: the buckets cumulate, counters
     /// end in `_total`, and an operation never seen shows as zero.
     #[test]
