@@ -171,6 +171,11 @@ compare "$WORK/e0.txt" "$WORK/e1.txt" \
   'shoal_process_resident_memory_bytes now>= 1000000' \
   || fail "the etcd mount's counters"
 
+# shoal stats of the etcd mount reads the same counters, per operation too.
+(for i in $(seq 200); do : >"$A/many/s$i"; done) &
+"$SHOAL" stats "$A" --count 2 --interval 0.3 >"$WORK/stats-e.txt"; wait
+grep -q "by operation: .*create [0-9]*/s p50" "$WORK/stats-e.txt" || { cat "$WORK/stats-e.txt"; fail "shoal stats by operation on an etcd mount"; }
+
 # shoal status of the namespace: both sessions, A's lease on many/, a
 # file open on A past its unlink, a flock lock taken through B.
 echo held >"$A/held"; held=$(stat -c %i "$A/held")

@@ -151,7 +151,8 @@ pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs, x: &SharedExtra) -
 }
 
 /// `shoal stats` of an etcd mount: per interval, operations, their
-/// transactions, conflicts and retries, and object store calls.
+/// transactions, conflicts and retries, and object store calls; then the
+/// requests served by operation, with their latencies.
 fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
     if a.json {
         emit(&format!("{}\n", crate::control::request(sock, "stats")?));
@@ -186,6 +187,27 @@ fn shared_stats(a: &StatsArgs, sock: &std::path::Path) -> Result<i32, String> {
             d("cache_hits"),
             d("cache_hits") + d("cache_misses"),
         ));
+        // The adapter's per-operation counts and latencies, as on an
+        // embedded mount (one line: a pipe reads one line per refresh).
+        let row: Vec<String> = cur["ops"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, v)| {
+                let n = u(v, &["count"]) - u(&prev, &["ops", name, "count"]);
+                (n > 0).then(|| {
+                    format!(
+                        "{name} {:.0}/s p50 {}us p99 {}us",
+                        n as f64 / a.interval,
+                        u(v, &["p50_ns"]) / 1000,
+                        u(v, &["p99_ns"]) / 1000
+                    )
+                })
+            })
+            .collect();
+        if !row.is_empty() {
+            emit(&format!("  by operation: {}\n", row.join(", ")));
+        }
         prev = cur;
         n += 1;
         if a.count > 0 && n >= a.count {
