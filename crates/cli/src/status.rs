@@ -325,7 +325,7 @@ fn shared_status(src: &str) -> Result<Value, String> {
         })
         .collect();
     Ok(json!({
-        "kind": "etcd",
+        "kind": if src.starts_with("tikv://") { "tikv" } else { "etcd" },
         "source": redact(src),
         "format": s.format,
         "data": s.data.as_deref().map(redact),
@@ -360,7 +360,7 @@ fn human(v: &Value) -> String {
             m["version"].as_str().unwrap_or("?")
         )
     };
-    if v["kind"] == "etcd" {
+    if v["kind"] != "embedded" {
         let _ = writeln!(o, "namespace {src}: shared format {}", v["format"]);
         let _ = writeln!(
             o,
@@ -421,7 +421,7 @@ fn human(v: &Value) -> String {
             let _ = writeln!(o, "  ... and {} more", items.len() - 20);
         }
     };
-    let unlinked: Vec<String> = if v["kind"] == "etcd" {
+    let unlinked: Vec<String> = if v["kind"] != "embedded" {
         v["open_unlinked"]
             .as_array()
             .into_iter()
@@ -444,13 +444,13 @@ fn human(v: &Value) -> String {
     };
     // On etcd the unlinking session keeps every unlinked file for the
     // grace (`unlinked_grace_s`), open anywhere or not (`holds.rs`).
-    let title = if v["kind"] == "etcd" {
+    let title = if v["kind"] != "embedded" {
         "unlinked, kept while open or for the unlinked grace"
     } else {
         "open past an unlink"
     };
     list(&mut o, title, &unlinked);
-    if v["kind"] == "etcd" {
+    if v["kind"] != "embedded" {
         let holds: Vec<String> = v["holds"]
             .as_array()
             .into_iter()
@@ -481,7 +481,7 @@ fn human(v: &Value) -> String {
                 .map_or(String::new(), |s| format!(" (session {s})"))
         )
     };
-    let locks: Vec<String> = if v["kind"] == "etcd" {
+    let locks: Vec<String> = if v["kind"] != "embedded" {
         v["locks"]
             .as_array()
             .into_iter()
