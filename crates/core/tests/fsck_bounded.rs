@@ -101,13 +101,13 @@ fn damage(s: &MemStore, rng: &mut rand::rngs::SmallRng) -> String {
             None => "nothing".into(),
         },
         1 => match pick(rng, tag) {
-            Some((k, mut v)) => {
+            Some((k, mut v)) if !v.is_empty() => {
                 let i = rng.gen_range(0..v.len());
                 v[i] ^= 1 << rng.gen_range(0..8);
                 s.poke(&k, Some(v));
                 format!("flipped {:?}", k[0] as char)
             }
-            None => "nothing".into(),
+            _ => "nothing".into(),
         },
         2 | 3 => {
             let Some((k, v)) = pick(rng, b'I') else {
