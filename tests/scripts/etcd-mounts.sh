@@ -71,6 +71,34 @@ touch -d "2001-02-03 04:05:06.5" "$A/tt"
 [ "$(stat -c %Y "$A/tt")" = 981173106 ] || fail "touch -d of a directory with entries: mtime $(stat -c %y "$A/tt")"
 within 2 test "$(stat -c %Y "$B/tt")" = 981173106 || fail "B sees the directory's mtime $(stat -c %y "$B/tt")"
 rm -r "$A/tt"
+# Two processes, one per mount, rename one source at the same instant
+# (claiming a job by renaming it): one winner each time, the other ENOENT
+# (both won in 12-25% of pairs before 2026-11-28).
+mkdir "$A/q" "$A/w"; for i in $(seq 0 39); do : > "$A/q/job$i"; done
+within 2 test -e "$B/q/job39" || fail "B does not see the jobs"
+S=$(python3 -c 'import time; print(time.time() + 1)')
+python3 "$ROOT/tests/scripts/race_rename.py" "$A" "$S" 40 > "$WORK/race-a" &
+python3 "$ROOT/tests/scripts/race_rename.py" "$B" "$S" 40 > "$WORK/race-b"; wait
+python3 - "$WORK/race-a" "$WORK/race-b" <<'PY' || fail "rename races between the mounts"
+import sys
+a, b = (open(f).read().split() for f in sys.argv[1:])
+assert len(a) == len(b) == 40, (a, b)
+both = [i for i in range(40) if a[i] == b[i] == "ok"]
+none = [i for i in range(40) if "ok" not in (a[i], b[i])]
+assert not both and not none, f"both won: {both}, neither won: {none}"
+assert all(x in ("ok", "ENOENT") for x in a + b), (a, b)
+print(f"rename races: 40 pairs, one winner each ({a.count('ok')} on A, {b.count('ok')} on B)")
+PY
+rm -r "$A/q" "$A/w"
+# A file's new name answers at once, on the mount that renamed it (after
+# the kernel's entry expired) and on the other once it dropped the old one.
+echo r > "$A/r1"; stat "$B/r1" >/dev/null
+mv "$A/r1" "$A/r2"; sleep 1.2
+stat "$A/r2" >/dev/null || fail "the mount that renamed a file does not find its new name"
+within 2 test ! -e "$B/r1" || fail "B still sees r1"
+stat "$B/r2" >/dev/null || fail "B does not find r2 once r1 is gone"
+mv "$B/r2" "$B/r3"; sleep 1.2; stat "$B/r3" >/dev/null || fail "B: its own rename's new name"
+rm "$A/r3"
 mkdir "$A/d"; within 2 test -d "$B/d" || fail "B does not see A's directory"
 rmdir "$A/d"
 within 2 test ! -e "$B/d" || fail "B still sees a directory A removed"

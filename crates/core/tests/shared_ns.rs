@@ -135,6 +135,12 @@ fn acls_follow_the_mode_across_daemons() {
 }
 
 #[test]
+fn same_name_races_have_one_winner() {
+    let (s, fss) = daemons(3);
+    checks::same_name_races_have_one_winner(&fss, &*s);
+}
+
+#[test]
 fn races_between_daemons_have_posix_answers() {
     let (s, fss) = daemons(3);
     checks::races_between_daemons_have_posix_answers(&fss, &*s);

@@ -81,6 +81,9 @@ fn shared_namespace_on_etcd() {
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);
     checks::locks_exclude_across_daemons(&fss, &*s);
     println!("etcd: races between three daemons, xattrs, ACLs and file locks: ok");
+    let (s, fss) = daemons(&f, "one-winner", 3, ttl);
+    checks::same_name_races_have_one_winner(&fss, &*s);
+    println!("etcd: one winner per rename of one source among three daemons: ok");
     let (s, fss) = daemons(&f, "hot", 2, ttl);
     checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);
     println!("etcd: creates in one directory from two daemons: no conflict");

@@ -80,7 +80,54 @@ pub struct SharedFuse {
     handle_locks: Mutex<HashMap<u64, HandleLocks>>,
     /// Releases begun and ended (`after_releases`).
     releases: (AtomicU64, AtomicU64),
+    /// The name each file (not directory) was last handed to the kernel
+    /// under, and the way to drop a stale one from it (`fresh_name`).
+    handed: Arc<Mutex<Handed>>,
+    drop_name: Mutex<Option<std::sync::mpsc::Sender<DropName>>>,
 }
+
+/// Files' names as the kernel was last told them: by inode and by name.
+#[derive(Default)]
+struct Handed {
+    by_ino: HashMap<u64, (u64, Vec<u8>)>,
+    by_name: HashMap<(u64, Vec<u8>), u64>,
+}
+
+impl Handed {
+    fn insert(&mut self, ino: u64, parent: u64, name: &[u8]) {
+        if self.by_ino.len() >= HANDED_MAX {
+            self.by_ino.clear();
+            self.by_name.clear();
+        }
+        if let Some(old) = self.by_ino.insert(ino, (parent, name.to_vec())) {
+            self.by_name.remove(&old);
+        }
+        self.by_name.insert((parent, name.to_vec()), ino);
+    }
+    /// The kernel no longer has `name` in `parent` (dropped, or told).
+    fn forget_name(&mut self, parent: u64, name: &[u8]) {
+        if let Some(ino) = self.by_name.remove(&(parent, name.to_vec())) {
+            if self
+                .by_ino
+                .get(&ino)
+                .is_some_and(|(p, n)| *p == parent && n == name)
+            {
+                self.by_ino.remove(&ino);
+            }
+        }
+    }
+}
+
+/// A name to drop from the kernel's cache, and whom to tell once dropped.
+type DropName = (u64, Vec<u8>, std::sync::mpsc::SyncSender<()>);
+
+/// At most this many names remembered in `handed` (then it starts again:
+/// a name forgotten only loses `fresh_name`'s check for that file).
+const HANDED_MAX: usize = 1 << 20;
+
+/// How long a lookup waits for the kernel to drop a file's stale name
+/// (`fresh_name`) before it answers that the new name is not there yet.
+const DROP_WAIT: Duration = Duration::from_millis(20);
 
 /// What a mount knows of the locks taken through one open file.
 struct HandleLocks {
@@ -112,6 +159,55 @@ impl SharedFuse {
             invalidations: Arc::default(),
             uring_on: false,
             lock_waits: Mutex::new(HashMap::new()),
+            handed: Arc::default(),
+            drop_name: Mutex::default(),
+        }
+    }
+
+    /// Note that the kernel now knows file `a` as `name` in `parent`.
+    fn hand(&self, parent: u64, name: &[u8], a: &Attr) {
+        if a.kind == Kind::Dir {
+            return;
+        }
+        self.handed.lock().unwrap().insert(a.ino, parent, name);
+    }
+
+    /// A lookup found file `a` as `name` in `parent`, with one link. If
+    /// the kernel may still know it under another name (another mount
+    /// renamed it, and the change stream's invalidation of the old name
+    /// has not reached this kernel yet), that name is dropped first: else
+    /// a rename of the old name onto this one would find one inode under
+    /// both and succeed in the kernel without asking anyone (vfs_rename's
+    /// "same file, nothing to do"), and two mounts would both win one
+    /// rename (issue 43). The kernel holds both directories' locks across
+    /// a rename's lookups, so the drop may wait for the rename to end:
+    /// after `DROP_WAIT` the lookup answers ENOENT, the namespace as it was
+    /// before the other mount's rename, which the kernel still shows (the
+    /// rename then reaches this daemon, which finds no source: ENOENT).
+    fn fresh_name(&self, parent: u64, name: &[u8], a: &Attr) -> shoal_core::Result<()> {
+        if a.kind == Kind::Dir || a.nlink != 1 {
+            return Ok(());
+        }
+        let old = match self.handed.lock().unwrap().by_ino.get(&a.ino) {
+            Some((p, n)) if (*p, n.as_slice()) != (parent, name) => (*p, n.clone()),
+            _ => return Ok(()),
+        };
+        let Some(tx) = self.drop_name.lock().unwrap().clone() else {
+            return Ok(());
+        };
+        let same_dir = old.0 == parent;
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        if tx.send((old.0, old.1, done)).is_err() {
+            return Ok(());
+        }
+        if same_dir {
+            // This lookup holds the directory's lock (shared), which the
+            // drop needs: it ends after this answer.
+            return Err(Error::NotFound);
+        }
+        match wait.recv_timeout(DROP_WAIT) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(Error::NotFound),
         }
     }
 
@@ -291,7 +387,9 @@ impl SharedFuse {
             umask,
             ..Ctx::user(req.uid(), req.gid())
         };
-        self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)
+        let a = self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)?;
+        self.hand(parent.0, name.as_bytes(), &a);
+        Ok(a)
     }
 
     /// Serve at `mountpoint` until unmounted, dropping from the kernel's
@@ -303,22 +401,40 @@ impl SharedFuse {
         allow_other: bool,
     ) -> std::io::Result<()> {
         let mut cfg = fuser::Config::default();
-        cfg.mount_options = options;
+        cfg.mount_options = crate::kernel_subtype(options);
         cfg.n_threads = Some(self.opts.threads.max(1));
         if allow_other {
             cfg.acl = fuser::SessionACL::All;
         }
         let fs = self.fs.clone();
         let counter = self.invalidations.clone();
+        let handed = self.handed.clone();
         let changes = fs.subscribe();
+        let (drop_tx, drop_rx) = std::sync::mpsc::channel::<DropName>();
+        *self.drop_name.lock().unwrap() = Some(drop_tx);
         let session = fuser::Session::new(self, mountpoint, &cfg)?;
         let notifier = session.notifier();
+        // Stale names dropped for lookups (`fresh_name`), on a thread of
+        // their own: each may wait for a rename's directory locks.
+        {
+            let notifier = session.notifier();
+            let handed = handed.clone();
+            std::thread::Builder::new()
+                .name("shoal-drop-name".into())
+                .spawn(move || {
+                    for (p, n, done) in drop_rx {
+                        let _ = notifier.inval_entry(INodeNo(p), OsStr::from_bytes(&n));
+                        handed.lock().unwrap().forget_name(p, &n);
+                        let _ = done.try_send(());
+                    }
+                })?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let follower = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("shoal-invalidate".into())
-                .spawn(move || invalidate(&fs, &changes, &notifier, &counter, &stop))?
+                .spawn(move || invalidate(&fs, &changes, &notifier, &counter, &handed, &stop))?
         };
         let r = session.run();
         stop.store(true, Ordering::Relaxed);
@@ -340,6 +456,7 @@ fn invalidate(
     changes: &std::sync::mpsc::Receiver<Vec<shoal_core::shared::Event>>,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
+    handed: &Mutex<Handed>,
     stop: &AtomicBool,
 ) {
     while !stop.load(Ordering::Relaxed) {
@@ -356,7 +473,9 @@ fn invalidate(
             let ino_at = |i: usize| u64::from_be_bytes(k[i..i + 8].try_into().unwrap());
             let r = match k.first() {
                 Some(b'E') if k.len() > 9 => {
-                    notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]))
+                    let r = notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]));
+                    handed.lock().unwrap().forget_name(ino_at(1), &k[9..]);
+                    r
                 }
                 Some(b'I') | Some(b'T') if k.len() == 9 => {
                     notifier.inval_inode(INodeNo(ino_at(1)), 0, 0)
@@ -411,7 +530,13 @@ impl Filesystem for SharedFuse {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _t = self.fs.stats.op_stats.start(Op::Lookup);
-        self.entry(reply, self.fs.lookup(parent.0, name.as_bytes()))
+        let n = name.as_bytes();
+        let r = self.fs.lookup(parent.0, n).and_then(|a| {
+            self.fresh_name(parent.0, n, &a)?;
+            self.hand(parent.0, n, &a);
+            Ok(a)
+        });
+        self.entry(reply, r)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -598,7 +723,14 @@ impl Filesystem for SharedFuse {
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Unlink);
-        Self::empty(reply, self.fs.unlink(parent.0, name.as_bytes()))
+        let r = self.fs.unlink(parent.0, name.as_bytes());
+        if r.is_ok() {
+            self.handed
+                .lock()
+                .unwrap()
+                .forget_name(parent.0, name.as_bytes());
+        }
+        Self::empty(reply, r)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -628,6 +760,18 @@ impl Filesystem for SharedFuse {
             newname.as_bytes(),
             noreplace,
         );
+        if r.is_ok() {
+            // The kernel moves its entry: so does `handed`.
+            let mut h = self.handed.lock().unwrap();
+            h.forget_name(newparent.0, newname.as_bytes());
+            if let Some(ino) = h
+                .by_name
+                .get(&(parent.0, name.as_bytes().to_vec()))
+                .copied()
+            {
+                h.insert(ino, newparent.0, newname.as_bytes());
+            }
+        }
         Self::empty(reply, r)
     }
 

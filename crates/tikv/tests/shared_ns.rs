@@ -58,6 +58,12 @@ fn acls_follow_the_mode_across_daemons() {
 }
 
 #[test]
+fn same_name_races_have_one_winner() {
+    let (_, s, fss) = daemons(3);
+    checks::same_name_races_have_one_winner(&fss, &*s);
+}
+
+#[test]
 fn races_between_daemons_have_posix_answers() {
     let (_, s, fss) = daemons(3);
     checks::races_between_daemons_have_posix_answers(&fss, &*s);

@@ -270,6 +270,12 @@ pub struct Tx<'a> {
     /// of this name and goes to take it (`mknod_in`); None: asks for the
     /// whole directory back and waits.
     want: Option<Vec<u8>>,
+    /// Round trips that read the conditions (`get`, `get_many`,
+    /// `require_empty`); `untracked`: a condition came from elsewhere
+    /// (a scan of the caller's). Reads of one round trip are one
+    /// snapshot; any more must be checked together (`SharedFs::run_at`).
+    trips: u32,
+    untracked: bool,
 }
 
 impl Tx<'_> {
@@ -280,7 +286,8 @@ impl Tx<'_> {
         self.fs.settle()?;
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let v = self.fs.patient(|| self.fs.store.get(&key))?;
-        self.require(key, &v)?;
+        self.trips += 1;
+        self.require_read(key, &v)?;
         Ok(v)
     }
     /// Several keys in one round trip, each a condition like `get`'s.
@@ -288,8 +295,9 @@ impl Tx<'_> {
         self.fs.settle()?;
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let (vs, _) = self.fs.patient(|| self.fs.store.get_many(&keys))?;
+        self.trips += 1;
         for (key, v) in keys.into_iter().zip(&vs) {
-            self.require(key, v)?;
+            self.require_read(key, v)?;
         }
         Ok(vs)
     }
@@ -297,6 +305,11 @@ impl Tx<'_> {
     /// (`super::locks` passes the epoch as its scan of an inode's locks
     /// found it.)
     pub(super) fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
+        self.untracked = true;
+        self.require_read(key, v)
+    }
+
+    fn require_read(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
         let rev = v.as_ref().map_or(0, |v| v.mod_rev);
         match self.seen.get(&key) {
             // Changed between two reads of one operation: the commit would
@@ -319,8 +332,18 @@ impl Tx<'_> {
         let (lo, hi) = erange(dir);
         self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
         let (keys, _) = self.fs.patient(|| self.fs.store.scan(&lo, &hi, 1))?;
-        self.conds.push(Cond::Empty(lo, hi));
-        Ok(keys.is_empty())
+        self.trips += 1;
+        match keys.into_iter().next() {
+            None => {
+                self.conds.push(Cond::Empty(lo, hi));
+                Ok(true)
+            }
+            // Not empty: the answer (ENOTEMPTY) rests on this entry.
+            Some((k, v)) => {
+                self.require_read(k, &Some(v))?;
+                Ok(false)
+            }
+        }
     }
     pub fn node(&mut self, ino: Ino) -> Result<Node> {
         match self.get(ikey(ino))? {
@@ -422,6 +445,7 @@ impl Tx<'_> {
     }
     /// The commit requires `c` (not read through this transaction).
     pub(super) fn require_cond(&mut self, c: Cond) {
+        self.untracked = true;
         self.conds.push(c);
     }
     /// Put a key that goes with this daemon's session (`super::locks`).
@@ -964,17 +988,48 @@ impl SharedFs {
                 later: vec![],
                 creating: false,
                 want: None,
+                trips: 0,
+                untracked: false,
             };
-            let out = match body(&mut tx) {
-                Err(Error::Io(m)) if m == RETRY => {
+            let out = body(&mut tx);
+            if let Err(Error::Io(m)) = &out {
+                if m == RETRY {
                     self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                other => other?,
-            };
-            if tx.ops.is_empty() {
-                return Ok((out, None));
             }
+            if tx.ops.is_empty() || out.is_err() {
+                // An answer that writes nothing (a rename onto the name
+                // it already has, an error) still rests on its reads:
+                // when they took more than one round trip, they must
+                // have been true together, which a commit of the
+                // conditions alone checks (etcd: a read-only Txn). Else
+                // another daemon's commit between two reads could make
+                // both daemons win one rename.
+                let several = tx.trips > 1 || tx.untracked;
+                if several && tx.conds.len() > 1 {
+                    match self.store.commit(&tx.conds, &[]) {
+                        Ok(Outcome::Committed(_)) => {}
+                        Ok(Outcome::Conflict(failed)) => {
+                            if failed.contains(&0) {
+                                self.lost.store(true, Ordering::SeqCst);
+                            }
+                            self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(backoff);
+                            backoff = (backoff * 2).min(Duration::from_millis(20));
+                            continue;
+                        }
+                        Err(KvError::Unknown(_)) => continue,
+                        Err(KvError::Unavailable(m)) => {
+                            self.wait_available(since, &m)?;
+                            continue;
+                        }
+                        Err(e) => return Err(kv(e)),
+                    }
+                }
+                return out.map(|o| (o, None));
+            }
+            let out = out?;
             match self.store.commit(&tx.conds, &tx.ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
