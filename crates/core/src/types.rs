@@ -13,6 +13,17 @@ pub const INLINE_MAX: u64 = BLOCK;
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
 pub const LINK_MAX: u32 = 65000;
 pub const XATTR_SIZE_MAX: usize = 65536;
+/// Linux's XATTR_LIST_MAX: the most listxattr(2) can return (each name and
+/// its NUL). An inode whose names would pass it could not be listed any
+/// more (`getfattr -d`, `cp -a`, `rsync -X` fail with E2BIG).
+pub const XATTR_LIST_MAX: usize = 65536;
+
+/// Whether `names` and one more, `new`, still fit one listxattr(2) answer.
+/// A name past it is refused with ENOSPC, as ext4 refuses one past its
+/// space (both stores: one rule).
+pub fn xattr_list_fits<'a>(names: impl Iterator<Item = &'a [u8]>, new: &[u8]) -> bool {
+    names.map(|n| n.len() + 1).sum::<usize>() + new.len() + 1 <= XATTR_LIST_MAX
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -405,3 +405,54 @@ fn an_unlinked_files_data_object_goes_with_it() {
     );
     assert_fsck_clean(&store);
 }
+
+/// 9,709 xattr names of 16 bytes on one file, then listxattr could not
+/// answer (E2BIG past XATTR_LIST_MAX): `getfattr -d`, `cp -a`, `rsync -X`
+/// failed on it (issue 43). A name that would pass the list's limit is
+/// refused with ENOSPC; on a namespace on etcd too (one rule,
+/// `xattr_list_fits`).
+#[test]
+fn xattr_names_stop_at_what_one_listing_holds() {
+    let (_store, e) = fresh();
+    let c = Ctx::root();
+    let f = e.create(&c, ROOT_INO, b"f", 0o644).unwrap();
+    let mut n = 0;
+    let err = loop {
+        let name = format!("user.name{n:011}");
+        match e.setxattr(&c, f.ino, name.as_bytes(), b"", 0) {
+            Ok(()) => n += 1,
+            Err(err) => break err,
+        }
+        assert!(n < 10_000, "no limit on xattr names");
+    };
+    assert_eq!(err, shoal_core::Error::NoSpace);
+    let listed: usize = e
+        .listxattr(f.ino)
+        .unwrap()
+        .iter()
+        .map(|n| n.len() + 1)
+        .sum();
+    assert!(
+        listed <= shoal_core::XATTR_LIST_MAX,
+        "{listed} bytes of names"
+    );
+    assert!(
+        listed > shoal_core::XATTR_LIST_MAX - 21,
+        "stopped early: {listed}"
+    );
+    // On a namespace on a shared store, the same.
+    use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
+    let s = shoal_core::shared::sim::SimStore::new();
+    ns::mkfs(&*s).unwrap();
+    let fs = SharedFs::open(s.clone(), SessionOpts::default()).unwrap();
+    let g = fs.create(ROOT_INO, b"g", 0o644).unwrap();
+    let mut m = 0;
+    while fs
+        .setxattr(g.ino, format!("user.name{m:011}").as_bytes(), b"", 0)
+        .is_ok()
+    {
+        m += 1;
+        assert!(m < 10_000, "no limit on xattr names on a shared store");
+    }
+    assert_eq!(m, n, "the two stores stop at the same count");
+}

@@ -54,7 +54,9 @@ impl Engine {
             (Some(p), _) => st.xattrs[p].1 = value.to_vec(),
             (None, _) => {
                 let total: usize = st.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
-                if total + name.len() + value.len() > 4 * XATTR_SIZE_MAX {
+                if total + name.len() + value.len() > 4 * XATTR_SIZE_MAX
+                    || !xattr_list_fits(st.xattrs.iter().map(|(n, _)| n.as_slice()), name)
+                {
                     return Err(Error::NoSpace);
                 }
                 st.xattrs.push((name.to_vec(), value.to_vec()))

@@ -1770,7 +1770,12 @@ impl SharedFs {
                 }
                 (None, _) if remove => {}
                 (Some(p), _) => n.xattrs[p].1 = value.to_vec(),
-                (None, _) => n.xattrs.push((name.to_vec(), value.to_vec())),
+                (None, _) => {
+                    if !crate::xattr_list_fits(n.xattrs.iter().map(|(k, _)| k.as_slice()), name) {
+                        return Err(Error::NoSpace);
+                    }
+                    n.xattrs.push((name.to_vec(), value.to_vec()))
+                }
             }
             let total: usize = n.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum();
             if total > XATTRS_MAX {
