@@ -22,7 +22,7 @@ pub const XATTR_LIST_MAX: usize = 65536;
 /// A name past it is refused with ENOSPC, as ext4 refuses one past its
 /// space (both stores: one rule).
 pub fn xattr_list_fits<'a>(names: impl Iterator<Item = &'a [u8]>, new: &[u8]) -> bool {
-    names.map(|n| n.len() + 1).sum::<usize>() + new.len() + 1 <= XATTR_LIST_MAX
+    names.map(|n| n.len() + 1).sum::<usize>() + new.len() < XATTR_LIST_MAX
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
