@@ -837,7 +837,7 @@ impl ShoalFs {
         allow_other: bool,
     ) -> std::io::Result<()> {
         let mut cfg = fuser::Config::default();
-        cfg.mount_options = options;
+        cfg.mount_options = kernel_subtype(options);
         cfg.n_threads = Some(self.opts.threads.max(1));
         cfg.clone_fd = self.opts.clone_fd;
         if allow_other {
@@ -861,6 +861,24 @@ impl ShoalFs {
         let _ = pruner.join();
         r
     }
+}
+
+/// The mount options with FUSE's subtype handed to the kernel as well, so
+/// that the mount's type is `fuse.NAME` (`findmnt -t fuse.shoal`, `df -t`,
+/// `umount -a -t`, and a plain `mount -o remount,ro MNT`, which finds
+/// `/sbin/mount.fuse.shoal` by that type). fuser mounts as root with mount(2)
+/// and type `fuse`, and keeps `MountOption::Subtype` for fusermount only;
+/// the kernel's own `subtype=` option (fs/fuse/inode.c) reaches the same
+/// superblock field, and fusermount3 accepts it too, so the subtype is sent
+/// that way once.
+pub fn kernel_subtype(options: Vec<fuser::MountOption>) -> Vec<fuser::MountOption> {
+    options
+        .into_iter()
+        .map(|o| match o {
+            fuser::MountOption::Subtype(s) => fuser::MountOption::CUSTOM(format!("subtype={s}")),
+            o => o,
+        })
+        .collect()
 }
 
 impl Filesystem for ShoalFs {
