@@ -6,12 +6,28 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(
     name = "shoal",
-    version,
+    version = version(),
     about = "shoal: a filesystem for millions of small files and many cores"
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+}
+
+/// `shoal --version`: the version, then the store formats this shoal reads.
+pub fn version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        use shoal_core::schema::{FORMAT, FORMAT_MIN};
+        format!(
+            "{}\nstore directory formats {FORMAT_MIN} to {FORMAT} (an older one is upgraded to {FORMAT} by its first writable mount)\n\
+             shared namespace (etcd, TiKV) format {}\n\
+             dump format {}",
+            env!("CARGO_PKG_VERSION"),
+            shoal_core::shared::ns::SHARED_FORMAT,
+            crate::dump::format::VERSION,
+        )
+    })
 }
 
 #[derive(Subcommand)]

@@ -24,6 +24,8 @@ pub struct Parsed {
     pub fsname: Option<String>,
     /// `metrics=ADDR:PORT`: serve Prometheus metrics there (`crate::metrics`).
     pub metrics: Option<String>,
+    /// `reserve_mb=N`: the most the store's reserve file holds, in bytes.
+    pub reserve_max: u64,
 }
 
 pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
@@ -37,6 +39,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
         verify: false,
         fsname: None,
         metrics: None,
+        reserve_max: shoal_store::fjall_store::DEFAULT_RESERVE_MAX,
     };
     for o in opts.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let (k, v) = match o.split_once('=') {
@@ -93,6 +96,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 )
             }
             "metrics" => p.metrics = Some(metrics_addr(o, v)?),
+            "reserve_mb" => p.reserve_max = num(v)? << 20,
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
@@ -194,6 +198,13 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     }
     // Not a store: say so here, before a background daemon logs into it.
     shoal_store::FjallStore::probe(&store_path).map_err(|e| store_error(&store_path, e))?;
+    // One store has one daemon (it holds the store's lock): a store served
+    // already is bound from its first mount, one filesystem in two places,
+    // as mount(8) does with a second mount of an ext4 device (and as
+    // /sbin/mount.fuse.shoal does).
+    if let Some(first) = mountinfo::serving(&store_path) {
+        return bind_first(&first, &mnt_path, parsed.cfg.read_only);
+    }
     if a.daemon && !a.background_child {
         let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
         return spawn_background(a, &store_path, &run);
@@ -248,6 +259,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     }
     if !parsed.cfg.read_only {
         // Room for deletes on a full device (see `FjallStore::keep_room`).
+        store.set_reserve_max(parsed.reserve_max);
         store.keep_room();
     }
     let fjall = Arc::new(store);
@@ -436,6 +448,52 @@ fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, Stri
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Bind the mount `first` at `mnt` (read-only with `ro`); the first
+/// mount's daemon and options serve both places.
+fn bind_first(first: &mountinfo::Mount, mnt: &Path, read_only: bool) -> Result<i32, String> {
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    let (from, to) = (c(&first.point), c(mnt));
+    // SAFETY: valid C strings; null fstype and data are allowed for a bind.
+    let mut rc = unsafe {
+        libc::mount(
+            from.as_ptr(),
+            to.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 && read_only {
+        // SAFETY: as above; a bind remount changes only this place's flags.
+        rc = unsafe {
+            libc::mount(
+                std::ptr::null(),
+                to.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                std::ptr::null(),
+            )
+        };
+    }
+    if rc != 0 {
+        return Err(format!(
+            "{} is already mounted at {}; binding it at {}: {}",
+            first.source,
+            first.point.display(),
+            mnt.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    println!(
+        "{} is already mounted at {}: bound there at {} (its daemon and mount options serve both; `shoal umount {}` unmounts this place only)",
+        first.source,
+        first.point.display(),
+        mnt.display(),
+        mnt.display()
+    );
+    Ok(0)
 }
 
 pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {

@@ -160,12 +160,31 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
                 .into(),
         );
     }
-    shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags))
-        .map_err(|e| store_error(&a.store, e))?;
+    shoal_store::FjallStore::create(&a.store, |s| shoal_core::Engine::mkfs(s, a.ags)).map_err(
+        |e| match e {
+            // `create` refuses a directory with files in it that is no store.
+            Error::Invalid => format!(
+                "{} is not empty (and holds no shoal store): mkfs makes a store in a new or empty directory; \
+                 pick another path, or empty this one",
+                a.store.display()
+            ),
+            e => store_error(&a.store, e),
+        },
+    )?;
     println!(
         "created shoal store at {} ({} allocation groups)",
         a.store.display(),
         a.ags
+    );
+    let reserve = shoal_store::fjall_store::default_reserve_at(&a.store);
+    println!(
+        "a writable mount keeps {}/reserve, {} MiB on this device: room held for deletes \
+         should other programs fill the device (half of the 1/32 of it shoal keeps free, \
+         at most {} MiB; `-o reserve_mb=N` sets that limit, 0 for no file; \
+         docs/design.md, \"A full disk\")",
+        a.store.display(),
+        reserve >> 20,
+        shoal_store::fjall_store::DEFAULT_RESERVE_MAX >> 20
     );
     Ok(0)
 }

@@ -56,6 +56,15 @@ pub fn shoal_at(mnt: &Path) -> Result<Mount, String> {
     Ok(m)
 }
 
+/// The first place a daemon serves the store directory `store` (a
+/// canonical path), if one does: a second mount of it binds this one.
+pub fn serving(store: &Path) -> Option<Mount> {
+    all().into_iter().find(|m| {
+        is_shoal(&m.source, &m.fstype)
+            && std::fs::canonicalize(store_of(&m.source)).is_ok_and(|p| p == store)
+    })
+}
+
 /// (source, fstype) of the mount at `mnt`, if any.
 pub fn find(mnt: &Path) -> Option<(String, String)> {
     at(mnt).map(|m| (m.source, m.fstype))
@@ -88,8 +97,9 @@ pub fn store_of(src: &str) -> PathBuf {
 
 pub const SOURCE_PREFIX: &str = "shoal:";
 
-/// Is this mount a shoal daemon's? Mounted as root, the kernel records type
-/// `fuse` (the subtype is lost), so the source must also be a shoal store.
+/// Is this mount a shoal daemon's? Its type is `fuse.shoal`; a daemon of
+/// an older shoal mounted as type `fuse` (its subtype went to fusermount
+/// only), and such a mount is one if its source is a shoal store.
 pub fn is_shoal(src: &str, ty: &str) -> bool {
     ty == "fuse.shoal"
         || (ty == "fuse" && (crate::is_shared(src) || store_of(src).join("SHOAL").exists()))

@@ -64,7 +64,8 @@ impl Drop for Shadow {
 ///
 /// The engine refuses growth past that (ENOSPC, `Engine::room`) and lets
 /// deletes through, so a full store can always commit the operations that
-/// free space. A reserve file (`STORE/reserve`, half the headroom) holds
+/// free space. A reserve file (`STORE/reserve`, half the headroom, at most
+/// `DEFAULT_RESERVE_MAX`, or `-o reserve_mb=N`) holds
 /// part of that room against other programs filling the device; the store
 /// gives it back when the device is nearly full whoever filled it, and takes
 /// it again when there is room. After deletes on a nearly full store, a
@@ -83,6 +84,8 @@ struct Maint {
     reserve: PathBuf,
     /// Bytes the reserve file holds now (0: not held).
     held: AtomicU64,
+    /// The most the reserve file may hold (`FjallStore::set_reserve_max`).
+    max: AtomicU64,
     /// 1: deletes happened on a nearly full store; 2: stop.
     state: std::sync::Mutex<u8>,
     cv: std::sync::Condvar,
@@ -95,8 +98,26 @@ impl Maint {
     /// Take the reserve when the device has room for it beside `keep`.
     fn restore_reserve(&self, dir: &Path, keep: u64) {
         let (total, avail) = statvfs(dir);
-        let want = headroom(total) / 2;
-        if self.held.load(Ordering::Relaxed) >= want || avail < want + headroom(total) + keep {
+        let want = reserve_size(total, self.max.load(Ordering::Relaxed));
+        let held = self.held.load(Ordering::Relaxed);
+        if held > want {
+            // Held larger than it may be now (a smaller `reserve_mb`, or a
+            // reserve an older shoal made at half the headroom): shrink it.
+            let cut = if want == 0 {
+                std::fs::remove_file(&self.reserve)
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&self.reserve)
+                    .and_then(|f| f.set_len(want))
+            };
+            match cut {
+                Ok(()) => self.held.store(want, Ordering::Relaxed),
+                Err(e) => tracing::warn!("{}: {e} (not shrunk)", self.reserve.display()),
+            }
+            return;
+        }
+        if want == 0 || held >= want || avail < want + headroom(total) + keep {
             return;
         }
         let made = File::create(&self.reserve).and_then(|f| {
@@ -138,6 +159,24 @@ const COMPACTION_ROOM: u64 = 512 << 20;
 
 fn headroom(total: u64) -> u64 {
     (total / 32).clamp(4 << 20, 1 << 30)
+}
+
+/// The most the reserve file holds by default: 64 MiB covers the journal
+/// records of a great many deletes, and a store on a large device no longer
+/// takes half a gigabyte of it at its first mount (it was half the
+/// headroom, 512 MiB past 32 GiB).
+pub const DEFAULT_RESERVE_MAX: u64 = 64 << 20;
+
+/// The reserve file's size on a device of `total` bytes: half the headroom,
+/// at most `max`.
+pub fn reserve_size(total: u64, max: u64) -> u64 {
+    (headroom(total) / 2).min(max)
+}
+
+/// What a writable mount of a store at `dir` keeps as its reserve file
+/// with the default limit, in bytes (mkfs says it).
+pub fn default_reserve_at(dir: &Path) -> u64 {
+    reserve_size(statvfs(dir).0, DEFAULT_RESERVE_MAX)
 }
 
 /// (total, available to unprivileged writers) bytes of the device holding `p`.
@@ -542,6 +581,7 @@ impl FjallStore {
                             .map(|m| m.len())
                             .unwrap_or(0),
                     ),
+                    max: AtomicU64::new(DEFAULT_RESERVE_MAX),
                     state: Default::default(),
                     cv: Default::default(),
                     frees_pending: Default::default(),
@@ -549,6 +589,12 @@ impl FjallStore {
                 thread: Mutex::new(None),
             },
         })
+    }
+
+    /// The most the reserve file may hold (`-o reserve_mb=N`; 0: none).
+    /// Call before `keep_room`.
+    pub fn set_reserve_max(&self, bytes: u64) {
+        self.space.maint.max.store(bytes, Ordering::Relaxed);
     }
 
     /// For a writable mount: hold the reserve file (see `Space`) and start
