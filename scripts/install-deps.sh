@@ -2,19 +2,27 @@
 # Install what shoal and its tests need on Debian 12 (idempotent).
 set -euo pipefail
 need=()
-# protobuf-compiler: the etcd client's build compiles etcd's protocol.
-for p in fuse3 bc xz-utils protobuf-compiler; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+# fuse3: /dev/fuse's helpers (fusermount3); kmod: modprobe and
+# /etc/modprobe.d (scripts/setup.sh); gcc, g++, make, libc6-dev, pkg-config:
+# the build's C parts (mimalloc, ring, aws-lc); protobuf-compiler: the etcd
+# client's build compiles etcd's protocol; ca-certificates: cargo's
+# downloads.
+for p in fuse3 kmod bc xz-utils protobuf-compiler gcc g++ make libc6-dev pkg-config ca-certificates; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
 if [ "${1:-}" = "--tests" ]; then
   # linux-source for the tree test; nftables cuts etcd members apart in a test;
+  # debootstrap makes the bare Debian 12 of tests/scripts/firstrun.sh;
   # python3-prometheus-client parses the metrics endpoint (tests/scripts/metrics.sh);
   # the rest builds and runs xfstests.
   for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
     libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio \
-    etcd-server etcd-client nftables python3-prometheus-client; do
+    etcd-server etcd-client nftables python3-prometheus-client debootstrap; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi
 if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]} (apt-get)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi

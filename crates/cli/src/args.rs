@@ -142,7 +142,10 @@ pub struct MountArgs {
     /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough,
     /// nodirect_create (a file created write-only keeps its written bytes
     /// in the FUSE page cache too, as before 2026-11-27), metrics=IP:PORT
-    /// (Prometheus metrics at http://IP:PORT/metrics; docs/operations.md).
+    /// (Prometheus metrics at http://IP:PORT/metrics; docs/operations.md),
+    /// reserve_mb=N (the most STORE/reserve holds, 64 by default; 0: no
+    /// reserve file; docs/design.md, "A full disk"). A store already mounted
+    /// is bound from its first mount, whose options serve both places.
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
     /// Internal: set by `-d` in the background child.
