@@ -6,6 +6,9 @@ fail() { echo "cli: $*"; exit 1; }
 for c in "" mkfs mount umount fsck bench stats; do
   "$SHOAL" $c --help >/dev/null || fail "shoal $c --help"
 done
+# --version: the version and the formats this shoal reads.
+v=$("$SHOAL" --version) || fail "shoal --version"
+[[ $v == "shoal "[0-9]* && $v == *"store directory formats"* && $v == *"shared namespace"* ]] || fail "--version: $v"
 # The one-run seed workloads need at least one iteration per round.
 err=$("$SHOAL" bench seed000 --iters 5 2>&1) && fail "seed000 with fewer iterations than rounds ran"
 [[ $err == *"at least 10"* ]] || fail "seed000 rounds message: $err"
@@ -20,18 +23,48 @@ err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mount of a missing store succee
 mkdir -p "$WORK/notastore"; touch "$WORK/notastore/x"
 err=$("$SHOAL" mount -d "$WORK/notastore" "$M" 2>&1) && fail "mount of a non-store succeeded"
 [[ $err == *"not a shoal store"* ]] || fail "non-store message: $err"
-"$SHOAL" mkfs "$S" >/dev/null
+# mkfs of a directory with files in it says that, not the mount's words.
+err=$("$SHOAL" mkfs "$WORK/notastore" 2>&1) && fail "mkfs of a non-empty directory succeeded"
+[[ $err == *"is not empty"* && $err != *"not a shoal store"* ]] || fail "mkfs of a non-empty directory: $err"
+[ "$(ls -A "$WORK/notastore")" = x ] || fail "a refused mkfs left $(ls -A "$WORK/notastore")"
+# mkfs says what STORE/reserve is, where the user meets it.
+out=$("$SHOAL" mkfs "$S") || fail "mkfs"
+[[ $out == *"$S/reserve"*"MiB"*"reserve_mb"* ]] || fail "mkfs does not explain the reserve: $out"
 err=$("$SHOAL" mkfs "$S" 2>&1) && fail "mkfs over a store succeeded"
 [[ $err == *"already holds"* ]] || fail "mkfs twice message: $err"
 # The mount helper, then fusermount3 -u.
 # mount(8) finds /sbin/mount.fuse.shoal (installed by scripts/test.sh and setup.sh).
 SHOAL=$SHOAL mount -t fuse.shoal "$S" "$M" >/dev/null || fail "mount -t fuse.shoal"
 mountpoint -q "$M" || fail "helper mount"
+# The mount's type is fuse.shoal, so tools that select by type find it.
+findmnt -n -t fuse.shoal "$M" >/dev/null || fail "findmnt -t fuse.shoal: $(grep " $M " /proc/mounts)"
+df -t fuse.shoal "$M" >/dev/null || fail "df -t fuse.shoal"
+# A plain remount, as admins type it: mount(8) finds the helper by the type.
+echo hi > "$M/rw"
+mount -o remount,ro "$M" || fail "mount -o remount,ro MNT"
+err=$(sh -c "echo x > '$M/ro'" 2>&1) && fail "a write after remount,ro succeeded"
+[[ $err == *"Read-only file system"* ]] || fail "a write after remount,ro: $err (want EROFS)"
+[ "$(cat "$M/rw")" = hi ] || fail "a read after remount,ro"
+mount -o remount,rw "$M" || fail "mount -o remount,rw MNT"
+echo x > "$M/ro" || fail "a write after remount,rw"
+rm "$M/rw" "$M/ro"
+# The reserve: at most 64 MiB by default (it was half the headroom, 512
+# MiB on a large device).
+r=$(stat -c %s "$S/reserve" 2>/dev/null || echo 0)
+[ "$r" -le $((64 << 20)) ] || fail "reserve of $r bytes past 64 MiB"
 err=$("$SHOAL" mount -d "$S" "$M" 2>&1) && fail "mounting a busy mountpoint succeeded"
 [[ $err == *"busy"* ]] || fail "busy message: $err"
+# shoal mount of a store already mounted binds the first mount (one store,
+# one daemon), as the helper does, and says so.
 mkdir -p "$WORK/cli.mnt3"
-err=$("$SHOAL" mount -d "$S" "$WORK/cli.mnt3" 2>&1) && fail "a second daemon on one store succeeded"
-[[ $err == *"in use"* ]] || fail "second daemon message: $err"
+out=$("$SHOAL" mount -d "$S" "$WORK/cli.mnt3" 2>&1) || fail "shoal mount of a mounted store: $out"
+[[ $out == *"already mounted at $M"* ]] || fail "shoal mount of a mounted store says: $out"
+[ "$(stat -c %d "$M")" = "$(stat -c %d "$WORK/cli.mnt3")" ] || fail "shoal mount of a mounted store: another filesystem"
+echo three > "$WORK/cli.mnt3/three"; [ "$(cat "$M/three")" = three ] || fail "the bound place shows another filesystem"
+[ "$(pgrep -cf "shoal mount $S ")" -le 1 ] || fail "a second daemon on one store"
+"$SHOAL" umount "$WORK/cli.mnt3" || fail "shoal umount of the bound place"
+[ "$(cat "$M/three")" = three ] || fail "first place gone with the bound one"
+rm "$M/three"
 # The store mounted a second time elsewhere: one filesystem in two places, as
 # mount(8) gives an ext4 device (xfstests generic/732); each unmounts alone.
 M2=$WORK/cli.mnt2; mkdir -p "$M2"
@@ -113,6 +146,13 @@ kill_and_unmount
 "$SHOAL" mount -d "$S" "$M" >/dev/null
 [ "$(cat "$M/synced" 2>/dev/null)" = kept ] || fail "a file written before shoal sync was lost in a kill"
 "$SHOAL" umount "$M"
+# -o reserve_mb=N sets the reserve's limit; 0: no reserve file.
+"$SHOAL" mount -d "$S" "$M" -o reserve_mb=1 >/dev/null
+[ "$(stat -c %s "$S/reserve" 2>/dev/null)" -le $((1 << 20)) ] || fail "reserve_mb=1: reserve of $(stat -c %s "$S/reserve") bytes"
+"$SHOAL" umount "$M"
+"$SHOAL" mount -d "$S" "$M" -o reserve_mb=0 >/dev/null
+[ -e "$S/reserve" ] && fail "reserve_mb=0 kept a reserve file"
+"$SHOAL" umount "$M"
 # The store's lock held while nothing mounts it, as by a daemon still
 # closing it after the kernel's umount returned (xfstests' cycle mounts on a
 # loaded machine: generic/754): mount waits for it instead of refusing.
@@ -121,4 +161,4 @@ sleep 0.5
 "$SHOAL" mount -d "$S" "$M" >/dev/null || fail "mount while an exiting daemon held the store"
 wait $holder
 "$SHOAL" umount "$M"
-echo "cli: help, errors, mount helper, fusermount3 -u, ro, busy, second daemon, a store still closing, ENAMETOOLONG, stats in pipes, misuse, dead mount, shoal sync: ok"
+echo "cli: help, --version, errors, mkfs of a non-empty directory, mount helper, fuse.shoal type, plain remount,ro/rw, reserve, fusermount3 -u, ro, busy, shoal mount of a mounted store, a store still closing, ENAMETOOLONG, stats in pipes, misuse, dead mount, shoal sync: ok"
