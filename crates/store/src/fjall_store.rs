@@ -524,12 +524,18 @@ impl FjallStore {
         // small device, and after a clean unmount (which flushes) the next
         // mount would read up to that much journal again.
         let rotation = 4 << 20;
-        let db = fjall::Database::builder(db)
+        let mut b = fjall::Database::builder(db)
             .journal_rotation_size(rotation)
             .manual_journal_persist(true)
-            .cache_size(bounded.unwrap_or(64 << 20))
-            .open()
-            .map_err(|e| open_err(path, e))?;
+            .cache_size(bounded.unwrap_or(64 << 20));
+        if bounded.is_some() && db_path != path.join("db") {
+            // A bounded walk of a read-only open writes nothing: no
+            // background flushes or compactions of the shadow (after a
+            // crash they would rewrite the replayed journal, and take
+            // memory the walk cannot count).
+            b = b.worker_threads_unchecked(0);
+        }
+        let db = b.open().map_err(|e| open_err(path, e))?;
         let ks = db
             .keyspace("meta", || {
                 // Filter and index blocks pinned at every level (fjall pins
@@ -543,8 +549,11 @@ impl FjallStore {
                 // flushes and less rewriting. Measured on 8 x 1M creates and
                 // rm -rf under a 2 GiB bound: create 58.0 -> 44.5 s, remove
                 // 119.5 -> 100.2 s, peak RSS 1.48 -> 1.55 GB (docs/perf-log/05-elided-keys-reclaim-clock.md).
+                // Under a memory bound (`open_bounded`), memtables no
+                // larger than the block cache: with two sealed and one
+                // active, fjall's 64 MiB took 192 MiB of a 200 MiB bound.
                 fjall::KeyspaceCreateOptions::default()
-                    .max_memtable_size(64 << 20)
+                    .max_memtable_size(bounded.map_or(64 << 20, |c| c.clamp(4 << 20, 64 << 20)))
                     .compaction_strategy(std::sync::Arc::new(
                         fjall::compaction::Leveled::default().with_l0_threshold(8),
                     ))
