@@ -192,7 +192,7 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
 /// What `shoal fsck`'s walk takes besides its sorts and the store's cache,
 /// in MiB: the allocator's slack, the scans' chunks, the merges' records
 /// (measured: docs/BENCHMARKS.md, "fsck").
-const FSCK_SLACK_MB: u64 = 32;
+const FSCK_SLACK_MB: u64 = 40;
 /// The least a walk sorts in, in MiB, however little the budget leaves.
 const FSCK_MIN_SORT_MB: u64 = 4;
 
