@@ -988,3 +988,19 @@ impl Store for FjallSnapshot {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod reserve_tests {
+    use super::*;
+
+    /// The reserve is half the headroom, capped: 2 MiB on a 64 MiB device
+    /// (enospc.sh's), 64 MiB on a large one (it was 512 MiB), none at 0.
+    #[test]
+    fn reserve_is_half_the_headroom_capped() {
+        assert_eq!(reserve_size(64 << 20, DEFAULT_RESERVE_MAX), 2 << 20);
+        assert_eq!(reserve_size(1 << 30, DEFAULT_RESERVE_MAX), 16 << 20);
+        assert_eq!(reserve_size(1 << 40, DEFAULT_RESERVE_MAX), 64 << 20);
+        assert_eq!(reserve_size(1 << 40, 1 << 30), 512 << 20);
+        assert_eq!(reserve_size(1 << 40, 0), 0);
+    }
+}
