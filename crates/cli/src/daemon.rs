@@ -492,10 +492,12 @@ fn bind_first(first: &mountinfo::Mount, mnt: &Path, read_only: bool) -> Result<i
         ));
     }
     println!(
-        "{} is already mounted at {}: bound there at {} (its daemon and mount options serve both; `shoal umount {}` unmounts this place only)",
+        "{} is already mounted at {}: bound there at {}{} (one daemon serves both, with the first mount's options; \
+         `shoal umount {}` unmounts this place only)",
         first.source,
         first.point.display(),
         mnt.display(),
+        if read_only { ", read-only" } else { "" },
         mnt.display()
     );
     Ok(0)
