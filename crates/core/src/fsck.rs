@@ -166,9 +166,12 @@ impl<'a> Cursor<'a> {
         self.buf = got.into_iter();
         Ok(self.buf.next())
     }
-    /// The inode number the head's key starts with.
+    /// The inode number the head's key starts with (0 for a key too short
+    /// to hold one: taken first, its parse fails, as the old walk's did).
     fn key(&self) -> Option<u64> {
-        self.head.as_ref().and_then(|(k, _)| schema::owner_ino(k))
+        self.head
+            .as_ref()
+            .map(|(k, _)| schema::owner_ino(k).unwrap_or(0))
     }
     fn take(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let next = self.pull()?;
@@ -366,19 +369,17 @@ pub fn check(store: &dyn Store, repair: bool, o: &Options) -> Result<Report> {
     let mut orphans = Cursor::new(store, schema::K_ORPHAN, chunk)?;
     // What the lost inodes add to the root (step 3 writes the root).
     let (mut lost_entries, mut lost_dirs) = (0u64, 0u32);
-    loop {
-        let Some(ino) = [
-            inodes.key(),
-            children.key(),
-            blocks.key(),
-            orphans.key(),
-            objects.key(),
-        ]
-        .into_iter()
-        .flatten()
-        .min() else {
-            break;
-        };
+    while let Some(ino) = [
+        inodes.key(),
+        children.key(),
+        blocks.key(),
+        orphans.key(),
+        objects.key(),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    {
         let mut rec: Option<(crate::Attr, schema::InodeExtra, Vec<u8>)> = None;
         if inodes.key() == Some(ino) {
             let (k, v) = inodes.take()?.unwrap();

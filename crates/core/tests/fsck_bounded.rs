@@ -83,7 +83,8 @@ fn damage(s: &MemStore, rng: &mut rand::rngs::SmallRng) -> String {
     let tag = [b'I', b'E', b'A', b'O', b'D'][rng.gen_range(0..5)];
     let inos: Vec<u64> = recs
         .iter()
-        .filter_map(|(k, _)| (k[0] == b'I').then(|| schema::parse_inode_key(k).unwrap()))
+        .filter(|(k, _)| k[0] == b'I')
+        .map(|(k, _)| schema::parse_inode_key(k).unwrap())
         .collect();
     let some_ino = |rng: &mut rand::rngs::SmallRng| {
         if rng.gen_bool(0.8) {
@@ -312,5 +313,23 @@ fn bounded_fsck_of_a_store_without_its_root() {
         assert!(fsck::check(&*b, false, &tiny(scratch.path()))
             .unwrap()
             .is_clean());
+    }
+}
+
+#[test]
+fn bounded_fsck_fails_as_before_on_keys_too_short() {
+    let scratch = tempfile::tempdir().unwrap();
+    let base = build(11);
+    for key in [
+        &b"I\x01"[..],
+        b"D\x00\x01",
+        b"O",
+        b"I\x00\x00\x00\x00\x00\x00\x00\x05\x01",
+    ] {
+        let s = copy(&base);
+        s.poke(key, Some(vec![1, 2, 3, 4]));
+        let want = fsck::reference::fsck(&*s, false).map(|r| sorted(r.problems));
+        let got = fsck::check(&*s, false, &tiny(scratch.path())).map(|r| sorted(r.problems));
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "a key {key:?}");
     }
 }

@@ -328,7 +328,7 @@ mod tests {
         for i in 0..n {
             let x = (i * 7919) % n;
             let mut rec = x.to_be_bytes().to_vec();
-            rec.extend(std::iter::repeat(b'x').take((x % 13) as usize));
+            rec.extend(std::iter::repeat_n(b'x', (x % 13) as usize));
             s.push(&rec).unwrap();
         }
         let runs = s.runs();
