@@ -245,13 +245,13 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         return Ok(if r.problems.is_empty() { 0 } else { 4 });
     }
     // Without --repair nothing is written: the store may be on read-only media.
-    // --memory-mb holds everything: an eighth (4 to 64 MiB) for the store's
+    // --memory-mb holds everything: a sixteenth (4 to 64 MiB) for the store's
     // block cache; what opening the store took (the process, fjall's pinned
     // filter and index blocks, a journal replayed after a crash), measured;
     // a slack for the allocator and the scans; the rest for fsck's sorts
     // (docs/design.md, "fsck in bounded memory").
     let mb = a.memory_mb;
-    let cache = (mb / 8).clamp(4, 64);
+    let cache = (mb / 16).clamp(4, 64);
     let opened = shoal_store::FjallStore::open_bounded(&a.store, !a.repair, cache << 20);
     let mut spent = (0, 0);
     let checked = opened.and_then(|store| {
