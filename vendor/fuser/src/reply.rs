@@ -133,8 +133,14 @@ impl ReplyRaw {
         assert!(self.sender.is_some());
         let sender = self.sender.take().unwrap();
         let res = response.with_iovec(self.unique, |iov| sender.send(iov));
-        if let Err(err) = res {
-            error!("Failed to send FUSE reply: {err}");
+        match res {
+            // The kernel no longer waits for this request (its caller was
+            // interrupted, e.g. by a signal): nothing failed.
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                log::debug!("FUSE reply to an interrupted request dropped: {err}");
+            }
+            Err(err) => error!("Failed to send FUSE reply: {err}"),
+            Ok(()) => {}
         }
     }
     pub(crate) fn send_ll(mut self, response: &impl Response) {
