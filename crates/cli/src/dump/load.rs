@@ -73,13 +73,18 @@ pub fn load(
         let at = |e: String| format!("line {n} of the dump: {e}");
         match rec {
             Rec::Data { o, b } => {
-                let (ino, _) = l
+                let f = l
                     .file
-                    .as_ref()
+                    .as_mut()
                     .ok_or_else(|| at("data with no file before it".into()))?;
                 let bytes = unb64(&b).map_err(at)?;
-                sink.write(*ino, o, &bytes)
+                if !f.opened {
+                    sink.open(f.ino).map_err(|e| at(fs_err("open", e)))?;
+                    f.opened = true;
+                }
+                sink.write(f.ino, o, &bytes)
                     .map_err(|e| at(fs_err("write", e)))?;
+                f.end = f.end.max(o + bytes.len() as u64);
                 l.done.counts.bytes += bytes.len() as u64;
                 continue;
             }
@@ -107,7 +112,7 @@ pub fn load(
                     .pop()
                     .filter(|(_, d)| d.i == i)
                     .ok_or_else(|| at(format!("the end of directory {i}, not open")))?;
-                l.finish(ino, &node).map_err(at)?;
+                l.finish(ino, &node, None).map_err(at)?;
             }
             Rec::End(c) => {
                 if c != l.done.counts {
@@ -135,8 +140,20 @@ struct Load<'a> {
     /// their end record.
     open_dirs: Vec<(Ino, Node)>,
     /// The file whose data records follow.
-    file: Option<(Ino, Node)>,
+    file: Option<File>,
     done: Loaded,
+}
+
+/// A file made by the load, its data records coming.
+struct File {
+    ino: Ino,
+    node: Node,
+    /// Opened at its first data record: a file with none (an empty file,
+    /// or all holes) is never opened, an open and a close less (each a
+    /// round trip or two to etcd).
+    opened: bool,
+    /// Where the bytes written end: its size now.
+    end: u64,
 }
 
 impl Load<'_> {
@@ -178,32 +195,43 @@ impl Load<'_> {
         match kind {
             Kind::Dir => self.open_dirs.push((ino, n)),
             Kind::File => {
-                self.sink.open(ino).map_err(|e| fs_err("open", e))?;
-                self.file = Some((ino, n));
+                self.file = Some(File {
+                    ino,
+                    node: n,
+                    opened: false,
+                    end: 0,
+                })
             }
-            _ => self.finish(ino, &n)?,
+            _ => self.finish(ino, &n, None)?,
         }
         Ok(())
     }
 
     fn end_file(&mut self) -> Result<(), String> {
-        if let Some((ino, n)) = self.file.take() {
-            self.sink.close(ino).map_err(|e| fs_err("close", e))?;
-            self.finish(ino, &n)?;
+        if let Some(f) = self.file.take() {
+            if f.opened {
+                self.sink.close(f.ino).map_err(|e| fs_err("close", e))?;
+            }
+            self.finish(f.ino, &f.node, Some(f.end))?;
         }
         Ok(())
     }
 
     /// An inode's size, xattrs, owner, mode, times and flags, in an order
-    /// none undoes: the owner before the mode (a chown clears setuid), the
-    /// times after the xattrs, the flags last (immutable refuses the rest).
-    fn finish(&mut self, ino: Ino, n: &Node) -> Result<(), String> {
+    /// none undoes: the times after the xattrs, the flags last (immutable
+    /// refuses the rest). The owner, mode and times go in one setattr: with
+    /// the mode in it, a change of owner clears no setuid or setgid bit
+    /// (`Engine::setattr`, `SharedFs::set_attrs`), so it is what a chown
+    /// then a chmod would make, in one transaction instead of two. A file's
+    /// size is set only when the bytes written (`written`, where they end)
+    /// do not make it already: a file made empty and loaded empty needs none.
+    fn finish(&mut self, ino: Ino, n: &Node, written: Option<u64>) -> Result<(), String> {
         let s = self.sink;
         let e = |what: &str| {
             let what = what.to_string();
             move |e| fs_err(&what, e)
         };
-        if n.k == 'f' {
+        if n.k == 'f' && written != Some(n.s) {
             s.setattr(
                 ino,
                 &SetAttr {
@@ -222,13 +250,6 @@ impl Load<'_> {
             &SetAttr {
                 uid: Some(n.u),
                 gid: Some(n.g),
-                ..Default::default()
-            },
-        )
-        .map_err(e("set the owner"))?;
-        s.setattr(
-            ino,
-            &SetAttr {
                 mode: (n.k != 'l').then_some(n.m as u32),
                 atime: Some(TimeSet::At(unts(n.a))),
                 mtime: Some(TimeSet::At(unts(n.mt))),
@@ -236,7 +257,7 @@ impl Load<'_> {
                 ..Default::default()
             },
         )
-        .map_err(e("set the mode and times"))?;
+        .map_err(e("set the owner, mode and times"))?;
         if n.fl != 0 && !s.set_flags(ino, n.fl).map_err(e("set the flags"))? {
             self.done.flags_lost += 1;
         }
