@@ -169,8 +169,9 @@ pub struct FsckArgs {
     /// RSS, the process, the store's cache and the walk's sorts together
     /// (what does not fit is sorted in runs on disk under --scratch, as
     /// e2fsck's scratch files). A store not closed cleanly replays its
-    /// journal first, which can take more.
-    #[arg(long, default_value_t = shoal_core::fsck::DEFAULT_MEMORY_MB as u64, value_parser = clap::value_parser!(u64).range(32..))]
+    /// journal first, which can take more. At least 64: below it the
+    /// process, the store's open and the walk's least do not fit.
+    #[arg(long, default_value_t = shoal_core::fsck::DEFAULT_MEMORY_MB as u64, value_parser = clap::value_parser!(u64).range(64..))]
     pub memory_mb: u64,
     /// Where fsck's runs go when its sorts do not fit --memory-mb (a
     /// private directory under it, removed at the end; default $TMPDIR or
