@@ -175,7 +175,7 @@ pub struct FsckArgs {
     pub memory_mb: u64,
     /// Where fsck's runs go when its sorts do not fit --memory-mb (a
     /// private directory under it, removed at the end; default $TMPDIR or
-    /// /tmp). Takes about 40 bytes a file at most.
+    /// /tmp). Takes up to 30 bytes a name plus the name (2 GB at 50M files).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
 }
