@@ -83,7 +83,7 @@ impl Bar {
     }
     fn show(&self, c: &Counts) {
         if let Some(b) = &self.0 {
-            if c.nodes % 1024 == 0 {
+            if c.nodes.is_multiple_of(1024) {
                 b.set_message(format!(
                     "{} inodes, {} links, {} MiB",
                     c.nodes,
