@@ -361,6 +361,20 @@ impl Database {
         Ok(())
     }
 
+    /// shoal patch (PATCHED.md): `Some(why)` once the database is poisoned
+    /// (a journal write or sync failed, or a flush or compaction worker
+    /// did): it refuses every write until it is opened again. A user that
+    /// waits on background work (a flush) checks this to stop waiting.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn poisoned(&self) -> Option<String> {
+        self.is_poisoned.is_poisoned().then(|| {
+            self.is_poisoned
+                .reason()
+                .unwrap_or_else(|| "a journal write or sync failed".into())
+        })
+    }
+
     #[doc(hidden)]
     #[must_use]
     pub fn cache_capacity(&self) -> u64 {

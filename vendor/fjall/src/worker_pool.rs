@@ -81,6 +81,7 @@ impl WorkerPool {
                         supervisor: supervisor.clone(),
                         stats: stats.clone(),
                         sender: self.sender.clone(),
+                        doing: std::cell::Cell::new("a worker task"),
                     };
 
                     let thread_counter = thread_counter.clone();
@@ -104,7 +105,11 @@ impl WorkerPool {
                                 }
                                 Err(e) => {
                                     log::error!("Worker #{i} crashed: {e:?}");
-                                    poison_dart.poison();
+                                    // shoal patch (PATCHED.md): keep what failed.
+                                    poison_dart.poison_because(format!(
+                                        "{} failed in fjall's worker #{i}: {e:?}",
+                                        worker_state.doing.get()
+                                    ));
                                     return Err(e);
                                 }
                             }
@@ -164,6 +169,9 @@ struct WorkerState {
     rx: flume::Receiver<WorkerMessage>,
     sender: flume::Sender<WorkerMessage>,
     stats: Arc<Stats>,
+    /// shoal patch (PATCHED.md): the task being run, named in the poison
+    /// reason if it fails.
+    doing: std::cell::Cell<&'static str>,
 }
 
 fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
@@ -172,6 +180,13 @@ fn worker_tick(ctx: &WorkerState) -> crate::Result<bool> {
     };
 
     log::trace!("Worker #{} got message: {item:?}", ctx.worker_id);
+
+    ctx.doing.set(match &item {
+        WorkerMessage::Flush => "a flush (memtable to table)",
+        WorkerMessage::Compact(_) => "a compaction",
+        WorkerMessage::RotateMemtable(..) => "a memtable rotation",
+        WorkerMessage::Close => "closing",
+    });
 
     match item {
         WorkerMessage::Close => {

@@ -806,7 +806,9 @@ impl Keyspace {
     }
 
     fn check_write_halt(&self) {
-        while self.tree.l0_run_count() >= 30 {
+        // shoal patch (PATCHED.md): a poisoned database's workers are gone
+        // and will never bring the count down: do not wait for them.
+        while self.tree.l0_run_count() >= 30 && !self.is_poisoned.is_poisoned() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -822,7 +824,8 @@ impl Keyspace {
             throttled = true;
         }
 
-        while self.tree.sealed_memtable_count() >= 4 {
+        // shoal patch (PATCHED.md): not once poisoned (see check_write_halt).
+        while self.tree.sealed_memtable_count() >= 4 && !self.is_poisoned.is_poisoned() {
             log::debug!(
                 "Halting writes because we have 4+ sealed memtables in {:?} queued up",
                 self.name,
