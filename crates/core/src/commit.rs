@@ -78,6 +78,11 @@ pub struct Committer {
     poisoned: AtomicBool,
     /// The poisoning failure was a full disk: report ENOSPC, not EIO.
     poisoned_nospace: AtomicBool,
+    /// What failed, said once (`failure`: `shoal stats`, the metrics).
+    // protects: the first failure's description, set once.
+    failure: PlainMutex<Option<String>>,
+    /// `errors=ro`: changes after a failure get EROFS, not EIO.
+    ro_on_error: AtomicBool,
     stop: AtomicBool,
     kick: PlainMutex<bool>,
     kick_cv: Condvar,
@@ -193,6 +198,8 @@ impl Committer {
             durable: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
             poisoned_nospace: AtomicBool::new(false),
+            failure: PlainMutex::new(None),
+            ro_on_error: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             kick: PlainMutex::new(false),
             kick_cv: Condvar::new(),
@@ -214,6 +221,12 @@ impl Committer {
         *self.formatter.lock() = Some(f);
     }
 
+    /// What a change gets after a store failure (`Config::on_error`).
+    pub fn set_on_error(&self, m: crate::types::OnError) {
+        self.ro_on_error
+            .store(m == crate::types::OnError::ReadOnly, Ordering::Relaxed);
+    }
+
     pub fn set_after_commit(&self, f: Box<dyn Fn() + Send + Sync>) {
         *self.after_commit.lock() = Some(f);
     }
@@ -226,11 +239,16 @@ impl Committer {
             .expect("spawn committer")
     }
 
-    /// Enter the gate. Fails if an earlier commit failed (the filesystem is read-only).
+    /// Enter the gate. Fails once the store has failed: EIO (`errors=shutdown`,
+    /// the default), EROFS (`errors=ro`), or ENOSPC if a full disk did it.
     #[inline]
     pub fn enter(&self) -> Result<Gate<'_>> {
         if self.poisoned.load(Ordering::Relaxed) {
-            return Err(self.poison_error());
+            let e = self.poison_error();
+            if e != Error::NoSpace && self.ro_on_error.load(Ordering::Relaxed) {
+                return Err(Error::ReadOnly);
+            }
+            return Err(e);
         }
         let q = self.shards[crate::sync::thread_slot() % GATE_SHARDS].lock();
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -274,17 +292,33 @@ impl Committer {
         self.poisoned.load(Ordering::Relaxed)
     }
 
+    /// What made the store fail (None: it has not).
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// The store failed outside a commit (a background flush, a data
+    /// object's sync): shut the filesystem down as a failed commit does.
+    pub fn fail(&self, why: String) {
+        if !self.poisoned.load(Ordering::Relaxed) {
+            let _ = self.poison(Error::Io(why));
+        }
+    }
+
     /// Wait until epoch `e` is committed. Kicks the committer so the wait is one commit, not one interval.
     pub fn wait(&self, e: u64) -> Result<()> {
         if self.store.is_null() {
             return Ok(());
         }
         loop {
-            if self.durable.load(Ordering::Acquire) >= e {
-                return Ok(());
-            }
+            // Failed first: after a store failure no fsync reports success,
+            // even for an epoch that was durable (its file's data object may
+            // not be, and the caller cannot tell which it asked about).
             if self.poisoned.load(Ordering::Relaxed) {
                 return Err(self.poison_error());
+            }
+            if self.durable.load(Ordering::Acquire) >= e {
+                return Ok(());
             }
             if self.stop.load(Ordering::SeqCst) {
                 // The committer thread is gone (or going): commit inline.
@@ -321,12 +355,28 @@ impl Committer {
         if self.poisoned_nospace.load(Ordering::Relaxed) {
             Error::NoSpace
         } else {
-            Error::Io("an earlier commit failed; shoal is read-only".into())
+            Error::Io("the store failed earlier; shoal is shut down".into())
         }
     }
 
     fn poison(&self, e: Error) -> Error {
-        tracing::error!("commit failed, turning read-only: {e}");
+        {
+            let mut f = self.failure.lock();
+            if f.is_none() {
+                let mode = if self.ro_on_error.load(Ordering::Relaxed) {
+                    "EROFS (errors=ro)"
+                } else {
+                    "EIO (errors=shutdown)"
+                };
+                tracing::error!(
+                    "store failed: {e}. shoal is shut down: every change gets {mode}, \
+                     fsync gets EIO, reads go on. Unmount it; what was fsync'ed before is in \
+                     the store's journal and replays at the next mount once the cause is \
+                     cleared (then `shoal fsck` to check)"
+                );
+                *f = Some(e.to_string());
+            }
+        }
         if e == Error::NoSpace {
             self.poisoned_nospace.store(true, Ordering::SeqCst);
         }
@@ -356,7 +406,13 @@ impl Committer {
             }
             let stopping = self.stop.load(Ordering::SeqCst);
             if !self.poisoned.load(Ordering::Relaxed) {
-                let _ = self.commit_once();
+                // A store that failed on its own (a background flush) is
+                // a failure of the filesystem, found within one tick.
+                if let Some(why) = self.store.failure() {
+                    self.fail(why);
+                } else {
+                    let _ = self.commit_once();
+                }
             }
             if stopping {
                 return;

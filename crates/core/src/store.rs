@@ -34,6 +34,13 @@ pub trait Store: Send + Sync + 'static {
     fn space(&self) -> (u64, u64) {
         (1 << 40, 1 << 40)
     }
+    /// Why the store failed on its own, outside a call of the engine's (a
+    /// background flush or compaction of an LSM): after that it takes no
+    /// more writes. The committer checks it at every tick and shuts the
+    /// filesystem down with it (`Committer::fail`). None: not failed.
+    fn failure(&self) -> Option<String> {
+        None
+    }
     /// Counters for `shoal stats` and benchmarks: (gets, scans, writes, syncs).
     fn counters(&self) -> StoreCounters {
         StoreCounters::default()

@@ -305,6 +305,24 @@ pub struct Config {
     /// When a read or a listing updates the access time (mount's
     /// `relatime`, `strictatime`, `noatime`).
     pub atime: Atime,
+    /// What a store failure does to the mount (`-o errors=`).
+    pub on_error: OnError,
+}
+
+/// What the filesystem does after its store failed (a write, sync, flush or
+/// compaction error): mount option `errors=shutdown|ro`, after XFS's
+/// shutdown and ext4's `errors=remount-ro`. Either way nothing changes any
+/// more and reads go on; they differ in the errno a change gets. An fsync
+/// of what was not durable gets EIO in both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Every change gets EIO, as XFS after a shutdown (the default: a
+    /// program sees an I/O error, not a filesystem it may think was
+    /// mounted read-only on purpose).
+    #[default]
+    Shutdown,
+    /// Every change gets EROFS, as ext4's `errors=remount-ro`.
+    ReadOnly,
 }
 
 /// Access-time updates, as mount(8)'s options name them.
@@ -334,6 +352,7 @@ impl Default for Config {
             read_only: false,
             sweep_data: true,
             atime: Atime::Relative,
+            on_error: OnError::Shutdown,
         }
     }
 }

@@ -133,8 +133,12 @@ impl Engine {
 
     /// The access time after a read or a listing, per `Config::atime`.
     pub(super) fn touch_atime(&self, i: &Inode) -> Result<()> {
+        // After a store failure reads go on without access times, as on a
+        // read-only mount (XFS after a shutdown fails them; ext4 after
+        // errors=remount-ro reads on).
         if self.cfg.atime == Atime::Never
             || self.cfg.read_only
+            || self.committer.is_poisoned()
             || i.flags.load(Ordering::Relaxed) & flags::NOATIME != 0
         {
             return Ok(());
@@ -493,13 +497,28 @@ impl Engine {
     /// Sync `ino`'s data object if it has bytes not yet synced.
     fn sync_if_dirty(&self, ino: Ino) -> Result<()> {
         if self.dirty_data[ino as usize % 16].lock().remove(&ino) {
-            self.sync_object(ino)?;
+            if let Err(e) = self.sync_object(ino) {
+                // Still dirty: a later fsync must not succeed without a
+                // sync that did (the fsyncgate lesson).
+                self.dirty_data[ino as usize % 16].lock().insert(ino);
+                return Err(e);
+            }
         }
         Ok(())
     }
 
+    /// Sync `ino`'s data object. A failure other than a full disk shuts
+    /// the filesystem down, as a failed commit does: the kernel may have
+    /// dropped the pages it could not write, so nothing after can promise
+    /// they are there.
     fn sync_object(&self, ino: Ino) -> Result<()> {
-        self.data.sync(ino).map_err(|e| data::about(e, ino))
+        self.data.sync(ino).map_err(|e| {
+            let e = data::about(e, ino);
+            if e != Error::NoSpace {
+                self.committer.fail(format!("syncing a data object: {e}"));
+            }
+            e
+        })
     }
 
     /// The file the kernel can read and write `ino`'s bytes through (FUSE

@@ -352,6 +352,7 @@ impl Engine {
             }
         }
         let committer = Committer::new(store.clone(), cfg.durability, cfg.commit_interval_ms);
+        committer.set_on_error(cfg.on_error);
         let cache_bytes = cfg.cache_bytes;
         let mut ag_next = Vec::new();
         for ag in 0..cfg.ags {
