@@ -622,11 +622,11 @@ impl FjallStore {
             // take room.
             self.space.maint.kick();
         }
-        let (ks, maint) = (self.ks.clone(), self.space.maint.clone());
+        let (db, ks, maint) = (self.db.clone(), self.ks.clone(), self.space.maint.clone());
         let path = self.path.clone();
         let h = std::thread::Builder::new()
             .name("shoal-space".into())
-            .spawn(move || give_back(&ks, &maint, &path));
+            .spawn(move || give_back(&db, &ks, &maint, &path));
         *self.space.thread.lock() = h.ok();
     }
 
@@ -677,9 +677,12 @@ impl FjallStore {
     }
 
     /// Write the memtables to tables, so that opening the store again
-    /// replays no journal (a clean unmount does this).
+    /// replays no journal (a clean unmount does this). Never waits forever
+    /// (`flush_bounded`): when the store has failed, or no memtable was
+    /// flushed for `FLUSH_STALL`, it returns the reason; the journal still
+    /// holds every committed change and replays at the next mount.
     pub fn flush_memtables(&self) -> Result<()> {
-        self.ks.rotate_memtable_and_wait().map_err(map_err)?;
+        flush_bounded(&self.db, &self.ks, &self.path, || false)?;
         self.db
             .persist(fjall::PersistMode::SyncAll)
             .map_err(map_err)
@@ -687,8 +690,81 @@ impl FjallStore {
 
     /// Flush memtables and compact fully (for space measurements).
     pub fn compact(&self) -> Result<()> {
-        self.ks.rotate_memtable_and_wait().map_err(map_err)?;
+        flush_bounded(&self.db, &self.ks, &self.path, || false)?;
         self.ks.major_compact().map_err(map_err)
+    }
+
+    /// Why the store failed on its own, if it did: fjall stops for good when
+    /// a journal write or sync fails, or when a background flush or
+    /// compaction does (it poisons the database; vendor patch: the worker's
+    /// error is kept). Every later write fails; a reopen (the next mount)
+    /// recovers from the journal.
+    pub fn failure(&self) -> Option<String> {
+        failure_of(&self.db, &self.path)
+    }
+}
+
+impl FjallStore {
+    /// A write's error: fjall's `Poisoned` says only that an earlier
+    /// failure stopped the database; say which (`failure`).
+    fn write_err(&self, e: fjall::Error) -> Error {
+        match (&e, self.failure()) {
+            (fjall::Error::Poisoned, Some(why)) => Error::Io(why),
+            _ => map_err(e),
+        }
+    }
+}
+
+/// `FjallStore::failure` of the database `db` of the store at `path`.
+fn failure_of(db: &fjall::Database, path: &Path) -> Option<String> {
+    db.poisoned()
+        .map(|why| format!("{why} (in {}/db)", path.display()))
+}
+
+/// A flush that made no progress for this long is given up (the store is
+/// stuck, not failed: a disk that stopped answering). A flush of a full
+/// 64 MiB memtable takes about a second.
+pub const FLUSH_STALL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Seal the active memtable and wait until every sealed one is a table,
+/// with a way out: fjall's `rotate_memtable_and_wait` sleeps until its
+/// flush worker has written them, and a worker that failed (its error is
+/// logged, the database poisoned) never will: an unmount waited forever
+/// (issue 43). Here the wait ends when the database is poisoned (the
+/// reason returned), when `stop` says so, or after `FLUSH_STALL` without
+/// a memtable flushed.
+fn flush_bounded(
+    db: &fjall::Database,
+    ks: &fjall::Keyspace,
+    path: &Path,
+    stop: impl Fn() -> bool,
+) -> Result<()> {
+    if let Some(why) = failure_of(db, path) {
+        return Err(Error::Io(why));
+    }
+    ks.rotate_memtable().map_err(map_err)?;
+    let mut last = (ks.sealed_memtable_count(), std::time::Instant::now());
+    loop {
+        let left = ks.sealed_memtable_count();
+        if left == 0 {
+            return Ok(());
+        }
+        if let Some(why) = failure_of(db, path) {
+            return Err(Error::Io(why));
+        }
+        if stop() {
+            return Err(Error::Io("flush abandoned: the store is closing".into()));
+        }
+        if left < last.0 {
+            last = (left, std::time::Instant::now());
+        } else if last.1.elapsed() > FLUSH_STALL {
+            return Err(Error::Io(format!(
+                "{left} memtables of {}/db not flushed after {} s without progress (the journal holds them)",
+                path.display(),
+                FLUSH_STALL.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -742,7 +818,7 @@ impl Store for FjallStore {
                 None => b.remove(&self.ks, k.clone()),
             }
         }
-        b.commit().map_err(map_err)?;
+        b.commit().map_err(|e| self.write_err(e))?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.keys_written
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -761,7 +837,7 @@ impl Store for FjallStore {
             // Hand the journal to the OS so a killed daemon loses nothing written.
             self.db
                 .persist(fjall::PersistMode::Buffer)
-                .map_err(map_err)?;
+                .map_err(|e| self.write_err(e))?;
         }
         Ok(())
     }
@@ -771,7 +847,7 @@ impl Store for FjallStore {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.db
             .persist(fjall::PersistMode::SyncAll)
-            .map_err(map_err)
+            .map_err(|e| self.write_err(e))
     }
 
     /// (device size, what the engine may still fill): the device's free
@@ -800,6 +876,10 @@ impl Store for FjallStore {
             "space"
         );
         (total, usable)
+    }
+
+    fn failure(&self) -> Option<String> {
+        FjallStore::failure(self)
     }
 
     fn counters(&self) -> StoreCounters {
@@ -833,7 +913,7 @@ impl Drop for FjallStore {
 /// deleted since the last flush lies there whole), then compact if the device
 /// can hold the compaction's output, which drops the deleted records from
 /// the tables. At most once a second.
-fn give_back(ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
+fn give_back(db: &fjall::Database, ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
     loop {
         {
             let mut st = maint.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -852,8 +932,9 @@ fn give_back(ks: &fjall::Keyspace, maint: &Maint, path: &Path) {
         }
         maint.frees_pending.store(false, Ordering::Relaxed);
         let before = statvfs(path).1;
-        if let Err(e) = ks.rotate_memtable_and_wait() {
-            tracing::warn!("flush after deletes: {e:?}");
+        let closing = || *maint.state.lock().unwrap_or_else(|e| e.into_inner()) == 2;
+        if let Err(e) = flush_bounded(db, ks, path, closing) {
+            tracing::warn!("flush after deletes: {e}");
             continue;
         }
         // A compaction writes at most its input (the tables) before it
