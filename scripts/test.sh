@@ -47,6 +47,7 @@ suite "metrics endpoint (parsed by the Prometheus Python parser) and shoal statu
 suite "dump and load: embedded to etcd (data on SeaweedFS) to embedded, judged by rsync -aHAXn, getfattr, lsattr; a dump while writers run is a prefix of their log" bash tests/scripts/dump.sh
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "enospc" bash tests/scripts/enospc.sh
+suite "faults: the store's tables or journal made immutable, its directory removed at unmount: EIO, no hang, umount bounded with the reason, remount recovers what was fsync'ed" bash tests/scripts/faults.sh
 suite "file data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memory" bash tests/scripts/data.sh
 suite "a damaged store: fsck --repair salvages and lists what was lost" bash tests/scripts/salvage.sh
 suite "read-only: -o ro and fsck change nothing, also on read-only media" bash tests/scripts/readonly.sh

@@ -97,6 +97,13 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             }
             "metrics" => p.metrics = Some(metrics_addr(o, v)?),
             "reserve_mb" => p.reserve_max = num(v)? << 20,
+            "errors" => {
+                p.cfg.on_error = match v {
+                    Some("shutdown") => shoal_core::OnError::Shutdown,
+                    Some("ro") | Some("remount-ro") => shoal_core::OnError::ReadOnly,
+                    _ => return Err(format!("option {o}: use errors=shutdown|ro")),
+                }
+            }
             "daemon_permissions" => p.fuse.daemon_permissions = true,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
@@ -298,9 +305,21 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let mut fin = engine.shutdown();
     if fin.is_ok() && !parsed.cfg.read_only {
         // The next mount then replays an empty journal: its cost does not
-        // grow with what this daemon wrote.
+        // grow with what this daemon wrote. Bounded: a store that failed
+        // (or stopped answering) ends the wait with the reason.
         fin = fjall.flush_memtables();
     }
+    // A store that failed shuts the filesystem down (`Committer::fail`):
+    // the daemon exits non-zero saying what failed and what to do.
+    let fin = fin.map_err(|e| {
+        let why = engine.committer.failure().unwrap_or_else(|| e.to_string());
+        let s = store_path.display();
+        shoal_core::Error::Io(format!(
+            "the store failed: {why}. What was fsync'ed before the failure is in its journal, \
+             which replays at the next mount once the cause is cleared (a full or read-only device, \
+             an immutable file, a failing disk: see the log above); then run `shoal fsck {s}`"
+        ))
+    });
     let _ = std::fs::remove_file(run.join("daemon.pid"));
     let _ = std::fs::remove_file(run.join(crate::control::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
@@ -579,8 +598,8 @@ pub fn cmd_umount(a: &UmountArgs) -> Result<i32, String> {
             .map(|l| l.trim().to_string())
             .unwrap_or_else(|| "see the daemon's output".into());
         return Err(format!(
-            "the daemon serving {} did not close {} cleanly ({why}): changes not fsync'ed may be lost; \
-             run `shoal fsck {}` before mounting again",
+            "the daemon serving {} did not close {} cleanly ({why}): changes not fsync'ed may be lost, \
+             what was fsync'ed replays from the journal at the next mount; run `shoal fsck {}` before mounting again",
             a.mountpoint.display(),
             store.display(),
             store.display()

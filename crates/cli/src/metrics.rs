@@ -405,6 +405,11 @@ fn embedded(o: &mut Out, v: &Value) -> fmt::Result {
         "1 once a failed commit made the mount refuse writes",
         c("read_only"),
     )?;
+    o.gauge(
+        "shoal_store_failed",
+        "1 once the store failed (a write, sync, flush or compaction error): the mount is shut down; shoal stats and the daemon log say what failed",
+        u64::from(!at(v, &["failure"]).is_null()),
+    )?;
     let k = |key: &str| num(v, &["cache", key]);
     o.gauge("shoal_cache_bytes", "Bytes the cache holds", k("bytes"))?;
     o.gauge(

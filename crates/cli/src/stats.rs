@@ -53,6 +53,8 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
     let cs = &e.committer.stats;
     let st = e.store().counters();
     json!({
+        // Null, or what made the store fail and what to do (issue 43).
+        "failure": failure_json(e),
         "ops": ops_json(&e.stats),
         "process": process_json(),
         "fuse_requests": fuse,
@@ -82,6 +84,24 @@ pub fn snapshot(e: &Engine, requests: Option<&shoal_fuse::Requests>) -> Value {
         },
         "store": {"gets": st.gets, "scans": st.scans, "writes": st.writes, "syncs": st.syncs, "keys_written": st.keys_written},
         "locks": locks,
+    })
+}
+
+/// The store's failure, if it failed: what, the errno changes get, and
+/// what to do (`shoal stats`, the metrics' `shoal_store_failed`).
+fn failure_json(e: &Engine) -> Value {
+    let Some(what) = e.committer.failure() else {
+        return Value::Null;
+    };
+    let errno = match e.cfg.on_error {
+        shoal_core::OnError::Shutdown => "EIO (errors=shutdown)",
+        shoal_core::OnError::ReadOnly => "EROFS (errors=ro)",
+    };
+    json!({
+        "what": what,
+        "changes_get": errno,
+        "todo": "unmount (shoal umount); clear the cause; mount again: what was fsync'ed before \
+                 the failure replays from the journal; then shoal fsck the store",
     })
 }
 
@@ -241,6 +261,16 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
             out.push_str("\x1b[2J\x1b[H");
         } else if n > 0 {
             out.push('\n');
+        }
+        if !cur["failure"].is_null() {
+            let f = &cur["failure"];
+            p!(
+                out,
+                "STORE FAILED: {}\nchanges get {}; to do: {}\n",
+                f["what"].as_str().unwrap_or(""),
+                f["changes_get"].as_str().unwrap_or(""),
+                f["todo"].as_str().unwrap_or("")
+            );
         }
         p!(
             out,

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# An I/O error from the store's own files shuts the filesystem down; it
+# never hangs (issue 43). Faults on real files, as root:
+#   1. the tables directory made immutable (chattr +i) while the mount
+#      serves: the next LSM flush cannot create a table (EPERM);
+#   2. the journal's directory and files made immutable: the next commit
+#      cannot write its journal record;
+#   3. the store's directory removed while the daemon shuts down.
+# Each time: every operation returns within a bound (`timeout`), a change
+# after the failure gets EIO, an fsync never reports success for what it
+# could not make durable, reads go on, `shoal umount` ends within a bound
+# with a non-zero status and the reason (what to do next), the daemon is
+# gone; and after the fault is cleared (chattr -i) the store mounts again
+# with every file fsync'ed before the fault, and fsck finds it clean.
+source "$(dirname "$0")/lib.sh"
+S=$WORK/faults.store; M=$WORK/faults.mnt
+fail() { echo "faults: $*"; [ -f "$S/daemon.log" ] && tail -20 "$S/daemon.log"; exit 1; }
+# Never leave an immutable directory behind: the next run must remove it.
+unfreeze() { [ -d "$S" ] && chattr -R -i "$S" 2>/dev/null || true; }
+cleanup() { unfreeze; unmount_stale "$M"; }
+trap cleanup EXIT
+cleanup
+command -v chattr >/dev/null || fail "chattr (e2fsprogs) is needed"
+[ "$(id -u)" = 0 ] || fail "needs root (chattr +i)"
+BOUND=30   # seconds any one operation may take, unmount included
+
+# start [OPTS]: a fresh store mounted at $M; DPID is its daemon.
+start() {
+  unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
+  "$SHOAL" mkfs "$S" >/dev/null
+  timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o "allow_other${1:+,$1}" >/dev/null || fail "mount"
+  DPID=$(pgrep -f "shoal mount $S $M --background-child" | head -1)
+  [ -n "$DPID" ] || fail "no daemon for $M"
+}
+# kept: files written and fsync'ed before the fault, with their digests.
+write_kept() {
+  timeout $BOUND python3 - "$M" <<'PY' || fail "writing the files kept before the fault"
+import os, sys
+m = sys.argv[1]
+for i in range(50):
+    with open(f"{m}/kept{i}", "wb") as f:
+        f.write((f"kept {i} " * (1 + i * 40)).encode())
+        os.fsync(f.fileno())
+PY
+  (cd "$M" && sha256sum kept*) > "$WORK/faults.sums"
+}
+# after_fault_writes: create and fsync files until one fails (at most
+# 40,000 files of 4,000 bytes: past the 64 MiB memtable, so a flush must
+# run); the failure must be EIO, and the files that got past fsync are
+# listed in $WORK/faults.acked.
+after_fault_writes() {
+  timeout 120 python3 - "$M" "$WORK/faults.acked" <<'PY'
+import os, sys, errno
+m, acked = sys.argv[1], sys.argv[2]
+with open(acked, "w") as log:
+    for i in range(40000):
+        p = f"{m}/w{i}"
+        try:
+            with open(p, "wb") as f:
+                f.write(b"x" * 4000)
+                if i % 100 == 99:
+                    os.fsync(f.fileno())
+                    log.write(f"w{i}\n"); log.flush()
+        except OSError as e:
+            print(errno.errorcode.get(e.errno, e.errno), i)
+            sys.exit(0)
+print("none", 40000)
+PY
+}
+# umount_bounded: shoal umount returns within the bound, non-zero, saying
+# what to do; the daemon is gone.
+umount_bounded() {
+  local out rc=0 t0=$SECONDS
+  out=$(timeout $BOUND "$SHOAL" umount "$M" 2>&1) || rc=$?
+  [ $rc -ne 124 ] || fail "$1: shoal umount still waiting after $BOUND s (a hang)"
+  [ $rc -ne 0 ] || fail "$1: shoal umount exited 0 after a store failure: $out"
+  [[ $out == *fsck* || $out == *journal* ]] || fail "$1: shoal umount does not say what to do: $out"
+  echo "  umount: status $rc after $((SECONDS - t0)) s: $out"
+  daemon_gone "$1"
+}
+daemon_gone() {
+  local i
+  for i in $(seq $((BOUND * 10))); do kill -0 "$DPID" 2>/dev/null || return 0; sleep 0.1; done
+  fail "$1: the daemon (pid $DPID) is still running $BOUND s after unmount"
+}
+# remount_check WHAT: after the fault is cleared, the store mounts and
+# every file fsync'ed before the fault (and after it, until the failure)
+# reads back; unmount is clean and fsck finds nothing.
+remount_check() {
+  unfreeze
+  timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o allow_other >/dev/null || fail "$1: mount after the fault was cleared"
+  (cd "$M" && timeout $BOUND sha256sum -c --quiet "$WORK/faults.sums") || fail "$1: a file fsync'ed before the fault is not as written"
+  if [ -s "$WORK/faults.acked" ]; then
+    local f
+    while read -r f; do [ -f "$M/$f" ] || fail "$1: $f was fsync'ed and is gone"; done < "$WORK/faults.acked"
+  fi
+  timeout $BOUND "$SHOAL" umount "$M" || fail "$1: unmount after the fault was cleared"
+  timeout 120 "$SHOAL" fsck "$S" >/dev/null || fail "$1: fsck: $("$SHOAL" fsck "$S" 2>&1 | tail -3)"
+}
+
+echo "1. the tables directory made immutable while the mount serves"
+start memory_mb=64
+for i in $(seq 300); do echo "$i" > "$M/f$i"; done
+write_kept
+chattr +i "$S"/db/keyspaces/*/tables
+r=$(after_fault_writes) || fail "tables: the writes did not end within 120 s"
+echo "  writes after the fault: $r"
+[[ $r == EIO* ]] || fail "tables: expected EIO once the flush failed, got: $r"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "tables: a create after the failure succeeded"
+[[ $out == *"Input/output error"* ]] || fail "tables: a create after the failure: $out"
+# fsync of a file written before the failure: never success for what may
+# not be durable (here: an earlier fsync covered it, so success is allowed;
+# what must not happen is a hang).
+timeout $BOUND cat "$M/f7" >/dev/null || fail "tables: a read after the failure"
+[ "$(timeout $BOUND cat "$M/f7")" = 7 ] || fail "tables: f7 reads back wrong"
+timeout $BOUND ls "$M" >/dev/null || fail "tables: readdir after the failure"
+st=$(timeout $BOUND "$SHOAL" stats --json "$M" 2>&1) || fail "tables: shoal stats: $st"
+[[ $st == *'"failure":{'*"flush"* ]] || fail "tables: shoal stats does not say the flush failed: $st"
+umount_bounded tables
+grep -q 'store failed' "$S/daemon.log" || fail "tables: the daemon log does not say the store failed"
+remount_check tables
+
+echo "2. the journal's directory and files made immutable"
+start
+for i in $(seq 300); do echo "$i" > "$M/f$i"; done
+write_kept
+rm -f "$WORK/faults.acked"
+chattr +i "$S"/db/*.jnl "$S"/db
+# The first change after the fault fails (the create, the write or the
+# fsync, whichever meets the failed commit first) with EIO, and no fsync
+# reports success after it.
+out=$(timeout $BOUND python3 -c '
+import os, sys
+p = sys.argv[1] + "/after"
+for step in ("create", "fsync", "fsync again"):
+    try:
+        if step == "create":
+            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
+        else:
+            os.fsync(f.fileno()); print(step, "ok")
+    except OSError as e:
+        print(step, e.strerror)
+        if step == "create":
+            break
+' "$M" 2>&1) || fail "journal: write and fsync after the fault: $out"
+echo "  $out" | tr '\n' ' '; echo
+[[ $out == *"Input/output error"* ]] || fail "journal: no EIO after the fault: $out"
+[[ $out != *"fsync ok"* ]] || fail "journal: an fsync reported success for what the journal could not take"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "journal: a create after the failure succeeded"
+[[ $out == *"Input/output error"* ]] || fail "journal: a create after the failure: $out"
+[ "$(timeout $BOUND cat "$M/f7")" = 7 ] || fail "journal: f7 reads back wrong"
+umount_bounded journal
+remount_check journal
+
+echo "3. the store's directory removed while the daemon shuts down"
+start
+for i in $(seq 300); do echo "$i" > "$M/f$i"; done
+timeout $BOUND fusermount3 -u "$M" || fail "removed: fusermount3 -u"
+rm -rf "$S"
+daemon_gone removed
+echo "  the daemon exited"
+
+echo "faults: ok"
