@@ -73,6 +73,7 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
             let url = EtcdUrl {
                 endpoints: base.endpoints.clone(),
                 name: format!("{}-{daemons}d{workers}w-{}", base.name, std::process::id()),
+                ..base.clone()
             };
             let connect = || -> Result<Arc<dyn SharedStore>, String> {
                 Ok(EtcdStore::connect(&url, Duration::from_secs(5)).map_err(|e| e.to_string())?)

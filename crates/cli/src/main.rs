@@ -103,7 +103,7 @@ pub fn shared_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
     }
     let u = shoal_etcd::EtcdUrl::parse(url)?;
     let s = shoal_etcd::EtcdStore::connect(&u, std::time::Duration::from_secs(5))
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|e| format!("{}: {e}", shoal_etcd::redact(url)))?;
     Ok(s)
 }
 
@@ -129,6 +129,7 @@ fn shared_target(p: &Path) -> Option<Result<Arc<dyn SharedStore>, String>> {
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
     if let Some(store) = shared_target(&a.store) {
+        let shown = shoal_etcd::redact(&a.store.to_string_lossy());
         if let Some(url) = &a.data {
             let b = shoal_objects::ObjectBlobs::open(url).map_err(|e| e.to_string())?;
             b.probe().map_err(|e| e.to_string())?;
@@ -137,19 +138,16 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
             |e| match e {
                 Error::Exists => format!(
                     "{} already holds a shoal filesystem (pick another NAME)",
-                    a.store.display()
+                    shown
                 ),
-                e => format!("{}: {e}", a.store.display()),
+                e => format!("{}: {e}", shown),
             },
         )?;
         match &a.data {
-            Some(d) => println!(
-                "created shoal filesystem at {} (file data in {d})",
-                a.store.display()
-            ),
+            Some(d) => println!("created shoal filesystem at {} (file data in {d})", shown),
             None => println!(
                 "created shoal filesystem at {} (no object store: files stay within 4 KiB)",
-                a.store.display()
+                shown
             ),
         }
         return Ok(0);

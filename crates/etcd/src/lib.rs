@@ -47,17 +47,76 @@ pub struct EtcdStore {
 }
 
 /// Where a filesystem on etcd is: `etcd://H1:P1,H2:P2/NAME`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EtcdUrl {
     pub endpoints: Vec<String>,
     pub name: String,
+    /// etcd's authentication: user and password (docs/security.md).
+    pub user: Option<(String, String)>,
+    /// TLS to the members (`https://` endpoints).
+    pub tls: Option<Tls>,
+}
+
+/// TLS settings, named as JuiceFS names them (`cacert`, `cert`, `key`,
+/// `server-name`): PEM files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    pub cacert: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub server_name: Option<String>,
+}
+
+/// `url` as it may be shown (logs, /proc/mounts, status): without a
+/// password given in it.
+pub fn redact(url: &str) -> String {
+    let Some(rest) = url.strip_prefix("etcd://") else {
+        return url.to_string();
+    };
+    let (hosts, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match hosts.rsplit_once('@') {
+        Some((cred, h)) => {
+            let user = cred.split_once(':').map_or(cred, |(u, _)| u);
+            format!("etcd://{user}@{h}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// The password given in `url` itself, if any (a daemon passes it to its
+/// background child in the environment, not on its command line).
+pub fn url_password(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("etcd://")?;
+    let hosts = rest.split('/').next()?;
+    let (cred, _) = hosts.rsplit_once('@')?;
+    cred.split_once(':').map(|(_, p)| p.to_string())
 }
 
 impl EtcdUrl {
+    /// `etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/NAME[?PARAMS]`,
+    /// PARAMS `cacert=`, `cert=`, `key=`, `server-name=` (TLS, each a PEM
+    /// file but the last) and `password-file=`; the password is taken from
+    /// the URL, else `META_PASSWORD`, else the password file.
     pub fn parse(url: &str) -> Result<EtcdUrl, String> {
-        let usage = || format!("'{url}': expected etcd://HOST:PORT[,HOST:PORT...]/NAME");
+        let shown = redact(url);
+        let usage = || {
+            format!(
+                "'{shown}': expected etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...]/NAME[?cacert=CA.pem&cert=CERT.pem&key=KEY.pem&server-name=NAME&password-file=FILE]"
+            )
+        };
         let rest = url.strip_prefix("etcd://").ok_or_else(usage)?;
-        let (hosts, name) = rest.split_once('/').ok_or_else(usage)?;
+        let (hosts, path) = rest.split_once('/').ok_or_else(usage)?;
+        let (name, query) = match path.split_once('?') {
+            Some((n, q)) => (n, q),
+            None => (path, ""),
+        };
+        let (cred, hosts) = match hosts.rsplit_once('@') {
+            Some((c, h)) => (Some(c), h),
+            None => (None, hosts),
+        };
         if hosts.is_empty()
             || name.is_empty()
             || name.contains('/')
@@ -67,20 +126,100 @@ impl EtcdUrl {
         {
             return Err(usage());
         }
+        let mut tls = Tls::default();
+        let mut password_file = None;
+        for kv in query.split('&').filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let v = v.to_string();
+            match k {
+                "cacert" => tls.cacert = Some(v),
+                "cert" => tls.cert = Some(v),
+                "key" => tls.key = Some(v),
+                "server-name" => tls.server_name = Some(v),
+                "password-file" => password_file = Some(v),
+                "insecure-skip-verify" => {
+                    return Err(format!(
+                        "'{shown}': insecure-skip-verify is not offered: a member's certificate is always checked; give its CA with cacert=CA.pem"
+                    ))
+                }
+                _ => return Err(format!("'{shown}': unknown parameter '{k}' ({})", usage())),
+            }
+        }
+        if tls.cert.is_some() != tls.key.is_some() {
+            return Err(format!(
+                "'{shown}': a client certificate needs both cert= and key="
+            ));
+        }
+        let has_tls = tls.cacert.is_some() || tls.cert.is_some() || tls.server_name.is_some();
+        let scheme = if has_tls { "https" } else { "http" };
         let endpoints = hosts
             .split(',')
             .map(|h| {
                 if h.is_empty() || !h.contains(':') {
                     Err(usage())
                 } else {
-                    Ok(format!("http://{h}"))
+                    Ok(format!("{scheme}://{h}"))
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let user = match cred {
+            None => None,
+            Some(c) => {
+                let (u, p) = match c.split_once(':') {
+                    Some((u, p)) => (u.to_string(), Some(p.to_string())),
+                    None => (c.to_string(), None),
+                };
+                let p = match p {
+                    Some(p) => p,
+                    None => match (std::env::var("META_PASSWORD"), &password_file) {
+                        (Ok(p), _) => p,
+                        (_, Some(f)) => std::fs::read_to_string(f)
+                            .map_err(|e| format!("'{shown}': password-file {f}: {e}"))?
+                            .trim_end_matches(['\n', '\r'])
+                            .to_string(),
+                        _ => {
+                            return Err(format!(
+                                "'{shown}': no password for etcd user '{u}': set META_PASSWORD, or give password-file=FILE"
+                            ))
+                        }
+                    },
+                };
+                Some((u, p))
+            }
+        };
         Ok(EtcdUrl {
             endpoints,
             name: name.to_string(),
+            user,
+            tls: has_tls.then_some(tls),
         })
+    }
+
+    /// The client's options for these credentials and TLS settings.
+    fn options(&self, mut opts: ConnectOptions) -> KvResult<ConnectOptions> {
+        if let Some((u, p)) = &self.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        if let Some(t) = &self.tls {
+            let read = |what: &str, f: &str| {
+                std::fs::read(f).map_err(|e| KvError::Other(format!("{what} {f}: {e}")))
+            };
+            let mut o = etcd_client::TlsOptions::new();
+            if let Some(ca) = &t.cacert {
+                o = o.ca_certificate(etcd_client::Certificate::from_pem(read("cacert", ca)?));
+            }
+            if let (Some(c), Some(k)) = (&t.cert, &t.key) {
+                o = o.identity(etcd_client::Identity::from_pem(
+                    read("cert", c)?,
+                    read("key", k)?,
+                ));
+            }
+            if let Some(n) = &t.server_name {
+                o = o.domain_name(n.clone());
+            }
+            opts = opts.with_tls(o);
+        }
+        Ok(opts)
     }
 }
 
@@ -135,17 +274,25 @@ fn map_err(e: etcd_client::Error, commit: bool) -> KvError {
 impl EtcdStore {
     /// Connect to the cluster for filesystem `name`.
     pub fn connect(url: &EtcdUrl, timeout: Duration) -> KvResult<Arc<EtcdStore>> {
+        if url.tls.is_some() {
+            // Both ring (tonic's) and aws-lc-rs (the object store's HTTP
+            // client's) are compiled into rustls, which then has no default
+            // and fails every handshake ("transport error"): choose one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("shoal-etcd")
             .enable_all()
             .build()
             .map_err(other)?;
-        let opts = ConnectOptions::new()
-            .with_connect_timeout(timeout)
-            .with_timeout(timeout)
-            .with_keep_alive(Duration::from_secs(2), timeout)
-            .with_require_leader(true);
+        let opts = url.options(
+            ConnectOptions::new()
+                .with_connect_timeout(timeout)
+                .with_timeout(timeout)
+                .with_keep_alive(Duration::from_secs(2), timeout)
+                .with_require_leader(true),
+        )?;
         let mut clients = Vec::new();
         for ep in &url.endpoints {
             let c = rt
@@ -153,7 +300,20 @@ impl EtcdStore {
                     tokio::time::timeout(timeout, Client::connect([ep], Some(opts.clone()))).await
                 })
                 .map_err(|_| KvError::Unavailable(format!("connect to {ep}: timed out")))?
-                .map_err(|e| map_err(e, false))?;
+                .map_err(|e| {
+                    // The cause behind tonic's "transport error" (a refused
+                    // certificate, a TLS handshake with a plaintext member).
+                    let mut m = e.to_string();
+                    let mut src = std::error::Error::source(&e);
+                    while let Some(s) = src {
+                        m = format!("{m}: {s}");
+                        src = s.source();
+                    }
+                    match map_err(e, false) {
+                        KvError::Unavailable(_) => KvError::Unavailable(format!("{ep}: {m}")),
+                        other => other,
+                    }
+                })?;
             clients.push(c);
         }
         Ok(Arc::new(EtcdStore {
@@ -524,6 +684,39 @@ mod tests {
             "etcd://h:1/",
         ] {
             assert!(EtcdUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Users, passwords and TLS in the URL, and what is shown of it.
+    #[test]
+    fn secured_urls() {
+        let u = EtcdUrl::parse(
+            "etcd://al:pw@h:1,h:2/fs?cacert=/c.pem&cert=/a.pem&key=/k.pem&server-name=etcd",
+        )
+        .unwrap();
+        assert_eq!(u.endpoints, vec!["https://h:1", "https://h:2"]);
+        assert_eq!(u.user, Some(("al".into(), "pw".into())));
+        let t = u.tls.unwrap();
+        assert_eq!(t.cacert.as_deref(), Some("/c.pem"));
+        assert_eq!(t.server_name.as_deref(), Some("etcd"));
+        assert_eq!(redact("etcd://al:pw@h:1/fs?x=1"), "etcd://al@h:1/fs?x=1");
+        assert_eq!(redact("etcd://h:1/fs"), "etcd://h:1/fs");
+        assert_eq!(url_password("etcd://al:pw@h:1/fs").as_deref(), Some("pw"));
+        assert_eq!(url_password("etcd://al@h:1/fs"), None);
+        let f = std::env::temp_dir().join(format!("shoal-pw-{}", std::process::id()));
+        std::fs::write(&f, "from-file\n").unwrap();
+        let u = EtcdUrl::parse(&format!("etcd://al@h:1/fs?password-file={}", f.display()));
+        let _ = std::fs::remove_file(&f);
+        if std::env::var_os("META_PASSWORD").is_none() {
+            assert_eq!(u.unwrap().user, Some(("al".into(), "from-file".into())));
+        }
+        for bad in [
+            "etcd://h:1/fs?cert=/a.pem",
+            "etcd://h:1/fs?insecure-skip-verify=true",
+            "etcd://h:1/fs?what=1",
+        ] {
+            let e = EtcdUrl::parse(bad).unwrap_err();
+            assert!(!e.contains("pw"), "{e}");
         }
     }
 }

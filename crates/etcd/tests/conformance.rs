@@ -17,6 +17,7 @@ fn conformance_etcd() {
     let url = EtcdUrl {
         endpoints: cluster.endpoints(),
         name: format!("conformance-{}", std::process::id()),
+        ..Default::default()
     };
     let store = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap();
     let h = Harness {

@@ -23,6 +23,7 @@ fn the_namespace_survives_etcd_failures() {
     let url = EtcdUrl {
         endpoints: cluster.endpoints(),
         name: "faults".into(),
+        ..Default::default()
     };
     let store: Arc<dyn SharedStore> = EtcdStore::connect(&url, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*store).unwrap();

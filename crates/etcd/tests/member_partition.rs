@@ -123,6 +123,7 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
     let from = |m: usize| EtcdUrl {
         endpoints: (0..3).map(|j| eps[(m + j) % 3].clone()).collect(),
         name: "members".into(),
+        ..Default::default()
     };
     let connect = |u: &EtcdUrl| EtcdStore::connect(u, Duration::from_secs(2)).unwrap();
     let s: Arc<dyn SharedStore> = connect(&from(0));

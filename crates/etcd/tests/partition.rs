@@ -41,10 +41,12 @@ fn a_daemon_cut_off_by_a_partition_is_fenced_and_the_others_go_on() {
     let direct = EtcdUrl {
         endpoints: cluster.endpoints(),
         name: name.clone(),
+        ..Default::default()
     };
     let through = EtcdUrl {
         endpoints: proxies.iter().map(Proxy::url).collect(),
         name,
+        ..Default::default()
     };
     let s: Arc<dyn SharedStore> = EtcdStore::connect(&direct, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*s).unwrap();

@@ -23,6 +23,7 @@ fn a_full_etcd_quota_is_enospc_and_loses_nothing() {
     let url = EtcdUrl {
         endpoints: cluster.endpoints(),
         name: "quota".into(),
+        ..Default::default()
     };
     let store: Arc<dyn SharedStore> = EtcdStore::connect(&url, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*store).unwrap();

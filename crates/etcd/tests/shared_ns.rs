@@ -32,6 +32,7 @@ fn daemons(
     let url = EtcdUrl {
         endpoints: f.cluster.endpoints(),
         name: format!("{name}-{}", std::process::id()),
+        ..Default::default()
     };
     let connect =
         || EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
@@ -52,6 +53,7 @@ fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<SharedFs> {
     let url = EtcdUrl {
         endpoints: f.cluster.endpoints(),
         name: format!("{name}-{}", std::process::id()),
+        ..Default::default()
     };
     let s = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
     let opts = SessionOpts {

@@ -52,10 +52,7 @@ fn loading_config() -> Config {
 
 /// A URL or path as it may be shown: without a password.
 pub fn redact(src: &str) -> String {
-    match (src.find("://"), src.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***@{}", &src[..s + 3], &src[at + 1..]),
-        _ => src.to_string(),
-    }
+    shoal_etcd::redact(src)
 }
 
 fn now() -> u64 {
