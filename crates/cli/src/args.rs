@@ -144,7 +144,9 @@ pub struct MountArgs {
     /// in the FUSE page cache too, as before 2026-11-27), metrics=IP:PORT
     /// (Prometheus metrics at http://IP:PORT/metrics; docs/operations.md),
     /// reserve_mb=N (the most STORE/reserve holds, 64 by default; 0: no
-    /// reserve file; docs/design.md, "A full disk"). A store already mounted
+    /// reserve file; docs/design.md, "A full disk"), errors=shutdown|ro
+    /// (after a store I/O error every change gets EIO, the default, or
+    /// EROFS; reads go on; docs/design.md, "An I/O error"). A store already mounted
     /// is bound from its first mount, whose options serve both places.
     #[arg(short = 'o', value_delimiter = ',')]
     pub options: Vec<String>,
