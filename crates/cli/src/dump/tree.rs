@@ -70,6 +70,31 @@ pub trait Sink {
     fn finish(&self) -> Result<()>;
 }
 
+/// Each of `names` with its value (`get`), those gone meanwhile left out.
+fn named_values(
+    names: Vec<Vec<u8>>,
+    get: impl Fn(&[u8]) -> Result<Vec<u8>>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for n in names {
+        match get(&n) {
+            Ok(v) => out.push((n, v)),
+            Err(Error::NoAttr) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// All of `data` at `off`, through a `write` that may take less.
+fn write_all(off: u64, data: &[u8], write: impl Fn(u64, &[u8]) -> Result<u32>) -> Result<()> {
+    let mut done = 0;
+    while done < data.len() {
+        done += write(off + done as u64, &data[done..])? as usize;
+    }
+    Ok(())
+}
+
 /// The embedded engine, as root, checking no permissions.
 pub struct EngineTree(pub Arc<Engine>);
 
@@ -101,15 +126,7 @@ impl Tree for EngineTree {
         self.0.readlink(ino)
     }
     fn xattrs(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        for n in self.0.listxattr(ino)? {
-            match self.0.getxattr(ino, &n) {
-                Ok(v) => out.push((n, v)),
-                Err(Error::NoAttr) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        named_values(self.0.listxattr(ino)?, |n| self.0.getxattr(ino, n))
     }
     fn flags(&self, ino: Ino) -> Result<u32> {
         self.0.flags(ino)
@@ -172,11 +189,7 @@ impl Sink for EngineTree {
             .map(|_| ())
     }
     fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<()> {
-        let mut done = 0;
-        while done < data.len() {
-            done += self.0.write(ino, off + done as u64, &data[done..])? as usize;
-        }
-        Ok(())
+        write_all(off, data, |at, b| self.0.write(ino, at, b))
     }
     fn close(&self, ino: Ino) -> Result<()> {
         self.0.release(ino)
@@ -216,15 +229,7 @@ impl Tree for SharedTree {
         self.0.readlink(ino)
     }
     fn xattrs(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        for n in self.0.listxattr(ino)? {
-            match self.0.getxattr(ino, &n) {
-                Ok(v) => out.push((n, v)),
-                Err(Error::NoAttr) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        named_values(self.0.listxattr(ino)?, |n| self.0.getxattr(ino, n))
     }
     fn flags(&self, _ino: Ino) -> Result<u32> {
         // A namespace on etcd keeps no chattr flags yet (issue 45).
@@ -270,11 +275,7 @@ impl Sink for SharedTree {
         self.0.open_file(ino).map(|_| ())
     }
     fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<()> {
-        let mut done = 0;
-        while done < data.len() {
-            done += self.0.write(ino, off + done as u64, &data[done..])? as usize;
-        }
-        Ok(())
+        write_all(off, data, |at, b| self.0.write(ino, at, b))
     }
     fn close(&self, ino: Ino) -> Result<()> {
         self.0.flush(ino)?;
