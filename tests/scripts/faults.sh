@@ -29,7 +29,7 @@ start() {
   unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
   "$SHOAL" mkfs "$S" >/dev/null
   timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o "allow_other${1:+,$1}" >/dev/null || fail "mount"
-  DPID=$(pgrep -f "shoal mount $S $M --background-child" | head -1)
+  DPID=$(pgrep -f " mount $S $M --background-child" | head -1 || true)
   [ -n "$DPID" ] || fail "no daemon for $M"
 }
 # kept: files written and fsync'ed before the fault, with their digests.
@@ -151,6 +151,21 @@ out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "journal: a create after the 
 [ "$(timeout $BOUND cat "$M/f7")" = 7 ] || fail "journal: f7 reads back wrong"
 umount_bounded journal
 remount_check journal
+
+echo "2b. the same with -o errors=ro: changes get EROFS, fsync still EIO"
+start errors=ro
+write_kept
+rm -f "$WORK/faults.acked"
+chattr +i "$S"/db/*.jnl "$S"/db
+timeout $BOUND python3 -c 'import os, sys; f = os.open(sys.argv[1] + "/kept0", os.O_WRONLY); os.write(f, b"x"); os.fsync(f)' "$M" 2>/dev/null \
+  && fail "errors=ro: an fsync after the fault succeeded"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "errors=ro: a create after the failure succeeded"
+[[ $out == *"Read-only file system"* ]] || fail "errors=ro: a create after the failure: $out"
+timeout $BOUND cat "$M/kept1" >/dev/null || fail "errors=ro: a read after the failure"
+umount_bounded errors=ro
+# kept0 was written after the fault: compare the others only.
+sed -i '/ kept0$/d' "$WORK/faults.sums"
+remount_check errors=ro
 
 echo "3. the store's directory removed while the daemon shuts down"
 start
