@@ -5,7 +5,10 @@
 #      serves: the next LSM flush cannot create a table (EPERM);
 #   2. the journal's directory and files made immutable: the next commit
 #      cannot write its journal record;
-#   3. the store's directory removed while the daemon shuts down.
+#   2b. case 2 with -o errors=ro (EROFS for changes, EIO for fsync);
+#   3. the store's directory removed while the daemon shuts down;
+#   4. a small loop device filled by another program while the mount
+#      serves (ENOSPC, not a hang; the final commit fits in the room kept).
 # Each time: every operation returns within a bound (`timeout`), a change
 # after the failure gets EIO, an fsync never reports success for what it
 # could not make durable, reads go on, `shoal umount` ends within a bound
@@ -174,5 +177,27 @@ timeout $BOUND fusermount3 -u "$M" || fail "removed: fusermount3 -u"
 rm -rf "$S"
 daemon_gone removed
 echo "  the daemon exited"
+
+echo "4. the device filled by another program while the mount serves (ENOSPC)"
+IMG=/dev/shm/shoal-faults.img; FS=$WORK/faults.fs
+umount "$FS" 2>/dev/null || true
+truncate -s 64M "$IMG"; mkfs.ext4 -q -F "$IMG"; mkdir -p "$FS"; mount -o loop "$IMG" "$FS"
+trap 'cleanup; umount "$FS" 2>/dev/null || true; rm -f "$IMG"' EXIT
+S=$FS/store
+start
+for i in $(seq 300); do echo "$i" > "$M/f$i"; done
+write_kept
+# Another program takes every free block; the reserve goes at the next write.
+dd if=/dev/zero of="$FS/filler" bs=1M 2>/dev/null || true
+r=$(after_fault_writes) || fail "enospc: the writes did not end within 120 s"
+echo "  writes on the full device: $r"
+[[ $r == ENOSPC* || $r == EIO* ]] || fail "enospc: expected ENOSPC (or EIO), got: $r"
+[ "$(timeout $BOUND cat "$M/f7")" = 7 ] || fail "enospc: f7 reads back wrong"
+rc=0; out=$(timeout $BOUND "$SHOAL" umount "$M" 2>&1) || rc=$?
+[ $rc -ne 124 ] || fail "enospc: shoal umount still waiting after $BOUND s (a hang)"
+echo "  umount: status $rc: ${out:0:200}"
+daemon_gone enospc
+rm -f "$FS/filler"
+remount_check enospc
 
 echo "faults: ok"
