@@ -219,7 +219,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     }
     if a.daemon && !a.background_child {
         let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
-        return spawn_background(a, &store_path, &run);
+        return spawn_background(a, &store_path, &run, None);
     }
     init_logging();
     // Bound before the store is opened: a mount whose metrics cannot be
@@ -410,7 +410,12 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Start the daemon of `store` in the background, its log in `run`.
-fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, String> {
+fn spawn_background(
+    a: &MountArgs,
+    store: &Path,
+    run: &Path,
+    password: Option<String>,
+) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let log_path = run.join("daemon.log");
     let log = open_log(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
@@ -430,6 +435,10 @@ fn spawn_background(a: &MountArgs, store: &Path, run: &Path) -> Result<i32, Stri
     unsafe {
         cmd.pre_exec(|| {
             libc::setsid();
+    if let Some(p) = password {
+        // Not on its command line, which every user can read in ps.
+        cmd.env("META_PASSWORD", p);
+    }
             Ok(())
         });
     }
@@ -643,10 +652,15 @@ const MOUNT_DEFAULTS: [MountOption; 3] = [
 /// daemon on a namespace shared with other mounts (`shoal_fuse::shared`).
 /// The kernel checks permissions (default_permissions).
 fn mount_shared(a: &MountArgs) -> Result<i32, String> {
-    let src = a.store.to_string_lossy().into_owned();
+    // `full` may hold a password (`etcd://USER:PASSWORD@...`): it is used
+    // to connect, and `src`, without it, everywhere it could be seen (the
+    // source in /proc/mounts, the log, the daemon's command line: the
+    // background child gets the password in its environment).
+    let full = a.store.to_string_lossy().into_owned();
+    let src = shoal_etcd::redact(&full);
     // A bad URL, or TiKV in a shoal built without it, is said before the
     // daemon forks.
-    crate::shared_check(&src)?;
+    crate::shared_check(&full)?;
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
     let mut session = shoal_core::shared::ns::SessionOpts::default();
     let mut allow_other = false;
@@ -705,14 +719,16 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         // several mounts of one namespace may run on one machine.
         let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
         let run = crate::control::shared_run_dir(&src, &mnt);
-        return spawn_background(a, Path::new(&src), &run);
+        let mut a = a.clone();
+        a.store = src.clone().into();
+        return spawn_background(&a, Path::new(&src), &run, shoal_etcd::url_password(&full));
     }
     init_logging();
     let metrics = metrics
         .as_deref()
         .map(crate::metrics::Listener::bind)
         .transpose()?;
-    let store = crate::shared_connect(&src)?;
+    let store = crate::shared_connect(&full)?;
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     // The session record: who is mounted, read by `shoal status`.
     let info = crate::status::daemon_info(&mnt, &a.options, false);
