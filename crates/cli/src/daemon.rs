@@ -428,6 +428,10 @@ fn spawn_background(
     if !a.options.is_empty() {
         cmd.arg("-o").arg(a.options.join(","));
     }
+    if let Some(p) = password {
+        // Not on its command line, which every user can read in ps.
+        cmd.env("META_PASSWORD", p);
+    }
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
@@ -435,10 +439,6 @@ fn spawn_background(
     unsafe {
         cmd.pre_exec(|| {
             libc::setsid();
-    if let Some(p) = password {
-        // Not on its command line, which every user can read in ps.
-        cmd.env("META_PASSWORD", p);
-    }
             Ok(())
         });
     }
