@@ -18,6 +18,7 @@ pub mod fault;
 pub mod fsck;
 #[cfg(all(test, loom))]
 mod loom_models;
+pub mod rules;
 pub mod salvage;
 pub mod schema;
 pub mod shared;
