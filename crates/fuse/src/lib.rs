@@ -735,8 +735,8 @@ impl ShoalFs {
         }
     }
 
-    /// xattr(7) permissions when the daemon checks: user.* follows the file's
-    /// read/write bits, trusted.* is for root only.
+    /// xattr(7) permissions when the daemon checks
+    /// (`rules::xattr::may_access`).
     fn xattr_check(
         &self,
         req: &Request,
@@ -744,19 +744,11 @@ impl ShoalFs {
         name: &OsStr,
         write: bool,
     ) -> shoal_core::Result<()> {
-        if !self.opts.daemon_permissions || req.uid() == 0 {
+        if !self.opts.daemon_permissions {
             return Ok(());
         }
-        let n = name.as_bytes();
-        if n.starts_with(b"trusted.") {
-            return Err(Error::NotPermitted);
-        }
-        if n.starts_with(b"user.") {
-            return self
-                .engine
-                .access(&self.ctx(req), ino, if write { 2 } else { 4 });
-        }
-        Ok(())
+        let a = self.engine.getattr(ino)?;
+        shoal_core::rules::xattr::may_access(&self.ctx(req), &a, name.as_bytes(), write)
     }
 
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
@@ -801,25 +793,6 @@ impl ShoalFs {
             }
         }
         Ok(())
-    }
-
-    /// The mode a chown leaves (Linux's chown_common and
-    /// setattr_should_drop_sgid): setuid cleared on a non-directory, setgid
-    /// too when the file is group-executable or the caller is neither in its
-    /// group nor root. None when nothing changes.
-    fn chown_kill(&self, req: &Request, ino: u64) -> Option<u32> {
-        let a = self.engine.getattr(ino).ok()?;
-        if a.kind == Kind::Dir || a.perm & 0o6000 == 0 {
-            return None;
-        }
-        let mut perm = a.perm & !0o4000;
-        if a.perm & 0o2000 != 0
-            && (a.perm & 0o010 != 0
-                || (req.uid() != 0 && a.gid != req.gid() && !groups_of(req.pid()).contains(&a.gid)))
-        {
-            perm &= !0o2000;
-        }
-        (perm != a.perm).then_some(perm as u32)
     }
 
     fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
@@ -1057,16 +1030,11 @@ impl Filesystem for ShoalFs {
         reply: ReplyAttr,
     ) {
         self.requests.count(req::SETATTR);
-        let mut mode = mode;
-        if self.killpriv && mode.is_none() {
-            // What the kernel leaves to the daemon under KILLPRIV_V2.
-            if size.is_some() {
-                if let Err(e) = self.drop_privileges(req, ino.0) {
-                    return reply.error(errno(&e));
-                }
-            }
-            if uid.is_some() || gid.is_some() {
-                mode = self.chown_kill(req, ino.0);
+        if self.killpriv && mode.is_none() && size.is_some() {
+            // What the kernel leaves to the daemon under KILLPRIV_V2 (a
+            // chown's: the engine, `rules::privs::chown_perm`).
+            if let Err(e) = self.drop_privileges(req, ino.0) {
+                return reply.error(errno(&e));
             }
         }
         let sa = SetAttr {
@@ -1079,7 +1047,13 @@ impl Filesystem for ShoalFs {
             ctime: ctime.map(Ts::from_system),
             by_handle: fh.is_some(),
         };
-        match self.engine.setattr(&self.ctx(req), ino.0, &sa) {
+        // A chown without a mode clears setgid by the caller's groups.
+        let ctx = if uid.is_some() || gid.is_some() {
+            self.ctx_with_groups(req)
+        } else {
+            self.ctx(req)
+        };
+        match self.engine.setattr(&ctx, ino.0, &sa) {
             Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
         }

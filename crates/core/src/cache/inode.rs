@@ -44,6 +44,10 @@ pub struct InodeState {
     /// chattr(1) flags (`engine::flags`), kept in the record; mirrored in
     /// `Inode::flags` for checks that take no lock.
     pub flags: u32,
+    /// An O_TMPFILE never named yet: link may name it with nlink 0
+    /// (Linux's I_LINKABLE, `rules::link::may_link`); a file unlinked while
+    /// open may not be.
+    pub linkable: bool,
 }
 
 impl InodeState {

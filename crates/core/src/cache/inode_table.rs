@@ -306,6 +306,7 @@ mod tests {
             primary: None,
             pinned: 0,
             flags: 0,
+            linkable: false,
         };
         Inode::new(st, true, None)
     }

@@ -17,9 +17,7 @@ impl Engine {
             }
         }
         if let Some(sz) = sa.size {
-            if sz > MAX_FILE_SIZE {
-                return Err(Error::FileTooBig);
-            }
+            rules::link::check_size(sz)?;
             if sz > INLINE_MAX {
                 self.unshare(&i)?;
             }
@@ -37,67 +35,27 @@ impl Engine {
         }
         // Immutable: nothing changes; append-only: only times, to now
         // (notify_change's and do_truncate's rules, for every caller).
-        if flags::immutable(&i)
-            || flags::append_only(&i)
-                && (sa.mode.is_some()
-                    || sa.uid.is_some()
-                    || sa.gid.is_some()
-                    || sa.size.is_some()
-                    || matches!(sa.atime, Some(TimeSet::At(_)))
-                    || matches!(sa.mtime, Some(TimeSet::At(_))))
-        {
-            return Err(Error::NotPermitted);
-        }
+        rules::flags::may_setattr(i.flags.load(Ordering::Relaxed), sa)?;
         // A directory's pending stripe deltas first, so the record is whole.
         Self::dir_fold(&i, &mut st);
-        if ctx.check_perms {
-            let a = st.attr;
-            let owner = ctx.uid == 0 || ctx.uid == a.uid;
-            if sa.mode.is_some() && !owner {
-                return Err(Error::NotPermitted);
-            }
-            if let Some(u) = sa.uid {
-                if ctx.uid != 0 && u != a.uid {
-                    return Err(Error::NotPermitted);
-                }
-            }
-            if let Some(gid) = sa.gid {
-                if ctx.uid != 0 && (ctx.uid != a.uid || !ctx.in_group(gid)) && gid != a.gid {
-                    return Err(Error::NotPermitted);
-                }
-            }
-            if sa.size.is_some() && !sa.by_handle {
-                check_access(ctx, &a, W_OK)?;
-            }
-            for ts in [sa.atime, sa.mtime].into_iter().flatten() {
-                match ts {
-                    TimeSet::At(_) if !owner => return Err(Error::NotPermitted),
-                    TimeSet::Now if !owner => check_access(ctx, &a, W_OK)?,
-                    _ => {}
-                }
-            }
-        }
+        let before = st.attr;
+        rules::perm::may_setattr(ctx, &before, sa)?;
         if let Some(m) = sa.mode {
-            st.attr.perm = (m & 0o7777) as u16;
+            st.attr.perm = rules::perm::chmod_perm(ctx, &before, (m & 0o7777) as u16);
             // chmod rewrites the access ACL's owner, mask and other entries.
             let perm = st.attr.perm;
             acl::chmod(&mut st.xattrs, perm)?;
+        } else if sa.uid.is_some() || sa.gid.is_some() {
+            // A chown with no mode of the caller's clears setuid/setgid as
+            // Linux's does (the caller's groups decide setgid: the adapter
+            // passes them for a chown).
+            st.attr.perm = rules::privs::chown_perm(ctx, &before);
         }
-        let chown =
-            sa.uid.is_some_and(|u| u != st.attr.uid) || sa.gid.is_some_and(|x| x != st.attr.gid);
         if let Some(u) = sa.uid {
             st.attr.uid = u;
         }
         if let Some(x) = sa.gid {
             st.attr.gid = x;
-        }
-        if chown
-            && sa.mode.is_none()
-            && ctx.check_perms
-            && ctx.uid != 0
-            && st.attr.kind != Kind::Dir
-        {
-            st.attr.perm &= !0o6000;
         }
         if let Some(sz) = sa.size {
             // truncate(2) updates mtime and ctime even when the size is unchanged.

@@ -196,9 +196,7 @@ impl Engine {
         let end = off
             .checked_add(data.len() as u64)
             .ok_or(Error::FileTooBig)?;
-        if end > MAX_FILE_SIZE {
-            return Err(Error::FileTooBig);
-        }
+        rules::link::check_size(end)?;
         self.room(RECORD_ROOM + data.len() as u64)?;
         if end > INLINE_MAX {
             self.unshare(&i)?;
@@ -274,9 +272,7 @@ impl Engine {
     }
 
     /// Clear setuid and setgid before a caller modifies a regular file's
-    /// data, as Linux does for every filesystem (`setattr_should_drop_suidgid`):
-    /// setuid always, setgid when the file is group-executable or the caller
-    /// is not in its group; root (standing in for CAP_FSETID) keeps both.
+    /// data, as Linux does for every filesystem (`rules::privs::write_kills`).
     /// `groups` gives the caller's supplementary groups and is called only
     /// when the answer depends on them (the FUSE adapter reads them from
     /// /proc). The kernel clears the bits itself only when setgid comes with
@@ -293,32 +289,26 @@ impl Engine {
             return Ok(false);
         }
         let i = self.inode(ino)?;
-        if i.kind != Kind::File {
-            return Ok(false);
-        }
         let (perm, fgid) = {
             let st = i.st.lock();
             (st.attr.perm, st.attr.gid)
         };
-        if perm & 0o6000 == 0 {
-            return Ok(false);
-        }
-        let in_group = fgid == gid || (perm & 0o2010 == 0o2000 && groups().contains(&fgid));
-        let kill = |perm: u16| {
-            let mut k = perm & 0o4000;
-            if perm & 0o2000 != 0 && (perm & 0o010 != 0 || !in_group) {
-                k |= 0o2000;
-            }
-            k
+        // Whether the caller is in the file's group, asked once, and only
+        // if the rule asks (normally here, before any lock is taken).
+        let mut groups = Some(groups);
+        let mut member: Option<bool> = None;
+        let mut in_group = |g: u32| {
+            *member
+                .get_or_insert_with(|| g == gid || groups.take().is_some_and(|f| f().contains(&g)))
         };
-        if kill(perm) == 0 {
+        if rules::privs::write_kills(uid, i.kind, perm, fgid, &mut in_group) == 0 {
             return Ok(false);
         }
         self.writable()?;
         let _bkl = self.names.bkl();
         let g = self.committer.enter()?;
         let mut st = i.st.lock();
-        let k = kill(st.attr.perm);
+        let k = rules::privs::write_kills(uid, i.kind, st.attr.perm, fgid, &mut in_group);
         if st.destroyed || k == 0 || st.attr.gid != fgid {
             return Ok(false);
         }
@@ -334,9 +324,7 @@ impl Engine {
         if len == 0 {
             return Err(Error::Invalid);
         }
-        if end > MAX_FILE_SIZE {
-            return Err(Error::FileTooBig);
-        }
+        rules::link::check_size(end)?;
         let i = self.inode(ino)?;
         if i.kind != Kind::File {
             return Err(if i.kind == Kind::Dir {

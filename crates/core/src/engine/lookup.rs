@@ -50,7 +50,7 @@ impl Engine {
             let pp = p.st.lock().parent();
             return self.getattr_entry(ctx, pp);
         }
-        check_name(name)?;
+        names::check(NameOp::Lookup, name)?;
         if ctx.check_perms {
             check_access(ctx, &p.st.lock().attr, X_OK)?;
         }

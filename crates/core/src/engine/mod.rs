@@ -18,6 +18,7 @@ use crate::cache::{Dent, Inode, InodeState, InodeTable, NameLocks, DIR_STRIPES};
 use crate::commit::{Committer, Gate, Record};
 use crate::data::DataStore;
 use crate::error::{Error, Result};
+use crate::rules;
 use crate::schema::{self, name_hash, AG_SHIFT};
 use crate::stats::{Op, OpStats};
 use crate::store::Store;
@@ -82,9 +83,7 @@ pub const FALLOC_PUNCH_HOLE: u32 = 2;
 pub const FALLOC_ZERO_RANGE: u32 = 0x10;
 
 /// Access mask bits for [`Engine::access`].
-pub const R_OK: u32 = 4;
-pub const W_OK: u32 = 2;
-pub const X_OK: u32 = 1;
+pub use crate::rules::perm::{R_OK, W_OK, X_OK};
 /// With `R_OK`/`W_OK` in `Engine::open_file`'s mask: the open has `O_APPEND`.
 pub const OPEN_APPEND: u32 = 0x100;
 /// With `R_OK`/`W_OK` in `Engine::open_file`'s mask: the open has `O_TRUNC`.
@@ -201,81 +200,10 @@ fn now() -> Ts {
     Ts::now()
 }
 
-fn check_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::NotFound);
-    }
-    if name.len() > NAME_MAX {
-        return Err(Error::NameTooLong);
-    }
-    if name.contains(&b'/') || name.contains(&0) {
-        return Err(Error::Invalid);
-    }
-    Ok(())
-}
-
-/// xattr(7)'s namespaces, as ext4 has them: `user.`, `trusted.`,
-/// `security.` and the two POSIX ACLs; any other name is EOPNOTSUPP, an
-/// empty name after the namespace EINVAL. ACLs are refused where the engine
-/// checks permissions itself (`ctx.check_perms`): its checks do not evaluate
-/// them, and an ACL that is stored but not enforced is worse than none. The
-/// kernel enforces them through a mount (FUSE_POSIX_ACL).
-fn check_xattr_name(ctx: &Ctx, name: &[u8]) -> Result<()> {
-    if name.len() > 255 {
-        return Err(Error::Range);
-    }
-    if name == acl::ACCESS || name == acl::DEFAULT {
-        return if ctx.check_perms {
-            Err(Error::NotSupported)
-        } else {
-            Ok(())
-        };
-    }
-    for ns in [&b"user."[..], b"trusted.", b"security."] {
-        if let Some(rest) = name.strip_prefix(ns) {
-            return if rest.is_empty() {
-                Err(Error::Invalid)
-            } else {
-                Ok(())
-            };
-        }
-    }
-    Err(if name.is_empty() {
-        Error::Invalid
-    } else {
-        Error::NotSupported
-    })
-}
-
-fn is_dot(name: &[u8]) -> bool {
-    name == b"." || name == b".."
-}
-
-/// POSIX permission check against one inode's attributes.
-pub fn check_access(ctx: &Ctx, a: &Attr, mask: u32) -> Result<()> {
-    if !ctx.check_perms || mask == 0 {
-        return Ok(());
-    }
-    if ctx.uid == 0 {
-        // Root may do anything, except execute a file with no x bit at all.
-        if mask & X_OK != 0 && a.kind != Kind::Dir && a.perm & 0o111 == 0 {
-            return Err(Error::PermissionDenied);
-        }
-        return Ok(());
-    }
-    let bits = if ctx.uid == a.uid {
-        (a.perm >> 6) & 7
-    } else if ctx.in_group(a.gid) {
-        (a.perm >> 3) & 7
-    } else {
-        a.perm & 7
-    } as u32;
-    if bits & mask == mask {
-        Ok(())
-    } else {
-        Err(Error::PermissionDenied)
-    }
-}
+use crate::rules::names::{self, NameOp};
+/// POSIX permission check against one inode's attributes (the rule:
+/// `rules::perm::access`).
+pub use crate::rules::perm::access as check_access;
 
 impl Engine {
     /// Format an empty store.
@@ -510,6 +438,7 @@ impl Engine {
             primary: None,
             pinned: 0,
             flags: 0,
+            linkable: false,
         }
     }
 

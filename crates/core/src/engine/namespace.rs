@@ -32,10 +32,7 @@ impl New {
 impl Engine {
     /// Create a file, device node, fifo or socket (mode carries the type; 0 = regular).
     pub fn mknod(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
-        let kind = Kind::from_mode(mode).ok_or(Error::Invalid)?;
-        if kind == Kind::Dir || kind == Kind::Symlink {
-            return Err(Error::Invalid);
-        }
+        let kind = rules::new_inode::mknod_kind(mode)?;
         let _t = self.stats.start(Op::Create);
         self.make(ctx, parent, name, New::node(kind, mode, rdev, false))
     }
@@ -80,12 +77,7 @@ impl Engine {
 
     pub fn symlink(&self, ctx: &Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
         let _t = self.stats.start(Op::Symlink);
-        if target.is_empty() {
-            return Err(Error::NotFound);
-        }
-        if target.len() > 4095 {
-            return Err(Error::NameTooLong);
-        }
+        rules::new_inode::symlink_target(target)?;
         let new = New {
             kind: Kind::Symlink,
             perm: 0o777,
@@ -108,17 +100,12 @@ impl Engine {
         } = new;
         self.throttle();
         self.writable()?;
-        if is_dot(name) {
-            return Err(Error::Exists);
-        }
         if !unnamed {
-            check_name(name)?;
+            names::check(NameOp::Create, name)?;
         }
         self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
         let p = self.dir_ref(parent)?;
-        if ctx.check_perms {
-            check_access(ctx, &p.st.lock().attr, W_OK | X_OK)?;
-        }
+        rules::perm::may_add(ctx, &p.st.lock().attr)?;
         flags::check_add(&p)?;
         let pdir = p.dir.as_ref().expect("directory");
         // The directory's default ACL replaces the umask (acl(5)); read only
@@ -132,7 +119,6 @@ impl Engine {
         } else {
             None
         };
-        let (mut perm, xattrs) = acl::create(default_acl.as_deref(), kind, perm, ctx.umask)?;
         let _n = if unnamed {
             None
         } else {
@@ -142,32 +128,31 @@ impl Engine {
             }
             Some(n)
         };
+        // Under the name's lock: the new inode's owner and mode.
+        let parent_is = rules::new_inode::Parent {
+            gid: pdir.gid.load(Ordering::Relaxed),
+            setgid: pdir.sgid.load(Ordering::Relaxed),
+            default_acl: default_acl.as_deref(),
+        };
+        let made = rules::new_inode::new_inode(ctx, parent_is, kind, perm)?;
         let mut g = self.committer.enter()?;
         let t = now();
         if !unnamed {
             self.dir_update(&mut g, &p, 1, (kind == Kind::Dir) as i64, t)?;
         }
-        let (pgid, psgid) = (
-            pdir.gid.load(Ordering::Relaxed),
-            pdir.sgid.load(Ordering::Relaxed),
-        );
         let ino = self.alloc_ino(&mut g, parent, kind)?;
         g.born(ino);
-        let gid = if psgid { pgid } else { ctx.gid };
-        if kind == Kind::Dir && psgid {
-            perm |= 0o2000;
-        }
         let attr = Attr {
             ino,
             kind,
-            perm,
+            perm: made.perm,
             nlink: if kind == Kind::Dir {
                 2
             } else {
                 !unnamed as u32
             },
-            uid: ctx.uid,
-            gid,
+            uid: made.uid,
+            gid: made.gid,
             rdev,
             size: if kind == Kind::Symlink {
                 target.len() as u64
@@ -186,7 +171,8 @@ impl Engine {
             target
         };
         let mut st = self.new_state(attr, blob);
-        st.xattrs = xattrs;
+        st.xattrs = made.xattrs;
+        st.linkable = unnamed;
         // A new non-directory has one name and no data blocks: its entry is sole.
         let sole = kind != Kind::Dir && !unnamed;
         if sole {
@@ -225,8 +211,8 @@ impl Engine {
 
     /// Sticky-directory rule for library callers.
     pub(super) fn check_delete(&self, ctx: &Ctx, p: &Inode, child: &Inode) -> Result<()> {
-        if self.check_delete_dir(ctx, p)? && ctx.uid != child.st.lock().attr.uid {
-            return Err(Error::NotPermitted);
+        if self.check_delete_dir(ctx, p)? {
+            rules::perm::sticky(ctx, child.st.lock().attr.uid)?;
         }
         Ok(())
     }
@@ -239,18 +225,14 @@ impl Engine {
             return Ok(false);
         }
         let pa = p.st.lock().attr;
-        check_access(ctx, &pa, W_OK | X_OK)?;
-        Ok(pa.perm & 0o1000 != 0 && ctx.uid != 0 && ctx.uid != pa.uid)
+        rules::perm::may_delete_in(ctx, &pa)
     }
 
     pub fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         self.throttle();
         let _t = self.stats.start(Op::Unlink);
         self.writable()?;
-        if is_dot(name) {
-            return Err(Error::IsDir);
-        }
-        check_name(name)?;
+        names::check(NameOp::Unlink, name)?;
         let p = self.dir_ref(parent)?;
         let _n = self.names.lock(&p, name);
         let (ino, kind, sole) = self.find(&p, name)?.ok_or(Error::NotFound)?;
@@ -446,13 +428,7 @@ impl Engine {
         self.throttle();
         let _t = self.stats.start(Op::Rmdir);
         self.writable()?;
-        if name == b"." {
-            return Err(Error::Invalid);
-        }
-        if name == b".." {
-            return Err(Error::NotEmpty);
-        }
-        check_name(name)?;
+        names::check(NameOp::Rmdir, name)?;
         let p = self.dir_ref(parent)?;
         let _n = self.names.lock(&p, name);
         let (ino, kind, _) = self.find(&p, name)?.ok_or(Error::NotFound)?;
@@ -475,15 +451,10 @@ impl Engine {
         self.throttle();
         let _t = self.stats.start(Op::Link);
         self.writable()?;
-        if is_dot(newname) {
-            return Err(Error::Exists);
-        }
-        check_name(newname)?;
+        names::check(NameOp::Create, newname)?;
         self.room(RECORD_ROOM + newname.len() as u64)?;
         let np = self.dir_ref(newparent)?;
-        if ctx.check_perms {
-            check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
-        }
+        rules::perm::may_add(ctx, &np.st.lock().attr)?;
         let c = self.inode(ino)?;
         flags::check_add(&np)?;
         if flags::pinned(&c) {
@@ -496,9 +467,6 @@ impl Engine {
         if self.find(&np, newname)?.is_some() {
             return Err(Error::Exists);
         }
-        if c.kind == Kind::Dir {
-            return Err(Error::NotPermitted);
-        }
         let mut g = self.committer.enter()?;
         let t = now();
         // Check and take the new link in one critical section, so a racing
@@ -508,12 +476,11 @@ impl Engine {
             // nlink 0: only an open file keeps its records (an O_TMPFILE,
             // which the kernel lets linkat name, or a file unlinked while
             // open, which it does not).
-            if cs.attr.nlink == 0 && (cs.destroyed || c.opens.load(Ordering::Acquire) == 0) {
-                return Err(Error::NotFound);
-            }
-            if cs.attr.nlink >= LINK_MAX {
-                return Err(Error::TooManyLinks);
-            }
+            // nlink 0: only an O_TMPFILE not named yet may be named (an
+            // open one: its records go at its last close).
+            let linkable = cs.linkable && !cs.destroyed && c.opens.load(Ordering::Acquire) > 0;
+            rules::link::may_link(c.kind, cs.attr.nlink, linkable)?;
+            cs.linkable = false;
             // Only create sets `primary`, and unshare cleared it above.
             debug_assert!(cs.primary.is_none());
             cs.attr.nlink += 1;
@@ -583,11 +550,8 @@ impl Engine {
         if whiteout {
             self.room(RECORD_ROOM + name.len() as u64)?;
         }
-        if is_dot(name) || is_dot(newname) {
-            return Err(Error::Invalid);
-        }
-        check_name(name)?;
-        check_name(newname)?;
+        names::check(NameOp::Rename, name)?;
+        names::check(NameOp::Rename, newname)?;
         let p = self.dir_ref(parent)?;
         let np = self.dir_ref(newparent)?;
         let cross = parent != newparent;
@@ -601,9 +565,7 @@ impl Engine {
         let dst = self.find(&np, newname)?;
         let s = self.inode(sino)?;
         self.check_delete(ctx, &p, &s)?;
-        if ctx.check_perms {
-            check_access(ctx, &np.st.lock().attr, W_OK | X_OK)?;
-        }
+        rules::perm::may_add(ctx, &np.st.lock().attr)?;
         if let Some((dino, _, _)) = dst {
             if dino == sino {
                 return Ok(());

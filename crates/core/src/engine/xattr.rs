@@ -13,10 +13,8 @@ impl Engine {
     ) -> Result<()> {
         let _t = self.stats.start(Op::Xattr);
         self.writable()?;
-        check_xattr_name(ctx, name)?;
-        if value.len() > XATTR_SIZE_MAX {
-            return Err(Error::Range);
-        }
+        rules::xattr::check_name(ctx, name)?;
+        rules::xattr::check_value(value)?;
         self.room(RECORD_ROOM + (name.len() + value.len()) as u64)?;
         let i = self.inode(ino)?;
         let is_default = name == acl::DEFAULT;
@@ -37,7 +35,7 @@ impl Engine {
         // expresses is not stored, and an empty default ACL removes it.
         let mut remove = false;
         if let Some(a) = &acl {
-            let keeps_setgid = ctx.uid == 0 || ctx.in_group(st.attr.gid);
+            let keeps_setgid = rules::perm::in_group_or_root(ctx, st.attr.gid);
             match acl::set(name, a, i.kind, &mut st.attr.perm, keeps_setgid)? {
                 None => return Ok(()),
                 Some(r) => remove = r,
@@ -51,15 +49,17 @@ impl Engine {
                 st.xattrs.remove(p);
             }
             (None, _) if remove => {}
-            (Some(p), _) => st.xattrs[p].1 = value.to_vec(),
-            (None, _) => {
-                let total: usize = st.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
-                if total + name.len() + value.len() > 4 * XATTR_SIZE_MAX
-                    || !xattr_list_fits(st.xattrs.iter().map(|(n, _)| n.as_slice()), name)
-                {
-                    return Err(Error::NoSpace);
+            (pos, _) => {
+                rules::xattr::check_fits(
+                    rules::modes::EMBEDDED.xattr_total,
+                    &st.xattrs,
+                    name,
+                    value,
+                )?;
+                match pos {
+                    Some(p) => st.xattrs[p].1 = value.to_vec(),
+                    None => st.xattrs.push((name.to_vec(), value.to_vec())),
                 }
-                st.xattrs.push((name.to_vec(), value.to_vec()))
             }
         }
         if let (true, Some(d)) = (is_default, &i.dir) {
@@ -71,7 +71,7 @@ impl Engine {
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         let _t = self.stats.start(Op::Xattr);
-        check_xattr_name(&Ctx::root(), name)?;
+        rules::xattr::check_name(&Ctx::root(), name)?;
         let i = self.inode(ino)?;
         let st = i.st.lock();
         st.xattrs
@@ -91,7 +91,7 @@ impl Engine {
     pub fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
         let _t = self.stats.start(Op::Xattr);
         self.writable()?;
-        check_xattr_name(ctx, name)?;
+        rules::xattr::check_name(ctx, name)?;
         let i = self.inode(ino)?;
         if flags::pinned(&i) {
             return Err(Error::NotPermitted);
