@@ -386,7 +386,10 @@ fn writes_racing_flushes_are_all_kept() {
     let (_s, _blobs, fss) = daemons(1);
     let a = &fss[0];
     for round in 0..8u8 {
-        let f = a.create(ROOT_INO, &[b'r', round], 0o644).unwrap().ino;
+        let f = a
+            .create(ROOT_INO, &[b'r', b'a' + round], 0o644)
+            .unwrap()
+            .ino;
         const N: u64 = 3000;
         let stop = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|sc| {

@@ -495,7 +495,7 @@ impl SharedFs {
         parent: Ino,
         name: &[u8],
         ino: Ino,
-        make: &dyn Fn(&Node, Ts) -> Node,
+        make: &dyn Fn(&Node, Ts) -> Result<Node>,
     ) -> Result<Option<Attr>> {
         if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
             return Ok(None);
@@ -539,7 +539,7 @@ impl SharedFs {
                     return Err(Error::Exists);
                 }
                 let t = Ts::now();
-                let mut n = make(&h.dir, t);
+                let mut n = make(&h.dir, t)?;
                 n.attr.version = 1;
                 let kind = n.attr.kind;
                 h.names.insert(name.to_vec(), (ino, kind));

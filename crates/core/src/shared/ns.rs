@@ -47,6 +47,8 @@ use super::data::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
 use crate::acl;
 use crate::error::{Error, Result};
+use crate::rules::names::{self, NameOp};
+use crate::rules::{self, modes};
 use crate::schema::{decode_inode, encode_inode};
 use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
 use std::collections::HashMap;
@@ -61,7 +63,6 @@ pub const SHARED_FORMAT: u32 = 1;
 /// Bytes a file keeps in its inode record; a larger file keeps a chunk
 /// table there and its bytes in an object store (`super::data`).
 pub const SHARED_INLINE_MAX: u64 = crate::INLINE_MAX;
-const NAME_MAX: usize = 255;
 /// Retries of one operation before it gives up with EIO.
 const MAX_TRIES: u32 = 200;
 
@@ -159,26 +160,24 @@ pub(super) fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
 
 /// The most bytes of names and values of one inode's xattrs on a shared
 /// namespace: the record rides in etcd transactions (1.5 MiB), and every
-/// operation on the inode rewrites it.
-pub const XATTRS_MAX: usize = 64 << 10;
+/// operation on the inode rewrites it (`rules::modes`, docs/rules.md).
+pub const XATTRS_MAX: usize = modes::SHARED.xattr_total;
 
-/// The xattr namespaces a shared namespace keeps: ext4's, without POSIX
-/// ACLs (not enforced on these mounts, so not stored: EOPNOTSUPP).
+/// The caller as the rules see it here: a shared namespace checks no
+/// permissions (the kernel does, `default_permissions`; issue 45's second
+/// point gives it callers), so the rules run as when the kernel checked,
+/// whatever `ctx` says, and ask nothing of groups it may not carry.
+fn kernel_checked(ctx: &Ctx) -> Ctx {
+    Ctx {
+        check_perms: false,
+        ..ctx.clone()
+    }
+}
+
+/// The xattr namespaces a shared namespace keeps: ext4's, the POSIX ACLs
+/// among them (the kernel enforces them, FUSE_POSIX_ACL).
 fn check_xattr_name(name: &[u8]) -> Result<()> {
-    if name.is_empty() || name.len() > 255 {
-        return Err(Error::Range);
-    }
-    if name == acl::ACCESS || name == acl::DEFAULT {
-        return Ok(());
-    }
-    if [&b"user."[..], b"trusted.", b"security."]
-        .iter()
-        .any(|p| name.starts_with(p) && name.len() > p.len())
-    {
-        Ok(())
-    } else {
-        Err(Error::NotSupported)
-    }
+    rules::xattr::check_name(&Ctx::root(), name)
 }
 
 /// An inode as the shared namespace keeps it.
@@ -1204,9 +1203,7 @@ impl SharedFs {
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        if name.len() > NAME_MAX {
-            return Err(Error::NameTooLong);
-        }
+        names::check(NameOp::Lookup, name)?;
         // "." of any inode and ".." of a directory: the kernel asks these
         // for a file handle whose inode it no longer caches
         // (open_by_handle_at, NFS export). Inode numbers are never reused,
@@ -1312,21 +1309,15 @@ impl SharedFs {
             .collect()
     }
 
-    fn check_name(name: &[u8]) -> Result<()> {
-        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
-            return Err(Error::Invalid);
-        }
-        if name.len() > NAME_MAX {
-            return Err(Error::NameTooLong);
-        }
-        Ok(())
-    }
-
     /// `mknod`, without the lease wish.
     fn mknod_in(&self, ctx: &Ctx, parent: Ino, name: &[u8], new: &NewNode) -> Result<Attr> {
-        Self::check_name(name)?;
+        names::check(NameOp::Create, name)?;
+        if new.kind == Kind::Symlink {
+            rules::new_inode::symlink_target(new.target)?;
+        }
         let ino = self.new_ino()?;
-        let make = |p: &Node, t: Ts| Self::new_node(ctx, p, ino, new, t);
+        let ctx = kernel_checked(ctx);
+        let make = |p: &Node, t: Ts| Self::new_node(&ctx, p, ino, new, t);
         let mut redirect = true;
         let mut elsewhere = true;
         loop {
@@ -1361,7 +1352,7 @@ impl SharedFs {
                     return Err(Error::Exists);
                 }
                 let t = Ts::now();
-                let mut n = make(&p, t);
+                let mut n = make(&p, t)?;
                 let kind = n.attr.kind;
                 tx.put_node(&mut n)?;
                 tx.put_entry(parent, name, ino, kind)?;
@@ -1390,29 +1381,30 @@ impl SharedFs {
         Ok(a)
     }
 
-    /// A new inode's record, in directory `p`.
-    fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Node {
+    /// A new inode's record, in directory `p` (its owner and mode:
+    /// `rules::new_inode`, on the parent's record as the transaction or the
+    /// lease read it).
+    fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Result<Node> {
         let (kind, perm, target) = (new.kind, new.perm, new.target);
-        // The directory's default ACL replaces the umask (acl(5)); a stored
-        // one is valid (checked when it was set).
-        let default_acl = p.xattrs.iter().find(|(k, _)| k == acl::DEFAULT);
-        let (perm, xattrs) = acl::create(default_acl.map(|(_, v)| &v[..]), kind, perm, ctx.umask)
-            .unwrap_or((perm & !(ctx.umask as u16 & 0o777), vec![]));
+        let parent = rules::new_inode::Parent {
+            gid: p.attr.gid,
+            setgid: p.attr.perm & 0o2000 != 0,
+            default_acl: p
+                .xattrs
+                .iter()
+                .find(|(k, _)| k == acl::DEFAULT)
+                .map(|(_, v)| &v[..]),
+        };
+        let made = rules::new_inode::new_inode(ctx, parent, kind, perm)?;
         let mut a = Attr::root(t);
         a.ino = ino;
         a.kind = kind;
-        a.perm = perm & 0o7777;
-        a.uid = ctx.uid;
-        a.gid = ctx.gid;
+        a.perm = made.perm;
+        a.uid = made.uid;
+        a.gid = made.gid;
         a.nlink = 1;
         a.rdev = new.rdev;
-        if p.attr.perm & 0o2000 != 0 {
-            // A setgid directory: its group, and setgid on subdirectories.
-            a.gid = p.attr.gid;
-            if kind == Kind::Dir {
-                a.perm |= 0o2000;
-            }
-        }
+        let xattrs = made.xattrs;
         let blob = match kind {
             Kind::Dir => p.attr.ino.to_le_bytes().to_vec(),
             Kind::Symlink => target.to_vec(),
@@ -1423,11 +1415,11 @@ impl SharedFs {
         } else {
             0
         };
-        Node {
+        Ok(Node {
             attr: a,
             blob,
             xattrs,
-        }
+        })
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
@@ -1452,6 +1444,7 @@ impl SharedFs {
 
     /// Remove a non-directory's name; the inode goes with its last name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        names::check(NameOp::Unlink, name)?;
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
             let (_, kind, mut n) = tx
@@ -1502,6 +1495,7 @@ impl SharedFs {
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        names::check(NameOp::Rmdir, name)?;
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
             let (ino, kind, _) = tx
@@ -1523,16 +1517,17 @@ impl SharedFs {
     }
 
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
-        Self::check_name(name)?;
+        names::check(NameOp::Create, name)?;
         self.run(|tx| {
             let mut n = tx.node(ino)?;
-            if n.attr.kind == Kind::Dir {
-                return Err(Error::NotPermitted);
-            }
             tx.dir(parent)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
+            // A directory EPERM, LINK_MAX names EMLINK, and a file with no
+            // name left (unlinked while open here or on another daemon;
+            // there is no O_TMPFILE on a shared namespace) ENOENT.
+            rules::link::may_link(n.attr.kind, n.attr.nlink, false)?;
             n.attr.nlink += 1;
             n.attr.ctime = Ts::now();
             tx.put_node(&mut n)?;
@@ -1557,7 +1552,8 @@ impl SharedFs {
         n2: &[u8],
         noreplace: bool,
     ) -> Result<()> {
-        Self::check_name(n2)?;
+        names::check(NameOp::Rename, n1)?;
+        names::check(NameOp::Rename, n2)?;
         self.run(|tx| {
             tx.dir(p1)?;
             tx.dir(p2)?;
@@ -1618,8 +1614,20 @@ impl SharedFs {
     }
 
     /// chmod, chown, truncate and times; the caller (the kernel, with
-    /// default_permissions) checked who may.
+    /// default_permissions) checked who may. A chown without a mode clears
+    /// setuid/setgid as root's would (`setattr_as`).
     pub fn setattr(&self, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+        self.setattr_as(&Ctx::root(), ino, sa)
+    }
+
+    /// `setattr` by `ctx`: its groups decide whether a chown without a mode
+    /// clears setgid (`rules::privs::chown_perm`); nothing else of it is
+    /// checked (the kernel checked).
+    pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+        let ctx = &kernel_checked(ctx);
+        if let Some(size) = sa.size {
+            rules::link::check_size(size)?;
+        }
         if sa.size.is_some_and(|s| s > SHARED_INLINE_MAX) && self.blobs.is_none() {
             return Err(Error::FileTooBig);
         }
@@ -1637,7 +1645,7 @@ impl SharedFs {
         // A file created from memory and not committed yet: changed there.
         if sa.size.is_none() {
             if let Some(r) = self.amend_queued(ino, |n| {
-                Self::set_attrs(n, sa, Ts::now());
+                Self::set_attrs(ctx, n, sa, Ts::now())?;
                 Ok(n.attr)
             }) {
                 return r.map(|a| as_seen(self.with_buffered(a)));
@@ -1664,7 +1672,7 @@ impl SharedFs {
                 }
                 n.attr.size = size;
             }
-            Self::set_attrs(&mut n, sa, t);
+            Self::set_attrs(ctx, &mut n, sa, t)?;
             if n.attr.kind == Kind::Dir && sets_dir_time {
                 // The times set here are the directory's, not the newest
                 // of them and its entries' changes (`T dir`, `getattr`):
@@ -1682,27 +1690,24 @@ impl SharedFs {
         r.map(|a| as_seen(self.with_buffered(a)))
     }
 
-    /// setattr's mode, owner and times (its size is the caller's).
-    fn set_attrs(n: &mut Node, sa: &crate::SetAttr, t: Ts) {
+    /// setattr's mode, owner and times (its size is the caller's), on the
+    /// record as the transaction read it.
+    fn set_attrs(ctx: &Ctx, n: &mut Node, sa: &crate::SetAttr, t: Ts) -> Result<()> {
+        let before = n.attr;
         if let Some(m) = sa.mode {
-            n.attr.perm = (m & 0o7777) as u16;
+            n.attr.perm = rules::perm::chmod_perm(ctx, &before, (m & 0o7777) as u16);
             // chmod rewrites the access ACL's owner, mask and other entries
-            // (one that does not decode stays as it is: set_attrs cannot fail).
+            // (one that does not decode fails the chmod, as on ext4).
             let perm = n.attr.perm;
-            let _ = acl::chmod(&mut n.xattrs, perm);
+            acl::chmod(&mut n.xattrs, perm)?;
+        } else if sa.uid.is_some() || sa.gid.is_some() {
+            n.attr.perm = rules::privs::chown_perm(ctx, &before);
         }
         if let Some(u) = sa.uid {
             n.attr.uid = u;
         }
         if let Some(g) = sa.gid {
             n.attr.gid = g;
-        }
-        if (sa.uid.is_some() || sa.gid.is_some()) && n.attr.kind != Kind::Dir && sa.mode.is_none() {
-            // chown clears setuid, and setgid with group exec (Linux).
-            n.attr.perm &= !0o4000;
-            if n.attr.perm & 0o010 != 0 {
-                n.attr.perm &= !0o2000;
-            }
         }
         let at = |x: crate::TimeSet| match x {
             crate::TimeSet::Now => t,
@@ -1715,6 +1720,7 @@ impl SharedFs {
             n.attr.mtime = at(m);
         }
         n.attr.ctime = sa.ctime.unwrap_or(t);
+        Ok(())
     }
 
     /// Set an extended attribute (`XATTR_CREATE`/`XATTR_REPLACE` in
@@ -1743,9 +1749,7 @@ impl SharedFs {
         flags: u32,
     ) -> Result<()> {
         check_xattr_name(name)?;
-        if value.len() > crate::XATTR_SIZE_MAX {
-            return Err(Error::Range);
-        }
+        rules::xattr::check_value(value)?;
         let parsed = if name == acl::ACCESS || name == acl::DEFAULT {
             Some(acl::Acl::decode(value)?)
         } else {
@@ -1755,7 +1759,7 @@ impl SharedFs {
             let mut n = tx.node(ino)?;
             let mut remove = false;
             if let Some(a) = &parsed {
-                let keeps_setgid = ctx.uid == 0 || ctx.in_group(n.attr.gid);
+                let keeps_setgid = rules::perm::in_group_or_root(ctx, n.attr.gid);
                 match acl::set(name, a, n.attr.kind, &mut n.attr.perm, keeps_setgid)? {
                     None => return Ok(()),
                     Some(r) => remove = r,
@@ -1769,17 +1773,13 @@ impl SharedFs {
                     n.xattrs.remove(p);
                 }
                 (None, _) if remove => {}
-                (Some(p), _) => n.xattrs[p].1 = value.to_vec(),
-                (None, _) => {
-                    if !crate::xattr_list_fits(n.xattrs.iter().map(|(k, _)| k.as_slice()), name) {
-                        return Err(Error::NoSpace);
+                (pos, _) => {
+                    rules::xattr::check_fits(XATTRS_MAX, &n.xattrs, name, value)?;
+                    match pos {
+                        Some(p) => n.xattrs[p].1 = value.to_vec(),
+                        None => n.xattrs.push((name.to_vec(), value.to_vec())),
                     }
-                    n.xattrs.push((name.to_vec(), value.to_vec()))
                 }
-            }
-            let total: usize = n.xattrs.iter().map(|(k, v)| k.len() + v.len()).sum();
-            if total > XATTRS_MAX {
-                return Err(Error::NoSpace);
             }
             n.attr.ctime = Ts::now();
             tx.put_node(&mut n)?;
