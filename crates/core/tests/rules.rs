@@ -1,0 +1,362 @@
+//! One rule set (`shoal_core::rules`), two mechanisms: the same caller and
+//! the same attributes get the same answer from the embedded engine and
+//! from the namespace on a shared store (here the simulator), except in the
+//! rows of docs/rules.md's differences table (`rules::modes`), which the
+//! last test checks each mode against. The answers changed to Linux's when
+//! the rules were written once are pinned here: each such test failed
+//! before (the test's comment says how).
+
+use shoal_core::rules::modes;
+use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
+use shoal_core::shared::sim::SimStore;
+use shoal_core::shared::SharedStore;
+use shoal_core::{Ctx, Engine, Error, SetAttr, ROOT_INO};
+use shoal_testkit::setup;
+use std::sync::Arc;
+
+fn engine() -> Arc<Engine> {
+    setup::fresh().1
+}
+
+fn shared() -> Arc<SharedFs> {
+    let s = SimStore::new();
+    ns::mkfs(&*s).unwrap();
+    SharedFs::open(s as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+}
+
+fn long() -> Vec<u8> {
+    vec![b'a'; 256]
+}
+
+/// The name cases: (what, name, errno of a create, of an unlink, of an
+/// rmdir, of a rename from it).
+fn name_cases() -> Vec<(&'static str, Vec<u8>, [Error; 4])> {
+    use Error::*;
+    vec![
+        (
+            "empty",
+            b"".to_vec(),
+            [NotFound, NotFound, NotFound, NotFound],
+        ),
+        (".", b".".to_vec(), [Exists, IsDir, Invalid, Invalid]),
+        ("..", b"..".to_vec(), [Exists, IsDir, NotEmpty, Invalid]),
+        (
+            "slash",
+            b"a/b".to_vec(),
+            [Invalid, Invalid, Invalid, Invalid],
+        ),
+        (
+            "nul",
+            b"a\0b".to_vec(),
+            [Invalid, Invalid, Invalid, Invalid],
+        ),
+        (
+            "long",
+            long(),
+            [NameTooLong, NameTooLong, NameTooLong, NameTooLong],
+        ),
+    ]
+}
+
+/// Before: the shared namespace answered EINVAL for an empty name and for
+/// `.` (the engine ENOENT and EEXIST), checked no name on unlink and rmdir
+/// (so `.` was ENOENT there), and let a NUL through.
+#[test]
+fn a_bad_name_gets_the_same_errno_from_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let ctx = Ctx::root();
+    let f = e.create(&ctx, ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    for (what, name, [create, unlink, rmdir, rename]) in name_cases() {
+        let n = &name[..];
+        assert_eq!(
+            e.create(&ctx, ROOT_INO, n, 0o644).err(),
+            Some(create.clone()),
+            "engine create {what}"
+        );
+        assert_eq!(
+            fs.create(ROOT_INO, n, 0o644).err(),
+            Some(create.clone()),
+            "shared create {what}"
+        );
+        assert_eq!(
+            e.mkdir(&ctx, ROOT_INO, n, 0o755).err(),
+            Some(create.clone()),
+            "engine mkdir {what}"
+        );
+        assert_eq!(
+            fs.mkdir(ROOT_INO, n, 0o755).err(),
+            Some(create.clone()),
+            "shared mkdir {what}"
+        );
+        assert_eq!(
+            e.link(&ctx, f.ino, ROOT_INO, n).err(),
+            Some(create.clone()),
+            "engine link {what}"
+        );
+        assert_eq!(
+            fs.link(g.ino, ROOT_INO, n).err(),
+            Some(create),
+            "shared link {what}"
+        );
+        assert_eq!(
+            e.unlink(&ctx, ROOT_INO, n),
+            Err(unlink.clone()),
+            "engine unlink {what}"
+        );
+        assert_eq!(fs.unlink(ROOT_INO, n), Err(unlink), "shared unlink {what}");
+        assert_eq!(
+            e.rmdir(&ctx, ROOT_INO, n),
+            Err(rmdir.clone()),
+            "engine rmdir {what}"
+        );
+        assert_eq!(fs.rmdir(ROOT_INO, n), Err(rmdir), "shared rmdir {what}");
+        assert_eq!(
+            e.rename(&ctx, ROOT_INO, n, ROOT_INO, b"x", 0),
+            Err(rename.clone()),
+            "engine rename {what}"
+        );
+        assert_eq!(
+            fs.rename(ROOT_INO, n, ROOT_INO, b"x"),
+            Err(rename.clone()),
+            "shared rename {what}"
+        );
+        assert_eq!(
+            e.rename(&ctx, ROOT_INO, b"f", ROOT_INO, n, 0),
+            Err(rename.clone()),
+            "engine rename to {what}"
+        );
+        assert_eq!(
+            fs.rename(ROOT_INO, b"f", ROOT_INO, n),
+            Err(rename),
+            "shared rename to {what}"
+        );
+    }
+}
+
+fn chmod(e: &Engine, fs: &SharedFs, fi: u64, gi: u64, perm: u32) {
+    let sa = SetAttr {
+        mode: Some(perm),
+        ..Default::default()
+    };
+    e.setattr(&Ctx::root(), fi, &sa).unwrap();
+    fs.setattr(gi, &sa).unwrap();
+}
+
+/// Before: the engine spared root (and every caller when the kernel
+/// checked): a root chown left setuid; Linux clears it whoever asks.
+#[test]
+fn chown_by_root_clears_setuid_in_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let f = e.create(&Ctx::root(), ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    chmod(&e, &fs, f.ino, g.ino, 0o4755);
+    let to = SetAttr {
+        uid: Some(5),
+        ..Default::default()
+    };
+    assert_eq!(e.setattr(&Ctx::root(), f.ino, &to).unwrap().perm, 0o755);
+    assert_eq!(fs.setattr(g.ino, &to).unwrap().perm, 0o755);
+    // Setgid with group exec goes too; a directory keeps both.
+    chmod(&e, &fs, f.ino, g.ino, 0o6755);
+    assert_eq!(e.setattr(&Ctx::root(), f.ino, &to).unwrap().perm, 0o755);
+    assert_eq!(fs.setattr(g.ino, &to).unwrap().perm, 0o755);
+    let d = e.mkdir(&Ctx::root(), ROOT_INO, b"d", 0o6775).unwrap();
+    let h = fs.mkdir(ROOT_INO, b"d", 0o6775).unwrap();
+    chmod(&e, &fs, d.ino, h.ino, 0o6775);
+    assert_eq!(e.setattr(&Ctx::root(), d.ino, &to).unwrap().perm, 0o6775);
+    assert_eq!(fs.setattr(h.ino, &to).unwrap().perm, 0o6775);
+}
+
+/// Before: the engine cleared setgid on every chown by a non-root caller
+/// it checked, group exec or not; Linux keeps it for a member of the
+/// file's group when the file is not group-executable, and clears it for
+/// a caller outside the group.
+#[test]
+fn chgrp_keeps_setgid_without_group_exec_only_for_a_member_of_the_files_group() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let own = SetAttr {
+        uid: Some(1000),
+        gid: Some(50),
+        mode: Some(0o2745),
+        ..Default::default()
+    };
+    e.setattr(&root, f.ino, &own).unwrap();
+    fs.setattr(g.ino, &own).unwrap();
+    let member = Ctx {
+        groups: vec![50, 60],
+        ..Ctx::user(1000, 1000)
+    };
+    let to60 = SetAttr {
+        gid: Some(60),
+        ..Default::default()
+    };
+    assert_eq!(e.setattr(&member, f.ino, &to60).unwrap().perm, 0o2745);
+    assert_eq!(fs.setattr_as(&member, g.ino, &to60).unwrap().perm, 0o2745);
+    // Now in group 60; a caller not in 60 (but in 50) chgrps back.
+    let outsider = Ctx {
+        groups: vec![50],
+        ..Ctx::user(1000, 1000)
+    };
+    let to50 = SetAttr {
+        gid: Some(50),
+        ..Default::default()
+    };
+    assert_eq!(e.setattr(&outsider, f.ino, &to50).unwrap().perm, 0o745);
+    assert_eq!(fs.setattr_as(&outsider, g.ino, &to50).unwrap().perm, 0o745);
+}
+
+/// Before: both modes linked an inode with no name left when it was open
+/// (a file unlinked while open: the engine could not tell it from an
+/// O_TMPFILE, and relied on the kernel), which Linux refuses (ENOENT).
+#[test]
+fn link_of_a_file_unlinked_while_open_is_enoent_in_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create_open(&root, ROOT_INO, b"f", 0o644).unwrap();
+    e.unlink(&root, ROOT_INO, b"f").unwrap();
+    assert_eq!(
+        e.link(&root, f.ino, ROOT_INO, b"g").err(),
+        Some(Error::NotFound)
+    );
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    fs.open_file(g.ino).unwrap();
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(fs.link(g.ino, ROOT_INO, b"g").err(), Some(Error::NotFound));
+    fs.release(g.ino).unwrap();
+}
+
+/// Before: an empty xattr name was EINVAL on the engine (ERANGE on the
+/// shared namespace), and `user.` alone EOPNOTSUPP on the shared namespace
+/// (EINVAL on the engine). Linux: ERANGE and EINVAL.
+#[test]
+fn a_bad_xattr_name_gets_the_same_errno_from_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let mut long = b"user.".to_vec();
+    long.resize(256, b'a');
+    for (name, want) in [
+        (&b""[..], Error::Range),
+        (&long[..], Error::Range),
+        (b"user.", Error::Invalid),
+        (b"trusted.", Error::Invalid),
+        (b"nonamespace", Error::NotSupported),
+        (b"system.other", Error::NotSupported),
+    ] {
+        let what = String::from_utf8_lossy(name);
+        assert_eq!(
+            e.setxattr(&root, f.ino, name, b"v", 0),
+            Err(want.clone()),
+            "engine set {what}"
+        );
+        assert_eq!(
+            fs.setxattr(g.ino, name, b"v", 0),
+            Err(want.clone()),
+            "shared set {what}"
+        );
+        assert_eq!(
+            e.getxattr(f.ino, name),
+            Err(want.clone()),
+            "engine get {what}"
+        );
+        assert_eq!(
+            fs.getxattr(g.ino, name),
+            Err(want.clone()),
+            "shared get {what}"
+        );
+        assert_eq!(
+            e.removexattr(&root, f.ino, name),
+            Err(want.clone()),
+            "engine remove {what}"
+        );
+        assert_eq!(
+            fs.removexattr(g.ino, name),
+            Err(want),
+            "shared remove {what}"
+        );
+    }
+    let big = vec![0; shoal_core::XATTR_SIZE_MAX + 1];
+    assert_eq!(
+        e.setxattr(&root, f.ino, b"user.x", &big, 0),
+        Err(Error::Range)
+    );
+    assert_eq!(fs.setxattr(g.ino, b"user.x", &big, 0), Err(Error::Range));
+}
+
+/// A setxattr of one mode.
+type Set<'a> = dyn Fn(&[u8], &[u8]) -> Result<(), Error> + 'a;
+
+/// Before: the engine checked its xattr total only when a name was added,
+/// so a replacement could grow an inode's xattrs past it. Each mode's
+/// total is its row of the differences table.
+#[test]
+fn an_xattr_replaced_past_the_modes_total_is_enospc() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    // Fill to 100 bytes under the total with names of 6 bytes ("user.a"...).
+    let fill = |total: usize, set: &Set| {
+        let mut left = total - 100;
+        for c in b'a'..=b'z' {
+            let v = (left - 6).min(60000);
+            set(&[b'u', b's', b'e', b'r', b'.', c], &vec![1; v]).unwrap();
+            left -= v + 6;
+            if left < 100 {
+                break;
+            }
+        }
+        // The last 100 (and a bit) in "user.z".
+        set(b"user.z", &vec![1; left + 94]).unwrap();
+        assert_eq!(set(b"user.z", &vec![1; left + 95]), Err(Error::NoSpace));
+    };
+    fill(modes::EMBEDDED.xattr_total, &|n, v| {
+        e.setxattr(&root, f.ino, n, v, 0)
+    });
+    fill(modes::SHARED.xattr_total, &|n, v| {
+        fs.setxattr(g.ino, n, v, 0)
+    });
+}
+
+/// The differences table, as each mode answers it: a shared namespace
+/// keeps fewer xattr bytes per inode and counts no subdirectories in a
+/// directory's link count (docs/rules.md says why).
+#[test]
+fn each_mode_answers_its_row_of_the_differences_table() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    // One value as large as the shared total allows less its name.
+    let v = vec![0; modes::SHARED.xattr_total - b"user.big".len()];
+    assert_eq!(e.setxattr(&root, f.ino, b"user.big", &v, 0), Ok(()));
+    assert_eq!(fs.setxattr(g.ino, b"user.big", &v, 0), Ok(()));
+    assert_eq!(
+        fs.setxattr(g.ino, b"user.more", b"x", 0),
+        Err(Error::NoSpace)
+    );
+    assert_eq!(e.setxattr(&root, f.ino, b"user.more", b"x", 0), Ok(()));
+    e.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
+    fs.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    let nlink = |counts: bool| if counts { 3 } else { 1 };
+    assert_eq!(
+        e.getattr(ROOT_INO).unwrap().nlink,
+        nlink(modes::EMBEDDED.dir_nlink_counts_subdirs)
+    );
+    assert_eq!(
+        fs.getattr(ROOT_INO).unwrap().nlink,
+        nlink(modes::SHARED.dir_nlink_counts_subdirs)
+    );
+}
