@@ -47,6 +47,7 @@ suite "first run: scripts/setup.sh on a bare Debian 12 (debootstrap minbase), a 
 suite "metrics endpoint (parsed by the Prometheus Python parser) and shoal status, embedded and on etcd" bash tests/scripts/metrics.sh
 suite "dump and load: embedded to etcd (data on SeaweedFS) to embedded, judged by rsync -aHAXn, getfattr, lsattr; a dump while writers run is a prefix of their log" bash tests/scripts/dump.sh
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
+suite "the kernel's caches kept an hour: what the daemon changes on its own (setuid, atime, chattr, ACL modes, mappings) seen by stat at once; name storms seen by a second process; both transports" bash tests/scripts/kernel-cache.sh
 suite "enospc" bash tests/scripts/enospc.sh
 suite "faults: the store's tables or journal made immutable, its directory removed at unmount: EIO, no hang, umount bounded with the reason, remount recovers what was fsync'ed" bash tests/scripts/faults.sh
 suite "file data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memory" bash tests/scripts/data.sh

@@ -92,12 +92,27 @@ pub struct FuseOptions {
     pub direct_create: bool,
 }
 
+/// How long the kernel keeps entries, attributes and negative entries of
+/// an embedded mount by default (`entry_ttl_ms`, `attr_ttl_ms`,
+/// `negative_ttl_ms`): one hour. The daemon is the only writer of an
+/// embedded store and every change reaches it through this mount's kernel
+/// (a bind mount shares the superblock), which updates or drops what it
+/// caches for each request it sends; what the daemon changes on its own it
+/// tells the kernel (FUSE_NOTIFY_INVAL_INODE: `drop_privileges`, `ioctl`,
+/// `open_handle`, `close_handle`). So the lifetime is not what keeps the
+/// caches true; it only bounds how long a missed case could show an old
+/// answer. With the old 1 s, a warm `git status` of the Linux tree sent
+/// about 86,600 LOOKUPs (issue 46; docs/design.md, "The kernel's caches").
+/// Mounts of a shared namespace keep their own `ttl_ms` (1 s): other mounts
+/// write there.
+pub const CACHE_TTL: Duration = Duration::from_secs(3600);
+
 impl Default for FuseOptions {
     fn default() -> Self {
         FuseOptions {
-            entry_ttl: Duration::from_secs(1),
-            attr_ttl: Duration::from_secs(1),
-            negative_ttl: Duration::from_secs(1),
+            entry_ttl: CACHE_TTL,
+            attr_ttl: CACHE_TTL,
+            negative_ttl: CACHE_TTL,
             // Four, on this 2-vCPU machine: crunl through the mount, one
             // worker, alternated three times: 4.9-7.9K pairs/s with two
             // threads, 7.4-9.8K with four (docs/perf-log/08-shared-lines-threads-commits.md). The
@@ -623,6 +638,7 @@ impl ShoalFs {
         let Some(o) = shard.get_mut(&ino) else {
             return;
         };
+        let mut last = false;
         if passthrough {
             o.passthrough = o.passthrough.saturating_sub(1);
             let writer = writable || o.writers > 0;
@@ -636,7 +652,8 @@ impl ShoalFs {
             {
                 tracing::warn!("inode {ino}: {e}");
             }
-            if o.passthrough == 0 {
+            last = o.passthrough == 0;
+            if last {
                 o.backing = None;
             }
         } else {
@@ -645,6 +662,22 @@ impl ShoalFs {
         if o.plain == 0 && o.passthrough == 0 {
             shard.remove(&ino);
         }
+        drop(shard);
+        if last {
+            // The refresh may have taken a size or time the kernel never
+            // saw (a write through a mapping), and `unpin_data` may have
+            // moved the bytes inline (st_blocks): the kernel keeps
+            // attributes for attr_ttl, so it drops them now.
+            if let Some(n) = self.notifier.get() {
+                let _ = n.inval_inode(INodeNo(ino), -1, 0);
+            }
+        }
+    }
+
+    /// Whether the inode has passthrough handles open (see `refresh`).
+    fn has_passthrough(&self, ino: u64) -> bool {
+        let shard = self.opened[ino as usize % 16].lock().unwrap();
+        shard.get(&ino).is_some_and(|o| o.passthrough > 0)
     }
 
     /// Before attributes are answered: what passthrough handles wrote.
@@ -754,16 +787,23 @@ impl ShoalFs {
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
         // A file with passthrough handles: its size and times as the kernel
         // wrote them, not as the inode had them.
+        // Those attributes are not kept by the kernel (as GETATTR's: the
+        // kernel changes the object through a mapping without a request).
+        let mut attr_ttl = self.opts.attr_ttl;
         let r = r.map(|a| match self.refresh(a.ino) {
-            true => self.engine.getattr(a.ino).unwrap_or(a),
+            true => {
+                attr_ttl = Duration::ZERO;
+                self.engine.getattr(a.ino).unwrap_or(a)
+            }
             false => a,
         });
         match r {
             Ok(a) => {
                 self.handed.push(parent.0, name.as_bytes());
+                // fuser's order: the attributes' lifetime first.
                 reply.entry_with_ttls(
+                    &attr_ttl,
                     &self.opts.entry_ttl,
-                    &self.opts.attr_ttl,
                     &self.fattr(&a),
                     Generation(0),
                 );
@@ -955,7 +995,10 @@ impl Filesystem for ShoalFs {
                     version: 0,
                 });
                 a.ino = INodeNo(0);
-                reply.entry_with_ttls(&self.opts.negative_ttl, &Duration::ZERO, &a, Generation(0));
+                // fuser's order is (attributes, entry): this sent the
+                // negative lifetime as the attributes' and 0 as the entry's
+                // until 2026-11-28, so the kernel kept no miss at all.
+                reply.entry_with_ttls(&Duration::ZERO, &self.opts.negative_ttl, &a, Generation(0));
             }
             r => self.entry(parent, name, reply, r),
         }
@@ -1406,11 +1449,19 @@ impl Filesystem for ShoalFs {
                     }
                     Err(err) => return reply.error(errno(&err)),
                 };
+                // One lifetime for the entry and its attributes (fuser's
+                // `add`): the shorter, and none for a file with passthrough
+                // handles (as `entry`).
+                let ttl = if self.has_passthrough(e.ino) {
+                    zero
+                } else {
+                    self.opts.entry_ttl.min(self.opts.attr_ttl)
+                };
                 if reply.add(
                     INodeNo(e.ino),
                     e.cookie,
                     OsStr::from_bytes(&e.name),
-                    &self.opts.entry_ttl,
+                    &ttl,
                     &self.fattr(&a),
                     Generation(0),
                 ) {
