@@ -29,7 +29,9 @@ cleanup() {
 }
 trap cleanup EXIT
 EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$D" 24600)
-S3=$(bash "$ROOT/scripts/seaweed.sh" start "$W" 24650)
+# Signed requests only: shoal signs with this key (from the environment).
+export AWS_ACCESS_KEY_ID=shoal-dump AWS_SECRET_ACCESS_KEY=shoal-dump-secret
+S3=$(SEAWEED_KEYS=$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY bash "$ROOT/scripts/seaweed.sh" start "$W" 24650)
 U=etcd://$EPS/dumped
 clean() { "$SHOAL" fsck "$1" >"$WORK/dump-fsck.out" 2>&1 && grep -q " 0 problems" "$WORK/dump-fsck.out" || { cat "$WORK/dump-fsck.out"; fail "fsck of $1 after $2"; }; }
 

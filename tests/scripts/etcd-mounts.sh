@@ -27,7 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$D" 24200)
-S3=$(bash "$ROOT/scripts/seaweed.sh" start "$W" 24250)
+# Signed requests only: the mounts sign with this key (from the environment).
+export AWS_ACCESS_KEY_ID=shoal-mounts AWS_SECRET_ACCESS_KEY=shoal-mounts-secret
+S3=$(SEAWEED_KEYS=$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY bash "$ROOT/scripts/seaweed.sh" start "$W" 24250)
 U=etcd://$EPS/mounts
 check() { "$SHOAL" fsck "$1" | grep -q " 0 problems" || { "$SHOAL" fsck "$1"; fail "fsck after $2"; }; }
 # unnamed URL: objects no file names (fsck's count).
@@ -246,7 +248,7 @@ check "$U" "a mount was killed"
 # An object a crash left between its upload and its commit (put here by
 # hand, under a session that does not exist): fsck counts it, --repair
 # deletes it from the object store.
-curl -sf -X PUT --data-binary @"$WORK/etcd-closed" "$S3/shoal/mounts/00000000000fffff/00000000-000000000000dead-1" || fail "put a stray object"
+curl -sf --aws-sigv4 aws:amz:us-east-1:s3 --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT --data-binary @"$WORK/etcd-closed" "$S3/shoal/mounts/00000000000fffff/00000000-000000000000dead-1" || fail "put a stray object"
 [ "$(unnamed "$U")" = 1 ] || fail "fsck does not count the stray object: $("$SHOAL" fsck "$U" | head -1)"
 "$SHOAL" fsck --repair "$U" >/dev/null
 [ "$(unnamed "$U")" = 0 ] || fail "fsck --repair left the stray object"

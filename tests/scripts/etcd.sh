@@ -31,8 +31,12 @@ err=$("$SHOAL" mkfs tikv://127.0.0.1:1/x 2>&1) && fail "mkfs on TiKV in a shoal 
 # nothing is made.
 err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=" 2>&1) && fail "mkfs took an empty endpoint"
 [[ $err == *"endpoint= takes http://"* ]] || fail "bad endpoint message: $err"
-err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=http://127.0.0.1:1" 2>&1) && fail "mkfs took an object store that does not answer"
-[[ $err == *"does the bucket exist"* ]] || fail "unreachable object store message: $err"
+err=$("$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=http://127.0.0.1:1&anonymous=1" 2>&1) && fail "mkfs took an object store that does not answer"
+[[ $err == *"is an S3 server answering"* ]] || fail "unreachable object store message: $err"
+[ $(wc -l <<<"$err") -eq 1 ] || fail "object store error is not one line: $err"
+# No credentials anywhere: refused, never unsigned unless the URL says so.
+err=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME=/nonexistent "$SHOAL" mkfs "$U-d" --data "s3://b/p?endpoint=http://127.0.0.1:1" 2>&1) && fail "mkfs took an object store without credentials"
+[[ $err == *"no credentials"*"anonymous=1"* ]] || fail "no-credentials message: $err"
 [ $(wc -l <<<"$err") -eq 1 ] || fail "object store error is not one line: $err"
 err=$("$SHOAL" mkfs "$WORK/etcd-local.store" --data file:///tmp/x 2>&1) && fail "--data was taken for a store directory"
 [[ $err == *"--data is for a filesystem on etcd"* ]] || fail "--data on a directory message: $err"

@@ -133,9 +133,10 @@ impl Seaweed {
         );
     }
 
-    /// The data URL of a namespace under `prefix` in the bucket.
+    /// The data URL of a namespace under `prefix` in the bucket (unsigned
+    /// requests, said explicitly: this server takes anonymous ones).
     pub fn url(&self, prefix: &str) -> String {
-        format!("s3://shoal/{prefix}?endpoint={}", self.endpoint)
+        format!("s3://shoal/{prefix}?endpoint={}&anonymous=1", self.endpoint)
     }
 }
 
