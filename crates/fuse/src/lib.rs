@@ -1096,8 +1096,14 @@ impl Filesystem for ShoalFs {
         } else {
             self.ctx(req)
         };
+        // No lifetime while passthrough handles are open (as GETATTR's).
+        let ttl = if self.has_passthrough(ino.0) {
+            Duration::ZERO
+        } else {
+            self.opts.attr_ttl
+        };
         match self.engine.setattr(&ctx, ino.0, &sa) {
-            Ok(a) => reply.attr(&self.opts.attr_ttl, &self.fattr(&a)),
+            Ok(a) => reply.attr(&ttl, &self.fattr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
