@@ -28,6 +28,26 @@ pub enum Error {
     Corrupted(String),
     /// The store failed (a write or sync error). The engine turns read-only.
     Io(String),
+    /// Inside the shared namespace only: run the operation again
+    /// ([`Again`]). Its transaction loop (`shared::ns`) consumes every one;
+    /// none reaches a caller (an adapter that met one would answer EIO).
+    /// A variant of its own, not a message inside `Io`, so that no
+    /// rewording (`about`) can turn a retry into an error users see.
+    #[doc(hidden)]
+    Again(Again),
+}
+
+/// Why the shared namespace runs an operation again (`Error::Again`).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    /// A key changed between two reads of one transaction.
+    Conflict,
+    /// A create whose directory this daemon took meanwhile: from memory.
+    Leased,
+    /// A create met another daemon's lease on its directory: take the
+    /// lease of its name's range.
+    LeasedElsewhere,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

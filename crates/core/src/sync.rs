@@ -79,6 +79,8 @@ mod raw {
 /// the armed fault points. None is held across another lock of the protocol
 /// except where docs/locking.md ("Uncounted locks") says so.
 pub type PlainMutex<T> = parking_lot::Mutex<T>;
+/// A `PlainMutex`'s guard.
+pub type PlainMutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 pub use parking_lot::const_mutex as const_plain_mutex;
 
 /// Lock classes, as in seed 002's lockmeter table and XFS's lock classes.

@@ -18,9 +18,9 @@
 //!   objects no inode names, and for fsck).
 
 use crate::error::{Error, Result};
+use crate::sync::PlainMutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 /// Where a shared namespace keeps file data past the inline size.
 pub trait Blobs: Send + Sync + 'static {
@@ -35,7 +35,7 @@ pub trait Blobs: Send + Sync + 'static {
 /// Objects in memory, with counts of the calls (for the tests).
 #[derive(Default)]
 pub struct MemBlobs {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+    objects: PlainMutex<BTreeMap<String, Vec<u8>>>,
     pub puts: AtomicU64,
     pub gets: AtomicU64,
     pub deletes: AtomicU64,
@@ -43,7 +43,7 @@ pub struct MemBlobs {
 
 impl MemBlobs {
     pub fn len(&self) -> usize {
-        self.objects.lock().unwrap().len()
+        self.objects.lock().len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -53,15 +53,12 @@ impl MemBlobs {
 impl Blobs for MemBlobs {
     fn put(&self, name: &str, bytes: &[u8]) -> Result<()> {
         self.puts.fetch_add(1, Ordering::Relaxed);
-        self.objects
-            .lock()
-            .unwrap()
-            .insert(name.to_string(), bytes.to_vec());
+        self.objects.lock().insert(name.to_string(), bytes.to_vec());
         Ok(())
     }
     fn get(&self, name: &str, off: u64, len: u64) -> Result<Vec<u8>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
-        let g = self.objects.lock().unwrap();
+        let g = self.objects.lock();
         let v = g.get(name).ok_or(Error::NotFound)?;
         let s = (off as usize).min(v.len());
         let e = (off.saturating_add(len) as usize).min(v.len());
@@ -69,14 +66,13 @@ impl Blobs for MemBlobs {
     }
     fn delete(&self, name: &str) -> Result<()> {
         self.deletes.fetch_add(1, Ordering::Relaxed);
-        self.objects.lock().unwrap().remove(name);
+        self.objects.lock().remove(name);
         Ok(())
     }
     fn list(&self) -> Result<Vec<(String, u64)>> {
         Ok(self
             .objects
             .lock()
-            .unwrap()
             .iter()
             .map(|(k, v)| (k.clone(), v.len() as u64))
             .collect())

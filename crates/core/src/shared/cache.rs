@@ -23,8 +23,8 @@
 //! a stale answer can never become a lost update.
 
 use super::{Op, Rev};
+use crate::sync::PlainMutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 /// What one cached key costs beyond its key's and value's bytes: the
 /// map's slot, the two vectors' headers and their allocations' rounding.
@@ -57,7 +57,7 @@ struct State {
 }
 
 pub(super) struct RecordCache {
-    st: Mutex<State>,
+    st: PlainMutex<State>,
 }
 
 /// Whether the cache holds this kind of key.
@@ -104,7 +104,7 @@ impl RecordCache {
     /// A cache that holds at most `max_bytes` (`cost`); 0 holds nothing.
     pub(super) fn new(max_bytes: u64) -> RecordCache {
         RecordCache {
-            st: Mutex::new(State {
+            st: PlainMutex::new(State {
                 max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
                 ..State::default()
             }),
@@ -114,7 +114,7 @@ impl RecordCache {
     /// The value of `key` if known (Some(None): known absent), only while
     /// the stream follows.
     pub(super) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        let st = self.st.lock().unwrap();
+        let st = self.st.lock();
         if !st.following {
             return None;
         }
@@ -126,7 +126,7 @@ impl RecordCache {
         if !cached(key) {
             return;
         }
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.lock();
         if st.following && at >= st.floor {
             st.put(key, value, at);
         }
@@ -139,7 +139,7 @@ impl RecordCache {
         &self,
         changes: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, Rev)>,
     ) {
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.lock();
         if !st.following {
             return;
         }
@@ -168,7 +168,7 @@ impl RecordCache {
     /// Forget what `ops` wrote: a commit whose outcome is not known. (If
     /// it applied, the stream delivers it, newer than any read before it.)
     pub(super) fn unsure(&self, ops: &[Op]) {
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.lock();
         for op in ops {
             if let Some((v, _)) = st.keys.remove(op.key()) {
                 st.bytes -= cost(op.key(), v.as_deref());
@@ -179,7 +179,7 @@ impl RecordCache {
     /// The stream follows from revision `from` on (inclusive), or has
     /// stopped (`None`): either way everything known is dropped.
     pub(super) fn restart(&self, from: Option<Rev>) {
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.lock();
         st.keys.clear();
         st.bytes = 0;
         st.following = from.is_some();
@@ -192,7 +192,7 @@ impl RecordCache {
 
     /// Keys held now, and what they cost (for `stats`).
     pub(super) fn len(&self) -> (usize, usize) {
-        let st = self.st.lock().unwrap();
+        let st = self.st.lock();
         (st.keys.len(), st.bytes)
     }
 }

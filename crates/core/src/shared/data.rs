@@ -42,10 +42,11 @@ use super::blob::Blobs;
 use super::ns::SharedStats;
 use super::ns::{Node, SharedFs, Tx, SHARED_INLINE_MAX};
 use crate::error::{Error, Result};
+use crate::sync::PlainMutex;
 use crate::types::{Attr, Ino, Kind, Ts};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// Bytes per chunk: one object holds at most this much of a file.
 pub const DATA_CHUNK: u64 = 4 << 20;
@@ -202,9 +203,9 @@ type Fetch = Arc<OnceLock<Result<Arc<Vec<u8>>>>>;
 /// read ended, to tell a sequential reader and fetch ahead of it.
 #[derive(Default)]
 pub struct ChunkReader {
-    cache: Mutex<ChunkCache>,
-    fetching: Mutex<HashMap<String, Fetch>>,
-    last_end: Mutex<HashMap<Ino, u64>>,
+    cache: PlainMutex<ChunkCache>,
+    fetching: PlainMutex<HashMap<String, Fetch>>,
+    last_end: PlainMutex<HashMap<Ino, u64>>,
     ahead: AtomicUsize,
 }
 
@@ -218,7 +219,7 @@ impl ChunkReader {
         name: &str,
         len: u64,
     ) -> Result<Arc<Vec<u8>>> {
-        if let Some(v) = self.cache.lock().unwrap().get(name) {
+        if let Some(v) = self.cache.lock().get(name) {
             if v.len() as u64 >= len {
                 return Ok(v);
             }
@@ -228,19 +229,18 @@ impl ChunkReader {
             stats.blob_gets.fetch_add(1, Ordering::Relaxed);
             v.resize(len as usize, 0);
             let v = Arc::new(v);
-            self.cache.lock().unwrap().put(name.to_string(), v.clone());
+            self.cache.lock().put(name.to_string(), v.clone());
             Ok(v)
         };
         let cell = self
             .fetching
             .lock()
-            .unwrap()
             .entry(name.to_string())
             .or_default()
             .clone();
         let r = cell.get_or_init(get).clone();
         {
-            let mut f = self.fetching.lock().unwrap();
+            let mut f = self.fetching.lock();
             if f.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
                 f.remove(name);
             }
@@ -254,14 +254,8 @@ impl ChunkReader {
 
     /// Whether `name` is cached or being fetched.
     fn has(&self, name: &str) -> bool {
-        self.fetching.lock().unwrap().contains_key(name)
-            || self
-                .cache
-                .lock()
-                .unwrap()
-                .lru
-                .iter()
-                .any(|(n, _)| n == name)
+        self.fetching.lock().contains_key(name)
+            || self.cache.lock().lru.iter().any(|(n, _)| n == name)
     }
 }
 
@@ -317,14 +311,14 @@ impl SharedFs {
     }
 
     /// The buffer of `ino`, if this daemon has writes of it not committed.
-    pub(super) fn buffered(&self, ino: Ino) -> Option<Arc<Mutex<FileBuf>>> {
-        self.bufs.lock().unwrap().get(&ino).cloned()
+    pub(super) fn buffered(&self, ino: Ino) -> Option<Arc<PlainMutex<FileBuf>>> {
+        self.bufs.lock().get(&ino).cloned()
     }
 
     /// The size and time a stat shows on this daemon: with its buffered writes.
     pub(super) fn with_buffered(&self, mut a: Attr) -> Attr {
         if let Some(b) = self.buffered(a.ino) {
-            let b = b.lock().unwrap();
+            let b = b.lock();
             // A buffer holds writes once it has a time (one whose first
             // write failed before that holds none).
             if let Some(t) = b.mtime {
@@ -350,17 +344,17 @@ impl SharedFs {
         }
         self.blobs()?;
         let buf = {
-            let mut m = self.bufs.lock().unwrap();
+            let mut m = self.bufs.lock();
             m.entry(ino).or_default().clone()
         };
-        let mut b = buf.lock().unwrap();
+        let mut b = buf.lock();
         {
             // A flush committed this buffer and took it out of the map
             // while this write waited for it (a write into it would be in
             // no file's buffer: never committed, never read). It is empty
             // now, and becomes the file's buffer again; or another write
             // made a new one since, and this one goes there.
-            let mut m = self.bufs.lock().unwrap();
+            let mut m = self.bufs.lock();
             match m.get(&ino) {
                 Some(x) if Arc::ptr_eq(x, &buf) => {}
                 None => {
@@ -377,7 +371,7 @@ impl SharedFs {
             // A new buffer: from the file as committed.
             let n = self.load(ino)?;
             if n.attr.kind != Kind::File {
-                let mut m = self.bufs.lock().unwrap();
+                let mut m = self.bufs.lock();
                 if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
                     m.remove(&ino);
                 }
@@ -549,7 +543,7 @@ impl SharedFs {
     }
 
     pub fn flush_all(&self) -> Result<()> {
-        let inos: Vec<Ino> = self.bufs.lock().unwrap().keys().copied().collect();
+        let inos: Vec<Ino> = self.bufs.lock().keys().copied().collect();
         let mut first = Ok(());
         for ino in inos {
             let r = self.flush(ino);
@@ -582,7 +576,7 @@ impl SharedFs {
         let Some(blobs) = &self.blobs else { return };
         let r = &self.chunks;
         let sequential = {
-            let mut last = r.last_end.lock().unwrap();
+            let mut last = r.last_end.lock();
             if last.len() >= 4096 {
                 last.clear();
             }
@@ -623,14 +617,14 @@ impl SharedFs {
         let Some(buf) = self.buffered(ino) else {
             return Ok(());
         };
-        let mut b = buf.lock().unwrap();
+        let mut b = buf.lock();
         let r = self.commit_buffer(ino, &mut b);
         if matches!(r, Ok(()) | Err(Error::NotFound)) {
             self.dirty_total.fetch_sub(b.dirty_bytes, Ordering::Relaxed);
             *b = FileBuf::default();
             // Out of the map before the buffer's lock goes: a write that
             // waited for it then finds it gone and puts it back (`write`).
-            let mut m = self.bufs.lock().unwrap();
+            let mut m = self.bufs.lock();
             if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
                 m.remove(&ino);
             }
@@ -776,7 +770,7 @@ impl SharedFs {
     /// Read from a file: its buffered writes, else what is committed.
     pub fn read(&self, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
         if let Some(buf) = self.buffered(ino) {
-            let b = buf.lock().unwrap();
+            let b = buf.lock();
             if b.mtime.is_some() {
                 return self.read_from(ino, off, len, b.size, &b.base, &b.inline, &b.dirty);
             }

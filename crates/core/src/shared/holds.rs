@@ -34,10 +34,11 @@
 use super::ns::{ikey, okey, skey, Node, SharedFs, Tx};
 use super::Cond;
 use crate::error::Result;
+use crate::sync::PlainMutex;
 use crate::types::Ino;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// `H ino`: where the holds of `ino` start.
@@ -63,12 +64,12 @@ fn hrange(ino: Ino) -> (Vec<u8>, Vec<u8>) {
 #[derive(Default)]
 pub(super) struct Holds {
     /// Inodes this daemon holds (`H ino sid`).
-    held: Mutex<HashSet<Ino>>,
+    held: PlainMutex<HashSet<Ino>>,
     /// Inodes this daemon unlinked, and when to try to remove each.
-    due: Mutex<Vec<(Instant, Ino)>>,
+    due: PlainMutex<Vec<(Instant, Ino)>>,
     /// When `hold_unlinked` last read every open file's record from the
     /// store rather than the record cache.
-    read_fresh: Mutex<Option<Instant>>,
+    read_fresh: PlainMutex<Option<Instant>>,
 }
 
 impl SharedFs {
@@ -87,7 +88,7 @@ impl SharedFs {
     /// Try to remove `ino`, an orphan of this daemon, after the grace.
     pub(super) fn remove_after_grace(&self, ino: Ino) {
         let at = Instant::now() + self.grace;
-        self.holds.due.lock().unwrap().push((at, ino));
+        self.holds.due.lock().push((at, ino));
     }
 
     /// Give back this daemon's hold of `ino` and remove the inode if it
@@ -143,13 +144,13 @@ impl SharedFs {
 
     /// Whether this daemon holds `ino` (its last close gives it back).
     pub(super) fn holds_open(&self, ino: Ino) -> bool {
-        self.holds.held.lock().unwrap().contains(&ino)
+        self.holds.held.lock().contains(&ino)
     }
 
     /// The last close here of `ino`, which this daemon holds: give the
     /// hold back, and remove the inode if no one else holds it.
     pub(super) fn unhold(&self, ino: Ino) -> Result<()> {
-        if !self.holds.held.lock().unwrap().remove(&ino) {
+        if !self.holds.held.lock().remove(&ino) {
             return Ok(());
         }
         self.unhold_and_remove(ino)
@@ -158,7 +159,7 @@ impl SharedFs {
     /// Hold every file open here whose last name went elsewhere.
     fn hold_unlinked(&self) -> Result<()> {
         let open = self.open_inodes();
-        let held = self.holds.held.lock().unwrap().clone();
+        let held = self.holds.held.lock().clone();
         let want: Vec<Ino> = open.into_iter().filter(|i| !held.contains(i)).collect();
         if want.is_empty() {
             return Ok(());
@@ -168,7 +169,7 @@ impl SharedFs {
         // grace all are read: a stream that stalls (the session and the
         // reads fine) must not hide an unlink past the grace.
         let fresh = {
-            let mut last = self.holds.read_fresh.lock().unwrap();
+            let mut last = self.holds.read_fresh.lock();
             let due = !self.has_watch || last.is_none_or(|t| t.elapsed() >= self.grace / 4);
             if due {
                 *last = Some(Instant::now());
@@ -211,7 +212,7 @@ impl SharedFs {
                 Ok(true)
             })?;
             if done {
-                self.holds.held.lock().unwrap().insert(ino);
+                self.holds.held.lock().insert(ino);
                 // Closed while this committed: give it back now.
                 if !self.is_open(ino) {
                     self.unhold(ino)?;
@@ -263,7 +264,7 @@ impl SharedFs {
     fn remove_due(&self) -> Result<()> {
         let now = Instant::now();
         let ready: Vec<Ino> = {
-            let mut due = self.holds.due.lock().unwrap();
+            let mut due = self.holds.due.lock();
             let (ready, wait): (Vec<_>, Vec<_>) = due.drain(..).partition(|(t, _)| *t <= now);
             *due = wait;
             ready.into_iter().map(|(_, i)| i).collect()

@@ -55,10 +55,11 @@
 use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
 use super::{Cond, KvError, Op, Outcome};
 use crate::error::{Error, Result};
+use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
 use crate::types::{Attr, Ino, Kind, Ts};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// Creates in a row in one directory (by transactions) before the daemon
@@ -293,7 +294,7 @@ impl State {
 
 /// The daemon's leases and its queue of creates acknowledged from memory.
 pub(super) struct Leases {
-    st: Mutex<State>,
+    st: PlainMutex<State>,
     cv: Condvar,
     /// This daemon takes leases (`SessionOpts::dir_leases`, and the store
     /// has a change stream to hear requests on).
@@ -303,7 +304,7 @@ pub(super) struct Leases {
 impl Leases {
     pub(super) fn new(enabled: bool) -> Leases {
         Leases {
-            st: Mutex::new(State::default()),
+            st: PlainMutex::new(State::default()),
             cv: Condvar::new(),
             enabled,
         }
@@ -314,11 +315,9 @@ impl Leases {
     /// each other: two threads that each notified before waiting woke one
     /// another without end (two workers on a full queue: 5,000-8,800
     /// creates/s in process against 11,000-13,600 for one).
-    fn wait<'a>(&self, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.cv
-            .wait_timeout(st, Duration::from_millis(50))
-            .unwrap()
-            .0
+    fn wait<'a>(&self, mut st: PlainMutexGuard<'a, State>) -> PlainMutexGuard<'a, State> {
+        self.cv.wait_for(&mut st, Duration::from_millis(50));
+        st
     }
 }
 
@@ -352,18 +351,18 @@ impl SharedFs {
     /// since the last renewal was sent. Only then is anything answered from
     /// memory (after it ends, another daemon could win what was answered).
     fn session_sure(&self) -> bool {
-        self.renewed.lock().unwrap().elapsed() < self.ttl / 2
+        self.renewed.lock().elapsed() < self.ttl / 2
     }
 
     /// Whether this daemon holds a lease on any of `dir`'s ranges.
     pub(super) fn holds(&self, dir: Ino) -> bool {
-        self.leases.enabled && self.leases.st.lock().unwrap().held.contains_key(&dir)
+        self.leases.enabled && self.leases.st.lock().held.contains_key(&dir)
     }
 
     /// Whether this daemon holds the lease on the range of `dir` that
     /// `name` falls in.
     pub(super) fn holds_name(&self, dir: Ino, name: &[u8]) -> bool {
-        self.leases.enabled && self.leases.st.lock().unwrap().range(dir, name).is_some()
+        self.leases.enabled && self.leases.st.lock().range(dir, name).is_some()
     }
 
     /// A queued create's record (it is not in the store yet).
@@ -374,14 +373,14 @@ impl SharedFs {
         if !self.leases.enabled {
             return None;
         }
-        self.leases.st.lock().unwrap().dir_times.get(&dir).copied()
+        self.leases.st.lock().dir_times.get(&dir).copied()
     }
 
     /// Forget `dir`'s latest create from memory (its batches committed,
     /// and a setattr set its times since).
     pub(super) fn forget_dir_time(&self, dir: Ino) {
         if self.leases.enabled {
-            self.leases.st.lock().unwrap().dir_times.remove(&dir);
+            self.leases.st.lock().dir_times.remove(&dir);
         }
     }
 
@@ -389,7 +388,7 @@ impl SharedFs {
         if !self.leases.enabled {
             return None;
         }
-        self.leases.st.lock().unwrap().nodes.get(&ino).cloned()
+        self.leases.st.lock().nodes.get(&ino).cloned()
     }
 
     /// Change, in memory, a node created from memory whose batch has not
@@ -406,7 +405,7 @@ impl SharedFs {
         if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
             return None;
         }
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         // Its record is here until its batch committed; it is still in the
         // queue until its batch left (then the batch has it encoded).
         if !st.nodes.contains_key(&ino)
@@ -431,7 +430,7 @@ impl SharedFs {
         if !self.leases.enabled {
             return None;
         }
-        let st = self.leases.st.lock().unwrap();
+        let st = self.leases.st.lock();
         let h = st.range(dir, name).filter(|h| !h.moved)?;
         Some(match h.names.get(name) {
             Some(&(ino, _)) => Known::At(ino),
@@ -445,7 +444,7 @@ impl SharedFs {
             return Ok(());
         }
         let since = Instant::now();
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         let mut woke = false;
         while !st.queue.is_empty() || st.in_flight > 0 {
             st.urgent = true;
@@ -472,7 +471,7 @@ impl SharedFs {
     /// creates acknowledged from memory and not yet committed (what a
     /// kill -9 would lose): for `shoal stats` and the metrics.
     pub fn leases_held(&self) -> (usize, usize, usize) {
-        let st = self.leases.st.lock().unwrap();
+        let st = self.leases.st.lock();
         let ranges = st.held.values().map(Vec::len).sum();
         (st.held.len(), ranges, st.queue.len() + st.in_flight)
     }
@@ -507,7 +506,7 @@ impl SharedFs {
         let mut wanted = false;
         let mut asked: Option<Instant> = None;
         loop {
-            let mut st = self.leases.st.lock().unwrap();
+            let mut st = self.leases.st.lock();
             while st.queue.len() >= MAX_QUEUE && st.stalled.is_none() {
                 // The store does not keep up: by transaction (which waits
                 // for the queue, a bounded time); in a range held here, wait
@@ -632,7 +631,7 @@ impl SharedFs {
             st.acquiring.insert(parent);
             drop(st);
             let took = self.acquire(parent, name);
-            self.leases.st.lock().unwrap().acquiring.remove(&parent);
+            self.leases.st.lock().acquiring.remove(&parent);
             self.leases.cv.notify_all();
             match took? {
                 Acquired::Took => {}
@@ -682,12 +681,7 @@ impl SharedFs {
     /// it at the next create there (the streak is shown).
     pub(super) fn want_lease(&self, dir: Ino) {
         if self.leases.enabled {
-            self.leases
-                .st
-                .lock()
-                .unwrap()
-                .streak
-                .insert(dir, STREAK - 1);
+            self.leases.st.lock().streak.insert(dir, STREAK - 1);
         }
     }
 
@@ -695,7 +689,7 @@ impl SharedFs {
     /// it are taken from memory.
     pub(super) fn not_streaking(&self, dir: Ino) {
         if self.leases.enabled {
-            self.leases.st.lock().unwrap().streak.remove(&dir);
+            self.leases.st.lock().streak.remove(&dir);
         }
     }
 
@@ -781,7 +775,7 @@ impl SharedFs {
         })();
         match listing {
             Ok(Some((node, names, at))) => {
-                let mut st = self.leases.st.lock().unwrap();
+                let mut st = self.leases.st.lock();
                 st.held.entry(dir).or_default().push(Held {
                     lo,
                     hi,
@@ -816,7 +810,7 @@ impl SharedFs {
         hi: Option<&[u8]>,
         at: super::Rev,
     ) -> Option<Names> {
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         if at == 0 {
             st.cold.remove(&dir);
             return None;
@@ -834,12 +828,7 @@ impl SharedFs {
         }
         let since = Instant::now();
         while st.following && st.seen < at && since.elapsed() < Duration::from_secs(1) {
-            st = self
-                .leases
-                .cv
-                .wait_timeout(st, Duration::from_millis(10))
-                .unwrap()
-                .0;
+            self.leases.cv.wait_for(&mut st, Duration::from_millis(10));
         }
         let mut c = st.cold.remove(&dir)?;
         c.names.retain(|n, _| in_range(n, lo, hi));
@@ -852,7 +841,7 @@ impl SharedFs {
         if !self.leases.enabled {
             return;
         }
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         for e in evs {
             st.seen = st.seen.max(e.rev);
             match e.key.first() {
@@ -893,7 +882,7 @@ impl SharedFs {
     }
 
     fn not_before(&self, dir: Ino, d: Duration) {
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         if st.not_before.len() > 4096 {
             st.not_before.clear();
         }
@@ -912,7 +901,7 @@ impl SharedFs {
         asked: Option<&[u8]>,
     ) -> Result<()> {
         let los: Vec<Vec<u8>> = {
-            let st = self.leases.st.lock().unwrap();
+            let st = self.leases.st.lock();
             let Some(hs) = st.held.get(&dir) else {
                 return Ok(());
             };
@@ -942,7 +931,7 @@ impl SharedFs {
     /// delete its lease (and any request for the directory).
     fn give_back(&self, dir: Ino, lo: &[u8], asked: bool) -> Result<()> {
         {
-            let mut st = self.leases.st.lock().unwrap();
+            let mut st = self.leases.st.lock();
             loop {
                 match st.at_lo(dir, lo) {
                     None => return Ok(()),
@@ -964,7 +953,7 @@ impl SharedFs {
             self.keep_cold(dir, lo);
             self.delete_lease(dir, lo)
         });
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         st.remove(dir, lo);
         st.due.remove(&(dir, lo.to_vec()));
         if r.is_err() {
@@ -999,7 +988,7 @@ impl SharedFs {
         // past the new bound until the split commits: nothing looks them
         // up in this range any more).
         let (s, upper, old_hi) = {
-            let mut st = self.leases.st.lock().unwrap();
+            let mut st = self.leases.st.lock();
             let Some(h) = st
                 .at_lo(dir, lo)
                 .filter(|h| !h.releasing && h.contains(wanted))
@@ -1030,7 +1019,7 @@ impl SharedFs {
         };
         let r = self.commit_split(dir, lo, &s, upper);
         let kept = if upper { s.clone() } else { lo.to_vec() };
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         let Some(h) = st.at_lo(dir, &kept) else {
             return r.map(|_| false);
         };
@@ -1102,7 +1091,7 @@ impl SharedFs {
     /// Keep a held range's listing as the directory's cold one, from its
     /// revision on (while the stream follows).
     fn keep_cold(&self, dir: Ino, lo: &[u8]) {
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         if !st.following {
             return;
         }
@@ -1166,15 +1155,7 @@ impl SharedFs {
         if !self.leases.enabled {
             return Ok(());
         }
-        let dirs: Vec<Ino> = self
-            .leases
-            .st
-            .lock()
-            .unwrap()
-            .held
-            .keys()
-            .copied()
-            .collect();
+        let dirs: Vec<Ino> = self.leases.st.lock().held.keys().copied().collect();
         let mut first = self.settle();
         for d in dirs {
             let r = self.release_lease(d, None, None);
@@ -1188,9 +1169,9 @@ impl SharedFs {
     /// One round of the flusher: wait for queued creates (up to `wait`),
     /// commit as many as one transaction takes.
     fn flush_round(&self, wait: Duration) {
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         if st.queue.is_empty() {
-            st = self.leases.cv.wait_timeout(st, wait).unwrap().0;
+            self.leases.cv.wait_for(&mut st, wait);
         }
         // Linger for a fuller batch (each commit costs every etcd member
         // CPU and a disk flush, whatever its size), unless someone waits.
@@ -1198,7 +1179,7 @@ impl SharedFs {
             if st.urgent || st.queue.len() >= FULL || age >= LINGER {
                 break;
             }
-            st = self.leases.cv.wait_timeout(st, LINGER - age).unwrap().0;
+            self.leases.cv.wait_for(&mut st, LINGER - age);
         }
         if st.queue.is_empty() || self.lost.load(Ordering::Relaxed) {
             st.urgent = false;
@@ -1235,7 +1216,7 @@ impl SharedFs {
         st.in_flight = n;
         drop(st);
         let r = self.commit_batch(&ops);
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         st.in_flight = 0;
         match r {
             Ok(()) => {
@@ -1318,7 +1299,7 @@ impl SharedFs {
     /// How long the stream may wait for changes before a requested
     /// directory's slice ends (`release_due`).
     pub(super) fn lease_wait(&self) -> Duration {
-        let st = self.leases.st.lock().unwrap();
+        let st = self.leases.st.lock();
         let now = Instant::now();
         st.due
             .values()
@@ -1331,7 +1312,7 @@ impl SharedFs {
     pub(super) fn release_due(&self) -> Result<()> {
         let now = Instant::now();
         let due: Vec<(Ino, Vec<u8>, Vec<u8>)> = {
-            let st = self.leases.st.lock().unwrap();
+            let st = self.leases.st.lock();
             st.due
                 .iter()
                 .filter(|(_, d)| d.at <= now)
@@ -1339,12 +1320,7 @@ impl SharedFs {
                 .collect()
         };
         for (dir, lo, wanted) in due {
-            self.leases
-                .st
-                .lock()
-                .unwrap()
-                .due
-                .remove(&(dir, lo.clone()));
+            self.leases.st.lock().due.remove(&(dir, lo.clone()));
             self.release_lease(dir, Some(&lo), Some(&wanted))?;
         }
         Ok(())
@@ -1358,7 +1334,7 @@ impl SharedFs {
             return;
         }
         let held: Vec<Ino> = {
-            let mut st = self.leases.st.lock().unwrap();
+            let mut st = self.leases.st.lock();
             st.cold.clear();
             st.following = true;
             st.seen = at;
@@ -1367,7 +1343,7 @@ impl SharedFs {
         for d in held {
             if let Ok(Some(v)) = self.store.get(&rkey(d)) {
                 if v.value.len() >= 8 && v.value[..8] != self.sid.to_le_bytes() {
-                    self.leases.st.lock().unwrap().asked_for(d, &v.value[8..]);
+                    self.leases.st.lock().asked_for(d, &v.value[8..]);
                 }
             }
         }
@@ -1375,7 +1351,7 @@ impl SharedFs {
 
     /// The change stream broke: no listing is kept until it follows again.
     pub(super) fn lease_stream_lost(&self) {
-        let mut st = self.leases.st.lock().unwrap();
+        let mut st = self.leases.st.lock();
         st.following = false;
         st.cold.clear();
     }
@@ -1391,8 +1367,7 @@ impl SharedFs {
             .name("shoal-lease-flush".into())
             .spawn(move || loop {
                 let Some(fs) = weak.upgrade() else { return };
-                if fs.stop.load(Ordering::Relaxed) && fs.leases.st.lock().unwrap().queue.is_empty()
-                {
+                if fs.stop.load(Ordering::Relaxed) && fs.leases.st.lock().queue.is_empty() {
                     return;
                 }
                 fs.flush_round(Duration::from_millis(100));

@@ -35,10 +35,11 @@
 use super::ns::{SharedFs, Tx};
 use super::Versioned;
 use crate::error::{Error, Result};
+use crate::sync::PlainMutex;
 use crate::types::Ino;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One lock held by one owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,7 +188,7 @@ fn session_key(ino: Ino, sid: u64) -> Vec<u8> {
 /// count of inodes it holds locks on lets a close on a daemon that holds
 /// no lock skip both.
 #[derive(Default)]
-pub struct Held(Mutex<HashMap<Ino, Arc<Mutex<Slot>>>>, AtomicUsize);
+pub struct Held(PlainMutex<HashMap<Ino, Arc<PlainMutex<Slot>>>>, AtomicUsize);
 
 /// One inode's locks held here, and the view of the others'.
 #[derive(Default)]
@@ -218,23 +219,23 @@ struct View {
 
 impl Held {
     /// `ino`'s slot, made if it has none.
-    fn slot(&self, ino: Ino) -> Arc<Mutex<Slot>> {
-        self.0.lock().unwrap().entry(ino).or_default().clone()
+    fn slot(&self, ino: Ino) -> Arc<PlainMutex<Slot>> {
+        self.0.lock().entry(ino).or_default().clone()
     }
 
     /// Done with a slot: past `SLOTS_MAX`, drop the slots of inodes
     /// with no lock held here that no one else is using. (A slot in use
     /// stays: one dropped while another thread waits on it would let two
     /// slots hold one inode's locks.)
-    fn tidy(&self, slot: Arc<Mutex<Slot>>) {
+    fn tidy(&self, slot: Arc<PlainMutex<Slot>>) {
         drop(slot);
-        let mut t = self.0.lock().unwrap();
+        let mut t = self.0.lock();
         if t.len() <= SLOTS_MAX {
             return;
         }
         // Only the table has it (a thread takes its own clone under the
         // table's mutex, held here): no one can be holding its mutex.
-        t.retain(|_, s| Arc::strong_count(s) > 1 || !s.lock().unwrap().mine.is_empty());
+        t.retain(|_, s| Arc::strong_count(s) > 1 || !s.lock().mine.is_empty());
     }
 }
 
@@ -284,14 +285,14 @@ impl SharedFs {
         }
         let slot = if want == Want::Unlock {
             // No slot, no lock held here on it (slots with locks stay).
-            match self.locks.0.lock().unwrap().get(&ino) {
+            match self.locks.0.lock().get(&ino) {
                 Some(s) => s.clone(),
                 None => return Ok(None),
             }
         } else {
             self.locks.slot(ino)
         };
-        let mut st = slot.lock().unwrap();
+        let mut st = slot.lock();
         let mine = st.mine.clone();
         let next = apply(&mine, req, want);
         if next == mine {
@@ -371,11 +372,11 @@ impl SharedFs {
 
     /// F_GETLK: the first lock of another owner that would stop `req`.
     pub fn getlk(&self, ino: Ino, req: &Lock) -> Result<Option<Lock>> {
-        let mine = match self.locks.0.lock().unwrap().get(&ino) {
+        let mine = match self.locks.0.lock().get(&ino) {
             Some(slot) => slot.clone(),
             None => Default::default(),
         };
-        let mine = mine.lock().unwrap().mine.clone();
+        let mine = mine.lock().mine.clone();
         let (others, _) = self.scan_locks(ino)?;
         Ok(self.blocking(&mine, &others, req))
     }
@@ -397,10 +398,10 @@ impl SharedFs {
 
     /// Inodes this daemon holds locks on, and how many locks.
     pub fn locks_held(&self) -> (usize, usize) {
-        let slots: Vec<_> = self.locks.0.lock().unwrap().values().cloned().collect();
+        let slots: Vec<_> = self.locks.0.lock().values().cloned().collect();
         let held: Vec<usize> = slots
             .iter()
-            .map(|s| s.lock().unwrap().mine.len())
+            .map(|s| s.lock().mine.len())
             .filter(|&n| n > 0)
             .collect();
         (held.len(), held.iter().sum())

@@ -46,14 +46,15 @@ use super::blob::Blobs;
 use super::data::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
 use crate::acl;
-use crate::error::{Error, Result};
+use crate::error::{Again, Error, Result};
 use crate::rules::names::{self, NameOp};
 use crate::rules::{self, modes};
 use crate::schema::{decode_inode, encode_inode};
+use crate::sync::PlainMutex;
 use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Inode numbers one claim gives a daemon.
@@ -313,7 +314,7 @@ impl Tx<'_> {
         match self.seen.get(&key) {
             // Changed between two reads of one operation: the commit would
             // fail on the first; fail now.
-            Some(&was) if was != rev => Err(Error::Io(RETRY.into())),
+            Some(&was) if was != rev => Err(RETRY),
             Some(_) => Ok(()),
             None => {
                 self.seen.insert(key.clone(), rev);
@@ -461,13 +462,13 @@ impl Tx<'_> {
     }
 }
 
-/// The marker of a transaction to run again (a key changed between two reads).
-const RETRY: &str = "shoal: retry";
-/// The marker of a create whose directory this daemon took meanwhile.
-const LEASED: &str = "shoal: leased";
+/// A transaction to run again (a key changed between two reads).
+const RETRY: Error = Error::Again(Again::Conflict);
+/// A create whose directory this daemon took meanwhile.
+const LEASED: Error = Error::Again(Again::Leased);
 /// A create met another daemon's lease on its directory: take the lease
 /// of its name's range (`mknod_in`).
-const LEASED_ELSEWHERE: &str = "shoal: leased elsewhere";
+const LEASED_ELSEWHERE: Error = Error::Again(Again::LeasedElsewhere);
 
 fn kv(e: KvError) -> Error {
     Error::from(e)
@@ -477,31 +478,31 @@ pub struct SharedFs {
     pub(super) store: Arc<dyn SharedStore>,
     pub(super) sid: u64,
     pub(super) lease: LeaseId,
-    chunk: Mutex<(u64, u64)>,
+    chunk: PlainMutex<(u64, u64)>,
     /// Directory -> when this daemon last wrote its time.
-    touched: Mutex<HashMap<Ino, Instant>>,
+    touched: PlainMutex<HashMap<Ino, Instant>>,
     dir_time: Duration,
     pub(super) unavailable_wait: Duration,
     pub stats: Arc<SharedStats>,
     pub(super) stop: Arc<AtomicBool>,
-    keeper: Mutex<Option<std::thread::JoinHandle<()>>>,
+    keeper: PlainMutex<Option<std::thread::JoinHandle<()>>>,
     /// The session's lease ended: every later commit would be fenced.
     pub(super) lost: Arc<AtomicBool>,
     /// Open handles per inode on this daemon: an inode whose last name goes
     /// while it is open here stays, as an orphan of this session.
-    opens: Mutex<HashMap<Ino, u32>>,
+    opens: PlainMutex<HashMap<Ino, u32>>,
     /// Revisions of this daemon's latest commits: the change stream's
     /// events at them are its own, which the kernel already knows.
-    own: Mutex<(
+    own: PlainMutex<(
         std::collections::VecDeque<u64>,
         std::collections::HashSet<u64>,
     )>,
     /// Inodes this daemon made orphans (their last close removes them).
-    orphaned: Mutex<std::collections::HashSet<Ino>>,
+    orphaned: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
     pub(super) blobs: Option<Arc<dyn Blobs>>,
     /// Files with writes not yet committed (`super::data`).
-    pub(super) bufs: Mutex<HashMap<Ino, Arc<Mutex<FileBuf>>>>,
+    pub(super) bufs: PlainMutex<HashMap<Ino, Arc<PlainMutex<FileBuf>>>>,
     /// This session's object counter (object names are unique per session).
     pub(super) blob_seq: AtomicU64,
     /// Bytes of every file's buffered writes (`super::data`), and their bound.
@@ -517,13 +518,13 @@ pub struct SharedFs {
     /// stream (`super::cache`).
     pub(super) cache: super::cache::RecordCache,
     /// Who gets the stream's changes (`subscribe`).
-    pub(super) subscribers: Mutex<Vec<std::sync::mpsc::Sender<Vec<super::Event>>>>,
+    pub(super) subscribers: PlainMutex<Vec<std::sync::mpsc::Sender<Vec<super::Event>>>>,
     /// The session lease's time to live.
     pub(super) ttl: Duration,
     /// When the last renewal that succeeded was sent: the lease lives at
     /// least `ttl` past it (`super::lease` acknowledges from memory only
     /// within half of that).
-    pub(super) renewed: Arc<Mutex<Instant>>,
+    pub(super) renewed: Arc<PlainMutex<Instant>>,
     /// This daemon's file locks (`super::locks`).
     pub(super) locks: super::locks::Held,
     /// How long an inode whose last name went waits before it is removed,
@@ -728,20 +729,20 @@ impl SharedFs {
             store: store.clone(),
             sid,
             lease,
-            chunk: Mutex::new((0, 0)),
-            touched: Mutex::new(HashMap::new()),
+            chunk: PlainMutex::new((0, 0)),
+            touched: PlainMutex::new(HashMap::new()),
             dir_time: opts.dir_time,
             unavailable_wait: opts.unavailable_wait,
             stats: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
-            keeper: Mutex::new(None),
+            keeper: PlainMutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
-            opens: Mutex::new(HashMap::new()),
+            opens: PlainMutex::new(HashMap::new()),
             locks: Default::default(),
-            orphaned: Mutex::new(Default::default()),
-            own: Mutex::new(Default::default()),
+            orphaned: PlainMutex::new(Default::default()),
+            own: PlainMutex::new(Default::default()),
             blobs,
-            bufs: Mutex::new(HashMap::new()),
+            bufs: PlainMutex::new(HashMap::new()),
             blob_seq: AtomicU64::new(0),
             dirty_total: AtomicU64::new(0),
             dirty_max: opts.dirty_max,
@@ -749,9 +750,9 @@ impl SharedFs {
             leases: super::lease::Leases::new(opts.dir_leases && has_watch),
             has_watch,
             cache: super::cache::RecordCache::new(opts.record_cache),
-            subscribers: Mutex::new(Vec::new()),
+            subscribers: PlainMutex::new(Vec::new()),
             ttl: opts.ttl,
-            renewed: Arc::new(Mutex::new(granted)),
+            renewed: Arc::new(PlainMutex::new(granted)),
             grace: opts.unlinked_grace,
             holds: Default::default(),
         });
@@ -775,7 +776,7 @@ impl SharedFs {
                     let sent = Instant::now();
                     match store.lease_renew(lease) {
                         Ok(()) => {
-                            *renewed.lock().unwrap() = sent;
+                            *renewed.lock() = sent;
                             wait = every;
                         }
                         Err(KvError::LeaseExpired(_)) => {
@@ -793,7 +794,7 @@ impl SharedFs {
                 }
             })
             .expect("spawn session keeper");
-        *fs.keeper.lock().unwrap() = Some(h);
+        *fs.keeper.lock() = Some(h);
         Ok(fs)
     }
 
@@ -802,7 +803,7 @@ impl SharedFs {
     /// own.
     pub(super) fn note_own(&self, rev: u64, ops: &[Op]) {
         self.cache.committed(ops, rev);
-        let mut o = self.own.lock().unwrap();
+        let mut o = self.own.lock();
         let (ring, set) = &mut *o;
         if ring.len() >= 4096 {
             if let Some(old) = ring.pop_front() {
@@ -815,7 +816,7 @@ impl SharedFs {
 
     /// Whether the commit at `rev` was this daemon's (among its latest 4096).
     pub fn is_own(&self, rev: u64) -> bool {
-        self.own.lock().unwrap().1.contains(&rev)
+        self.own.lock().1.contains(&rev)
     }
 
     /// Run a read, waiting while the store is unavailable (no quorum, no
@@ -853,7 +854,7 @@ impl SharedFs {
     /// quorum ends no lease, its next leader renews them all), and then
     /// only a remount gets a new one.
     pub(super) fn way_back(&self) -> String {
-        let since = self.renewed.lock().unwrap().elapsed();
+        let since = self.renewed.lock().elapsed();
         let mut s = String::from("and the mount carries on by itself when the store is back");
         if since > self.ttl {
             s += &format!(
@@ -874,7 +875,7 @@ impl SharedFs {
         // Creates acknowledged from memory are committed first.
         let released = self.release_all();
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.keeper.lock().unwrap().take() {
+        if let Some(h) = self.keeper.lock().take() {
             let _ = h.join();
         }
         match self.store.lease_revoke(self.lease) {
@@ -887,7 +888,7 @@ impl SharedFs {
     /// was cut off): for the fencing tests.
     pub fn stop_renewing(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.keeper.lock().unwrap().take() {
+        if let Some(h) = self.keeper.lock().take() {
             let _ = h.join();
         }
     }
@@ -897,7 +898,7 @@ impl SharedFs {
             // Every change (the default): nothing to remember.
             return true;
         }
-        let mut t = self.touched.lock().unwrap();
+        let mut t = self.touched.lock();
         let now = Instant::now();
         match t.get(&dir) {
             Some(&last) if now.duration_since(last) < self.dir_time => false,
@@ -914,7 +915,7 @@ impl SharedFs {
     /// A new inode number from this daemon's chunk; claims the next chunk
     /// by compare-and-swap when it is used up.
     fn new_ino(&self) -> Result<Ino> {
-        let mut c = self.chunk.lock().unwrap();
+        let mut c = self.chunk.lock();
         if c.0 >= c.1 {
             let since = Instant::now();
             let chunk = loop {
@@ -991,11 +992,9 @@ impl SharedFs {
                 untracked: false,
             };
             let out = body(&mut tx);
-            if let Err(Error::Io(m)) = &out {
-                if m == RETRY {
-                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
+            if let Err(RETRY) = &out {
+                self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                continue;
             }
             if tx.ops.is_empty() || out.is_err() {
                 // An answer that writes nothing (a rename onto the name
@@ -1060,7 +1059,7 @@ impl SharedFs {
                                 self.request_lease(d, name);
                                 self.want_lease(d);
                             }
-                            return Err(Error::Io(LEASED_ELSEWHERE.into()));
+                            return Err(LEASED_ELSEWHERE);
                         }
                         if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
                             for &d in &leased {
@@ -1330,7 +1329,7 @@ impl SharedFs {
                 // store being slow, is given back by this transaction.)
                 if redirect && self.holds_name(parent, name) {
                     // Taken meanwhile by another thread of this daemon.
-                    return Err(Error::Io(LEASED.into()));
+                    return Err(LEASED);
                 }
                 tx.creating = true;
                 // (Once: another daemon's lease met, this name's range is
@@ -1360,8 +1359,8 @@ impl SharedFs {
                 Ok(n.attr)
             });
             match r {
-                Err(Error::Io(m)) if m == LEASED => redirect = false,
-                Err(Error::Io(m)) if m == LEASED_ELSEWHERE => elsewhere = false,
+                Err(LEASED) => redirect = false,
+                Err(LEASED_ELSEWHERE) => elsewhere = false,
                 r => return r.map(as_seen),
             }
         }
@@ -1479,7 +1478,7 @@ impl SharedFs {
             tx.ops
                 .push(Op::Put(okey(self.sid, n.attr.ino), vec![], None));
             // Noted before the commit: a release that finds no orphan is a no-op.
-            self.orphaned.lock().unwrap().insert(n.attr.ino);
+            self.orphaned.lock().insert(n.attr.ino);
         } else if n.attr.nlink <= 1 && !self.grace.is_zero() {
             // Another daemon may have it open: it stays for the grace.
             self.remove_later(tx, n)?;
@@ -1874,16 +1873,16 @@ impl SharedFs {
 
     /// A handle to an inode this daemon just made (its attributes are known).
     pub fn open_new(&self, ino: Ino) {
-        *self.opens.lock().unwrap().entry(ino).or_default() += 1;
+        *self.opens.lock().entry(ino).or_default() += 1;
     }
 
     pub(super) fn is_open(&self, ino: Ino) -> bool {
-        self.opens.lock().unwrap().get(&ino).is_some_and(|&n| n > 0)
+        self.opens.lock().get(&ino).is_some_and(|&n| n > 0)
     }
 
     /// The inodes open on this daemon.
     pub(super) fn open_inodes(&self) -> Vec<Ino> {
-        let opens = self.opens.lock().unwrap();
+        let opens = self.opens.lock();
         opens
             .iter()
             .filter(|(_, &n)| n > 0)
@@ -1894,12 +1893,12 @@ impl SharedFs {
     /// `ino`, an orphan of this daemon, is open here: its last close
     /// removes it.
     pub(super) fn note_orphan(&self, ino: Ino) {
-        self.orphaned.lock().unwrap().insert(ino);
+        self.orphaned.lock().insert(ino);
     }
 
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
-        *self.opens.lock().unwrap().entry(ino).or_default() += 1;
+        *self.opens.lock().entry(ino).or_default() += 1;
         // From the store: what another daemon wrote before its close is
         // seen by an open after it (close-to-open), stream or not.
         let a = self.attr_of(ino, true);
@@ -1912,7 +1911,7 @@ impl SharedFs {
     /// A handle closed: the last one of an inode with no name left removes it.
     pub fn release(&self, ino: Ino) -> Result<()> {
         {
-            let mut o = self.opens.lock().unwrap();
+            let mut o = self.opens.lock();
             let n = o.entry(ino).or_default();
             *n = n.saturating_sub(1);
             if *n > 0 {
@@ -1923,7 +1922,7 @@ impl SharedFs {
         if self.holds_open(ino) {
             self.unhold(ino)?;
         }
-        if !self.orphaned.lock().unwrap().remove(&ino) {
+        if !self.orphaned.lock().remove(&ino) {
             // Not made an orphan here: nothing to remove (no round trip).
             return Ok(());
         }

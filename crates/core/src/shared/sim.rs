@@ -8,8 +8,9 @@
 //! watch, as with TiKV's Rust client.
 
 use super::*;
+use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 /// A failure for the next commit to meet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,8 +59,8 @@ pub struct SimStore {
     limits: Limits,
     /// Each call waits this long first (a network round trip), so that
     /// operations of several threads interleave as they would on a cluster.
-    delay: Mutex<Duration>,
-    st: Arc<(Mutex<State>, Condvar)>,
+    delay: PlainMutex<Duration>,
+    st: Arc<(PlainMutex<State>, Condvar)>,
 }
 
 impl SimStore {
@@ -87,9 +88,9 @@ impl SimStore {
         Arc::new(SimStore {
             mode,
             limits,
-            delay: Mutex::new(Duration::ZERO),
+            delay: PlainMutex::new(Duration::ZERO),
             st: Arc::new((
-                Mutex::new(State {
+                PlainMutex::new(State {
                     rev: 1,
                     next_lease: 0x5e55_0000,
                     ..State::default()
@@ -99,17 +100,17 @@ impl SimStore {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.st.0.lock().unwrap()
+    fn lock(&self) -> PlainMutexGuard<'_, State> {
+        self.st.0.lock()
     }
 
     /// Every read and commit waits `d` first (outside the store's lock).
     pub fn set_delay(&self, d: Duration) {
-        *self.delay.lock().unwrap() = d;
+        *self.delay.lock() = d;
     }
 
     fn wait(&self) {
-        let d = *self.delay.lock().unwrap();
+        let d = *self.delay.lock();
         if !d.is_zero() {
             std::thread::sleep(d);
         }
@@ -393,7 +394,7 @@ impl SharedStore for SimStore {
 }
 
 struct SimWatch {
-    st: Arc<(Mutex<State>, Condvar)>,
+    st: Arc<(PlainMutex<State>, Condvar)>,
     prefix: Vec<u8>,
     /// The first revision not yet delivered.
     next: Rev,
@@ -402,7 +403,7 @@ struct SimWatch {
 impl Watch for SimWatch {
     fn next(&mut self, timeout: Duration) -> KvResult<Vec<Event>> {
         let deadline = std::time::Instant::now() + timeout;
-        let mut s = self.st.0.lock().unwrap();
+        let mut s = self.st.0.lock();
         loop {
             if self.next < s.first_kept {
                 return Err(KvError::Compacted(self.next));
@@ -427,7 +428,7 @@ impl Watch for SimWatch {
             if now >= deadline {
                 return Ok(out);
             }
-            s = self.st.1.wait_timeout(s, deadline - now).unwrap().0;
+            self.st.1.wait_for(&mut s, deadline - now);
         }
     }
 }

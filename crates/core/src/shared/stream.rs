@@ -85,7 +85,7 @@ impl SharedFs {
         self.cache
             .changes(evs.iter().map(|e| (&e.key[..], e.value.as_deref(), e.rev)));
         self.lease_events(&evs);
-        let mut subs = self.subscribers.lock().unwrap();
+        let mut subs = self.subscribers.lock();
         subs.retain(|s| s.send(evs.clone()).is_ok());
     }
 
@@ -94,7 +94,7 @@ impl SharedFs {
     /// change stream.
     pub fn subscribe(&self) -> mpsc::Receiver<Vec<Event>> {
         let (tx, rx) = mpsc::channel();
-        self.subscribers.lock().unwrap().push(tx);
+        self.subscribers.lock().push(tx);
         rx
     }
 }
