@@ -27,12 +27,30 @@ pub fn run_dir(store: &Path, read_only: bool) -> std::path::PathBuf {
     run_dir_named(&run_name(store))
 }
 
-/// The first run directory `name` can be made in (see `run_dir`).
+/// The first run directory `name` can be made in (see `run_dir`): the
+/// daemon's own, mode 0700 (its socket, pid file and log are for the user
+/// who mounted and root only; one an older shoal made 0755 is narrowed).
 fn run_dir_named(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     for base in run_bases() {
         let d = base.join(name);
-        if std::fs::create_dir_all(&d).is_ok() {
-            return d;
+        if std::fs::create_dir_all(&base).is_err() {
+            continue;
+        }
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&d);
+        if made.is_err() && !d.is_dir() {
+            continue;
+        }
+        match std::fs::symlink_metadata(&d) {
+            // Another user's directory (or a link) under a shared base is
+            // not ours to use.
+            Ok(m) if m.is_dir() && m.uid() == unsafe { libc::geteuid() } => {
+                if m.mode() & 0o077 != 0 {
+                    let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+                }
+                return d;
+            }
+            _ => continue,
         }
     }
     std::env::temp_dir()
@@ -107,6 +125,17 @@ fn listen_with(
             return;
         }
     };
+    // Connecting takes write permission on the socket: the user who
+    // mounted and root only (stats, sync, status and dumps of the whole
+    // namespace go through it). Its directory is 0700 too where it is ours
+    // (`run_dir_named`); in a store directory, this is what guards it.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(err) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!("control socket {}: {err}; not serving it", path.display());
+            return;
+        }
+    }
     std::thread::Builder::new()
         .name("shoal-control".into())
         .spawn(move || {

@@ -105,6 +105,8 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 }
             }
             "daemon_permissions" => p.fuse.daemon_permissions = true,
+            "root_squash" => p.fuse.squash = shoal_fuse::Squash::Root,
+            "all_squash" => p.fuse.squash = shoal_fuse::Squash::parse_all(v.unwrap_or(""))?,
             "keep_cache" => p.fuse.keep_cache = true,
             "uring" => p.fuse.uring = true,
             "nouring" => p.fuse.uring = false,
@@ -124,6 +126,11 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
                 ))
             }
         }
+    }
+    if p.fuse.squash != shoal_fuse::Squash::None {
+        // The kernel would check the caller's own uid (and let root do
+        // anything): the daemon checks as who the request acts as.
+        p.fuse.daemon_permissions = true;
     }
     if p.fuse.daemon_permissions {
         p.mount.retain(|m| *m != MountOption::DefaultPermissions);
@@ -279,7 +286,17 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     let engine =
         Engine::open(store, parsed.cfg.clone()).map_err(|e| store_error(&store_path, e))?;
     let run = crate::control::run_dir(&store_path, parsed.cfg.read_only);
-    let _ = std::fs::write(run.join("daemon.pid"), format!("{}\n", std::process::id()));
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(run.join("daemon.pid"))
+            .and_then(|mut f| f.write_all(format!("{}\n", std::process::id()).as_bytes()));
+    }
     let mnt = std::fs::canonicalize(&a.mountpoint).map_err(|e| e.to_string())?;
     watch_signals(mnt.clone());
     let mut mopts = parsed.mount.clone();
@@ -403,10 +420,15 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
     if std::fs::metadata(path).is_ok_and(|m| m.len() >= LOG_MAX) {
         std::fs::rename(path, path.with_extension("log.1"))?;
     }
-    std::fs::OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    // The user who mounted and root only: the log names files and paths.
+    let f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(f)
 }
 
 /// Start the daemon of `store` in the background, its log in `run`.
@@ -704,14 +726,21 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "nodirlease" => session.dir_leases = false,
             "uring" => fuse.uring = true,
             "nouring" => fuse.uring = false,
+            "root_squash" => fuse.squash = shoal_fuse::Squash::Root,
+            "all_squash" => fuse.squash = shoal_fuse::Squash::parse_all(v.unwrap_or(""))?,
             "record_cache_mb" => session.record_cache = num(v)? << 20,
             "metrics" => metrics = Some(metrics_addr(o, v)?),
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, root_squash, all_squash=UID:GID, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }
+    }
+    if matches!(fuse.squash, shoal_fuse::Squash::All(..)) {
+        // Every request acts as another: the kernel would check the
+        // caller's own uid, so the daemon checks them all (mode bits).
+        mopts.retain(|m| *m != MountOption::DefaultPermissions);
     }
     check_mountpoint(&a.mountpoint)?;
     if a.daemon && !a.background_child {

@@ -12,6 +12,8 @@
 //! stat in one trip.
 
 pub mod shared;
+mod squash;
+pub use squash::{Squash, NOBODY};
 
 use fuser::{
     CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
@@ -90,6 +92,10 @@ pub struct FuseOptions {
     /// longer slower than the first by as much
     /// (docs/perf-log/25-direct-creates-second-untar.md).
     pub direct_create: bool,
+    /// `root_squash` / `all_squash=UID:GID` (squash.rs): requests act as
+    /// another uid and gid; the daemon then checks permissions
+    /// (`daemon_permissions`), since the kernel would check the caller's own.
+    pub squash: Squash,
 }
 
 /// How long the kernel keeps entries, attributes and negative entries of
@@ -131,6 +137,7 @@ impl Default for FuseOptions {
             uring: true,
             passthrough: true,
             direct_create: true,
+            squash: Squash::None,
         }
     }
 }
@@ -735,10 +742,15 @@ impl ShoalFs {
     /// Who is asking. With kernel permission checks the engine checks nothing.
     fn ctx(&self, req: &Request) -> Ctx {
         let check = self.opts.daemon_permissions;
-        let groups = if check { caller_groups(req) } else { vec![] };
+        let (uid, gid, squashed) = self.who(req);
+        let groups = if check && !squashed {
+            caller_groups(req)
+        } else {
+            vec![]
+        };
         Ctx {
-            uid: req.uid(),
-            gid: req.gid(),
+            uid,
+            gid,
             groups,
             check_perms: check,
             umask: 0,
@@ -753,10 +765,25 @@ impl ShoalFs {
     /// unless the caller is in the file's group (or root).
     fn ctx_with_groups(&self, req: &Request) -> Ctx {
         let mut c = self.ctx(req);
-        if c.groups.is_empty() {
+        if c.groups.is_empty() && !self.who(req).2 {
             c.groups = caller_groups(req);
         }
         c
+    }
+
+    /// The uid and gid `req` acts as (`squash`), and whether squashed (no
+    /// supplementary groups then).
+    fn who(&self, req: &Request) -> (u32, u32, bool) {
+        self.opts.squash.map(req.uid(), req.gid())
+    }
+
+    /// The supplementary groups of who `req` acts as.
+    fn groups_as(&self, req: &Request) -> Vec<u32> {
+        if self.who(req).2 {
+            vec![]
+        } else {
+            groups_of(req.pid())
+        }
     }
 
     /// `ctx` for a create: the engine applies the umask unless the
@@ -821,12 +848,13 @@ impl ShoalFs {
     /// takes no inode lock in the kernel (offset -1: attributes only), so it
     /// is safe while the caller's request is in flight.
     fn drop_privileges(&self, req: &Request, ino: u64) -> shoal_core::Result<()> {
-        if req.uid() == 0 {
+        let (uid, gid, _) = self.who(req);
+        if uid == 0 {
             return Ok(());
         }
         if self
             .engine
-            .drop_privileges(req.uid(), req.gid(), || groups_of(req.pid()), ino)?
+            .drop_privileges(uid, gid, || self.groups_as(req), ino)?
         {
             if let Some(n) = self.notifier.get() {
                 let _ = n.inval_inode(INodeNo(ino), -1, 0);

@@ -42,6 +42,8 @@ pub struct SharedOptions {
     /// FUSE over io_uring where the kernel offers it (`nouring` turns it
     /// off), as on an embedded mount (docs/design.md, "FUSE transport").
     pub uring: bool,
+    /// `root_squash` / `all_squash=UID:GID` (`crate::Squash`).
+    pub squash: crate::Squash,
 }
 
 impl Default for SharedOptions {
@@ -50,6 +52,7 @@ impl Default for SharedOptions {
             ttl: Duration::from_secs(1),
             threads: 4,
             uring: true,
+            squash: crate::Squash::None,
         }
     }
 }
@@ -371,6 +374,112 @@ impl SharedFuse {
         }
     }
 
+    /// Who `req` acts as (`SharedOptions::squash`).
+    fn ctx_of(&self, req: &Request) -> Ctx {
+        let (uid, gid, _) = self.opts.squash.map(req.uid(), req.gid());
+        Ctx::user(uid, gid)
+    }
+
+    /// A squashed request's permission to `mask` (4 read, 2 write, 1
+    /// search) on `ino`. The kernel checked the caller's own uid
+    /// (default_permissions: root may do anything), so for a request that
+    /// acts as another (root_squash, all_squash) the daemon checks again as
+    /// that one, on the mode bits (not POSIX ACLs: an ACL can only narrow
+    /// what a squashed caller gets here, never widen it).
+    fn squashed(&self, req: &Request, ino: u64, mask: u32) -> shoal_core::Result<()> {
+        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
+        if !squashed || uid == 0 {
+            return Ok(());
+        }
+        let a = self.fs.getattr(ino)?;
+        let bits = if a.uid == uid {
+            a.perm >> 6
+        } else if a.gid == gid {
+            a.perm >> 3
+        } else {
+            a.perm
+        } as u32
+            & 7;
+        if bits & mask == mask {
+            Ok(())
+        } else {
+            Err(Error::PermissionDenied)
+        }
+    }
+
+    /// A squashed request that removes or renames `name` in `parent`:
+    /// write and search on it, and in a sticky directory ownership of it
+    /// or of the entry.
+    fn squashed_remove(&self, req: &Request, parent: u64, name: &OsStr) -> shoal_core::Result<()> {
+        let (uid, _, squashed) = self.opts.squash.map(req.uid(), req.gid());
+        if !squashed || uid == 0 {
+            return Ok(());
+        }
+        self.squashed(req, parent, 3)?;
+        let d = self.fs.getattr(parent)?;
+        if d.perm & 0o1000 != 0 && d.uid != uid {
+            let e = self.fs.lookup(parent, name.as_bytes())?;
+            if e.uid != uid {
+                return Err(Error::NotPermitted);
+            }
+        }
+        Ok(())
+    }
+
+    /// A squashed request that sets or removes the attribute `name`:
+    /// user.* with write permission, trusted.* never, the others (ACLs,
+    /// security.*) by the owner.
+    fn squashed_xattr(&self, req: &Request, ino: u64, name: &OsStr) -> shoal_core::Result<()> {
+        let (uid, _, squashed) = self.opts.squash.map(req.uid(), req.gid());
+        if !squashed || uid == 0 {
+            return Ok(());
+        }
+        let n = name.as_bytes();
+        if n.starts_with(b"user.") {
+            self.squashed(req, ino, 2)
+        } else if n.starts_with(b"trusted.") || self.fs.getattr(ino)?.uid != uid {
+            Err(Error::NotPermitted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A squashed request's setattr, as the kernel checks one (its
+    /// setattr_prepare): chown for root only, chgrp and chmod for the
+    /// owner (to its own group), a size change with write permission,
+    /// times set to a value by the owner and to now with write permission.
+    fn squashed_setattr(
+        &self,
+        req: &Request,
+        ino: u64,
+        sa: &SetAttr,
+        now: bool,
+    ) -> shoal_core::Result<()> {
+        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
+        if !squashed || uid == 0 {
+            return Ok(());
+        }
+        let a = self.fs.getattr(ino)?;
+        let owner = a.uid == uid;
+        if sa.uid.is_some_and(|u| u != a.uid)
+            || sa.gid.is_some_and(|g| g != a.gid && (!owner || g != gid))
+            || (sa.mode.is_some() && !owner)
+        {
+            return Err(Error::NotPermitted);
+        }
+        let times = sa.atime.is_some() || sa.mtime.is_some();
+        if times && !owner {
+            if !now {
+                return Err(Error::NotPermitted);
+            }
+            self.squashed(req, ino, 2)?;
+        }
+        if sa.size.is_some() && !sa.by_handle {
+            self.squashed(req, ino, 2)?;
+        }
+        Ok(())
+    }
+
     /// Make `new` (its `perm` the caller's mode, before `umask`).
     fn new_node(
         &self,
@@ -383,9 +492,10 @@ impl SharedFuse {
         // FUSE_DONT_MASK: the mode comes unmasked; the umask applies unless
         // the directory's default ACL replaces it (`SharedFs::mknod`).
         new.perm &= 0o7777;
+        self.squashed(req, parent.0, 3)?;
         let ctx = Ctx {
             umask,
-            ..Ctx::user(req.uid(), req.gid())
+            ..self.ctx_of(req)
         };
         let a = self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)?;
         self.hand(parent.0, name.as_bytes(), &a);
@@ -501,6 +611,12 @@ impl Filesystem for SharedFuse {
         // umask applied here unless a default ACL replaces it.
         let mut want =
             InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        if matches!(self.opts.squash, crate::Squash::All(..)) {
+            // FUSE_POSIX_ACL turns the kernel's default_permissions on,
+            // which would check each caller's own uid: under all_squash the
+            // daemon checks them all as the squashed one, on mode bits.
+            want.remove(InitFlags::FUSE_POSIX_ACL);
+        }
         if self.opts.uring {
             want |= InitFlags::FUSE_OVER_IO_URING;
         }
@@ -528,14 +644,17 @@ impl Filesystem for SharedFuse {
         }
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _t = self.fs.stats.op_stats.start(Op::Lookup);
         let n = name.as_bytes();
-        let r = self.fs.lookup(parent.0, n).and_then(|a| {
-            self.fresh_name(parent.0, n, &a)?;
-            self.hand(parent.0, n, &a);
-            Ok(a)
-        });
+        let r = self
+            .squashed(req, parent.0, 1)
+            .and_then(|()| self.fs.lookup(parent.0, n))
+            .and_then(|a| {
+                self.fresh_name(parent.0, n, &a)?;
+                self.hand(parent.0, n, &a);
+                Ok(a)
+            });
         self.entry(reply, r)
     }
 
@@ -556,7 +675,7 @@ impl Filesystem for SharedFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -583,7 +702,12 @@ impl Filesystem for SharedFuse {
             ctime: ctime.map(Ts::from_system),
             by_handle: fh.is_some(),
         };
-        match self.fs.setattr(ino.0, &sa) {
+        let now = matches!(atime, None | Some(TimeOrNow::Now))
+            && matches!(mtime, None | Some(TimeOrNow::Now));
+        match self
+            .squashed_setattr(req, ino.0, &sa, now)
+            .and_then(|()| self.fs.setattr(ino.0, &sa))
+        {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -604,13 +728,17 @@ impl Filesystem for SharedFuse {
         // The caller's groups: an access ACL clears setgid unless the
         // caller is in the file's group.
         let ctx = Ctx {
-            groups: crate::caller_groups(req),
-            ..Ctx::user(req.uid(), req.gid())
+            groups: if self.opts.squash.map(req.uid(), req.gid()).2 {
+                vec![]
+            } else {
+                crate::caller_groups(req)
+            },
+            ..self.ctx_of(req)
         };
-        Self::empty(
-            reply,
-            self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f),
-        );
+        let r = self
+            .squashed_xattr(req, ino.0, name)
+            .and_then(|()| self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f));
+        Self::empty(reply, r);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -623,9 +751,12 @@ impl Filesystem for SharedFuse {
         reply_xattr_names(reply, self.fs.listxattr(ino.0), size);
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        Self::empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
+        let r = self
+            .squashed_xattr(req, ino.0, name)
+            .and_then(|()| self.fs.removexattr(ino.0, name.as_bytes()));
+        Self::empty(reply, r);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -721,9 +852,11 @@ impl Filesystem for SharedFuse {
         )
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Unlink);
-        let r = self.fs.unlink(parent.0, name.as_bytes());
+        let r = self
+            .squashed_remove(req, parent.0, name)
+            .and_then(|()| self.fs.unlink(parent.0, name.as_bytes()));
         if r.is_ok() {
             self.handed
                 .lock()
@@ -733,14 +866,17 @@ impl Filesystem for SharedFuse {
         Self::empty(reply, r)
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Rmdir);
-        Self::empty(reply, self.fs.rmdir(parent.0, name.as_bytes()))
+        let r = self
+            .squashed_remove(req, parent.0, name)
+            .and_then(|()| self.fs.rmdir(parent.0, name.as_bytes()));
+        Self::empty(reply, r)
     }
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -753,13 +889,18 @@ impl Filesystem for SharedFuse {
         if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
             return reply.error(errno(&Error::Invalid));
         }
-        let r = self.fs.rename_flags(
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            noreplace,
-        );
+        let r = self
+            .squashed_remove(req, parent.0, name)
+            .and_then(|()| self.squashed(req, newparent.0, 3))
+            .and_then(|()| {
+                self.fs.rename_flags(
+                    parent.0,
+                    name.as_bytes(),
+                    newparent.0,
+                    newname.as_bytes(),
+                    noreplace,
+                )
+            });
         if r.is_ok() {
             // The kernel moves its entry: so does `handed`.
             let mut h = self.handed.lock().unwrap();
@@ -777,19 +918,30 @@ impl Filesystem for SharedFuse {
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Link);
-        self.entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()))
+        let r = self
+            .squashed(req, newparent.0, 3)
+            .and_then(|()| self.fs.link(ino.0, newparent.0, newname.as_bytes()));
+        self.entry(reply, r)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _t = self.fs.stats.op_stats.start(Op::Open);
-        match self.fs.open_file(ino.0) {
+        let mask = match flags.0 & libc::O_ACCMODE {
+            libc::O_WRONLY => 2,
+            libc::O_RDWR => 6,
+            _ => 4,
+        } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
+        match self
+            .squashed(req, ino.0, mask)
+            .and_then(|()| self.fs.open_file(ino.0))
+        {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
@@ -964,7 +1116,20 @@ impl Filesystem for SharedFuse {
         Self::empty(reply, self.fs.fsyncdir())
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Sent only without default_permissions (all_squash): access(2),
+        // chdir, exec.
+        let r = self
+            .fs
+            .getattr(ino.0)
+            .and_then(|_| self.squashed(req, ino.0, mask.bits() as u32 & 7));
+        Self::empty(reply, r)
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if let Err(e) = self.squashed(req, ino.0, 4) {
+            return reply.error(errno(&e));
+        }
         match self.fs.getattr(ino.0) {
             Ok(a) if a.kind == Kind::Dir => {
                 let mut open = self.open_dirs.lock().unwrap();
