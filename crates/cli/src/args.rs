@@ -57,6 +57,24 @@ pub enum Cmd {
     /// A store's or an etcd namespace's format, settings, mounts, held
     /// files, locks, leases, space and inodes.
     Status(StatusArgs),
+    /// Show or change a namespace's settings recorded at mkfs: its object
+    /// store (--data), e.g. when the object store's endpoint moves.
+    Config(ConfigArgs),
+}
+
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// An etcd://H:P,.../NAME URL.
+    pub store: PathBuf,
+    /// The object store's new URL (as `shoal mkfs --data`). Checked first:
+    /// it must answer with this machine's credentials and hold the
+    /// namespace's objects. Mounts take it when they next mount.
+    #[arg(long, value_name = "URL")]
+    pub data: Option<String>,
+    /// Record --data even when it does not hold the namespace's objects
+    /// (they were not copied yet, or are gone).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]
@@ -113,9 +131,13 @@ pub struct MkfsArgs {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=shoal_core::MAX_AGS as i64))]
     pub ags: u32,
     /// For a filesystem on etcd: the object store for file data past 4 KiB,
-    /// s3://BUCKET[/PREFIX][?endpoint=http://H:P][&region=R] (credentials
-    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else unsigned) or
-    /// file:///DIR. Without it, files on etcd stay within 4 KiB.
+    /// s3://BUCKET[/PREFIX][?endpoint=https://H:P&region=R&cacert=CA.pem
+    /// &credentials-file=FILE&profile=P&anonymous=1] or file:///DIR.
+    /// Credentials never in the URL: from AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY, else the AWS credentials file
+    /// (~/.aws/credentials, AWS_PROFILE); none is refused unless the URL
+    /// says anonymous=1 (docs/security.md). Without --data, files on etcd
+    /// stay within 4 KiB.
     #[arg(long, value_name = "URL")]
     pub data: Option<String>,
 }

@@ -53,6 +53,7 @@ fn main() {
         Cmd::Dump(a) => dump::cmd_dump(&a),
         Cmd::Load(a) => dump::cmd_load(&a),
         Cmd::Status(a) => status::cmd_status(&a),
+        Cmd::Config(a) => cmd_config(&a),
     };
     match r {
         Ok(code) => std::process::exit(code),
@@ -125,6 +126,61 @@ fn tikv_check(url: &str) -> Result<(), String> {
 fn shared_target(p: &Path) -> Option<Result<Arc<dyn SharedStore>, String>> {
     let s = p.to_str().filter(|s| is_shared(s))?;
     Some(shared_connect(s))
+}
+
+/// `shoal config URL [--data NEW]`: the recorded object store, shown or
+/// changed. The new one is opened and probed with this machine's
+/// credentials, and must hold a few of the namespace's objects (unless
+/// --force), so a mistyped endpoint or bucket is refused before any mount
+/// takes it.
+fn cmd_config(a: &args::ConfigArgs) -> Result<i32, String> {
+    let shown = shoal_etcd::redact(&a.store.to_string_lossy());
+    let Some(store) = shared_target(&a.store) else {
+        return Err(format!(
+            "{shown}: shoal config is for a filesystem on etcd (etcd://H:P,.../NAME); a store directory has no settings to change"
+        ));
+    };
+    let store = store?;
+    let fail = |e: Error| format!("{shown}: {e}");
+    if !shoal_core::shared::ns::is_formatted(&*store).map_err(fail)? {
+        return Err(format!(
+            "{shown}: no shoal filesystem there (make one with shoal mkfs)"
+        ));
+    }
+    let old = shoal_core::shared::ns::data_url(&*store).map_err(fail)?;
+    let Some(new) = &a.data else {
+        match old {
+            Some(d) => println!("data {}", status::redact(&d)),
+            None => println!("data none (files stay within 4 KiB)"),
+        }
+        return Ok(0);
+    };
+    let b = shoal_objects::ObjectBlobs::open(new).map_err(|e| e.to_string())?;
+    b.probe().map_err(|e| e.to_string())?;
+    if !a.force {
+        use shoal_core::shared::blob::Blobs;
+        let names = shoal_core::shared::ns::all_tables(&*store).map_err(fail)?;
+        for n in names.iter().take(3) {
+            match b.get(n, 0, 1) {
+                Ok(_) => {}
+                Err(Error::NotFound) => {
+                    return Err(format!(
+                        "{new}: does not hold this filesystem's object {n} ({} objects named): copy the objects there first, or give --force",
+                        names.len()
+                    ))
+                }
+                Err(e) => return Err(format!("{new}: reading object {n}: {e}")),
+            }
+        }
+    }
+    shoal_core::shared::ns::set_data_url(&*store, new).map_err(fail)?;
+    println!(
+        "{shown}: file data now in {new} (was {}); mounts take it when they next mount",
+        old.as_deref()
+            .map(status::redact)
+            .unwrap_or_else(|| "none".into())
+    );
+    Ok(0)
 }
 
 fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {

@@ -640,6 +640,28 @@ pub fn data_url(store: &dyn SharedStore) -> Result<Option<String>> {
         .map(|v| String::from_utf8_lossy(&v.value).into_owned()))
 }
 
+/// Whether `store` holds a shoal namespace (its format key).
+pub fn is_formatted(store: &dyn SharedStore) -> Result<bool> {
+    Ok(store.get(FORMAT_KEY).map_err(kv)?.is_some())
+}
+
+/// Record `data` as where the namespace on `store` keeps file data
+/// (`shoal config --data`: the object store moved, or its settings
+/// changed). Mounts read it when they start. `Invalid` when `store`
+/// holds no shoal namespace.
+pub fn set_data_url(store: &dyn SharedStore, data: &str) -> Result<()> {
+    match store
+        .commit(
+            &[Cond::Exists(FORMAT_KEY.to_vec())],
+            &[Op::Put(DATA_KEY.to_vec(), data.as_bytes().to_vec(), None)],
+        )
+        .map_err(kv)?
+    {
+        Outcome::Committed(_) => Ok(()),
+        Outcome::Conflict(_) => Err(Error::Invalid),
+    }
+}
+
 /// Whether the session `sid` is alive (its key, on its lease, is there).
 pub fn session_alive(store: &dyn SharedStore, sid: u64) -> Result<bool> {
     Ok(store.get(&skey(sid)).map_err(kv)?.is_some())
