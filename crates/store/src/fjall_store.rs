@@ -35,6 +35,11 @@ pub struct FjallStore {
     writes: AtomicU64,
     syncs: AtomicU64,
     keys_written: AtomicU64,
+    /// Under a memory bound (`open_bounded`): the active memtable is sealed
+    /// past this many bytes (0: fjall's own size, 64 MiB). fjall keeps a
+    /// keyspace's `max_memtable_size` as mkfs created it, so a mount cannot
+    /// set it; the write path rotates instead.
+    memtable_cap: u64,
     /// Serialises sync calls (fjall's persist is thread-safe; this only keeps counters honest).
     sync_lock: Mutex<()>,
     space: Space,
@@ -576,6 +581,7 @@ impl FjallStore {
             writes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
+            memtable_cap: bounded.map_or(0, |c| c.clamp(4 << 20, 64 << 20)),
             sync_lock: Mutex::new(()),
             space: Space {
                 sample: Mutex::new((
@@ -819,6 +825,14 @@ impl Store for FjallStore {
             }
         }
         b.commit().map_err(|e| self.write_err(e))?;
+        if self.memtable_cap > 0 {
+            use fjall::AbstractTree;
+            if self.ks.tree.active_memtable().size() > self.memtable_cap {
+                // Sealed here, flushed by fjall's worker (as its own
+                // rotation past `max_memtable_size` does).
+                self.ks.rotate_memtable().map_err(map_err)?;
+            }
+        }
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.keys_written
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
