@@ -10,7 +10,7 @@ use shoal_core::rules::modes;
 use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
 use shoal_core::shared::sim::SimStore;
 use shoal_core::shared::SharedStore;
-use shoal_core::{Ctx, Engine, Error, SetAttr, ROOT_INO};
+use shoal_core::{Ctx, Engine, Error, SetAttr, RENAME_NOREPLACE, ROOT_INO};
 use shoal_testkit::setup;
 use std::sync::Arc;
 
@@ -359,4 +359,49 @@ fn each_mode_answers_its_row_of_the_differences_table() {
         fs.getattr(ROOT_INO).unwrap().nlink,
         nlink(modes::SHARED.dir_nlink_counts_subdirs)
     );
+}
+
+/// Before: the engine compared inodes first, so RENAME_NOREPLACE onto
+/// another name of the source's own inode succeeded; Linux looks at the
+/// name first (EEXIST), as the shared namespace did.
+#[test]
+fn rename_noreplace_onto_a_name_of_the_same_inode_is_eexist_in_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    e.link(&root, f.ino, ROOT_INO, b"g").unwrap();
+    let g = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    fs.link(g.ino, ROOT_INO, b"g").unwrap();
+    assert_eq!(
+        e.rename(&root, ROOT_INO, b"f", ROOT_INO, b"g", RENAME_NOREPLACE),
+        Err(Error::Exists)
+    );
+    assert_eq!(
+        fs.rename_flags(ROOT_INO, b"f", ROOT_INO, b"g", true),
+        Err(Error::Exists)
+    );
+    // Without it, a rename onto another name of the same inode does nothing.
+    assert_eq!(e.rename(&root, ROOT_INO, b"f", ROOT_INO, b"g", 0), Ok(()));
+    assert_eq!(fs.rename(ROOT_INO, b"f", ROOT_INO, b"g"), Ok(()));
+    assert!(e.lookup(&root, ROOT_INO, b"f").is_ok());
+    assert!(fs.lookup(ROOT_INO, b"f").is_ok());
+}
+
+/// A directory moved onto a file inside itself: the loop is found first
+/// (EINVAL), before the kinds are compared (ENOTDIR), in both modes.
+#[test]
+fn a_directory_moved_under_itself_is_einval_before_the_kinds_are_compared() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let d = e.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
+    e.create(&root, d.ino, b"f", 0o644).unwrap();
+    let h = fs.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    fs.create(h.ino, b"f", 0o644).unwrap();
+    assert_eq!(
+        e.rename(&root, ROOT_INO, b"d", d.ino, b"f", 0),
+        Err(Error::Invalid)
+    );
+    assert_eq!(fs.rename(ROOT_INO, b"d", h.ino, b"f"), Err(Error::Invalid));
 }

@@ -541,11 +541,7 @@ impl Engine {
         self.throttle();
         let _t = self.stats.start(Op::Rename);
         self.writable()?;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0
-            || flags & RENAME_EXCHANGE != 0 && flags & (RENAME_NOREPLACE | RENAME_WHITEOUT) != 0
-        {
-            return Err(Error::Invalid);
-        }
+        rules::rename::check_flags(flags)?;
         let whiteout = flags & RENAME_WHITEOUT != 0;
         if whiteout {
             self.room(RECORD_ROOM + name.len() as u64)?;
@@ -566,18 +562,13 @@ impl Engine {
         let s = self.inode(sino)?;
         self.check_delete(ctx, &p, &s)?;
         rules::perm::may_add(ctx, &np.st.lock().attr)?;
+        rules::rename::check_target(flags, dst.is_some())?;
         if let Some((dino, _, _)) = dst {
             if dino == sino {
                 return Ok(());
             }
         }
         let exchange = flags & RENAME_EXCHANGE != 0;
-        if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
-            return Err(Error::Exists);
-        }
-        if exchange && dst.is_none() {
-            return Err(Error::NotFound);
-        }
         let d = match dst {
             Some((dino, _, _)) => Some(self.inode(dino)?),
             None => None,
@@ -619,11 +610,7 @@ impl Engine {
             if cross && d.kind == Kind::Dir && self.is_ancestor(d.ino, parent)? {
                 return Err(Error::NotEmpty);
             }
-            match (skind == Kind::Dir, d.kind == Kind::Dir) {
-                (true, false) => return Err(Error::NotDir),
-                (false, true) => return Err(Error::IsDir),
-                _ => {}
-            }
+            rules::rename::check_kinds(flags, skind, d.kind)?;
         }
         let mut g = self.committer.enter()?;
         let t = now();

@@ -22,4 +22,5 @@ pub mod names;
 pub mod new_inode;
 pub mod perm;
 pub mod privs;
+pub mod rename;
 pub mod xattr;

@@ -1580,9 +1580,12 @@ impl SharedFs {
             tx.dir(p2)?;
             let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
             let target = tx.entry(p2, n2)?;
-            if noreplace && target.is_some() {
-                return Err(Error::Exists);
-            }
+            let flags = if noreplace {
+                crate::RENAME_NOREPLACE
+            } else {
+                0
+            };
+            rules::rename::check_target(flags, target.is_some())?;
             if target.is_some_and(|(t, _)| t == ino) {
                 return Ok(());
             }
@@ -1599,9 +1602,9 @@ impl SharedFs {
                 }
             }
             if let Some((t, tkind)) = target {
+                rules::rename::check_kinds(flags, kind, tkind)?;
                 match (kind == Kind::Dir, tkind == Kind::Dir) {
-                    (true, false) => return Err(Error::NotDir),
-                    (false, true) => return Err(Error::IsDir),
+                    (true, false) | (false, true) => unreachable!("rules::rename::check_kinds"),
                     (true, true) => {
                         tx.dir(t)?;
                         if !tx.require_empty(t)? {
