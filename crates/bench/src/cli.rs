@@ -132,6 +132,10 @@ pub struct BenchArgs {
     /// shared-create: seconds per phase.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// shared-create: no directory leases (as `-o nodirlease`): each
+    /// create is its own etcd transaction before it returns.
+    #[arg(long)]
+    pub nodirlease: bool,
     /// Internal: run as path-mode worker number N.
     #[arg(long, hide = true)]
     pub worker: Option<usize>,

@@ -81,7 +81,11 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
             ns::mkfs(&*connect()?).map_err(|e| e.to_string())?;
             let fss: Vec<Arc<SharedFs>> = (0..daemons)
                 .map(|_| {
-                    SharedFs::open(connect()?, SessionOpts::default()).map_err(|e| e.to_string())
+                    let opts = SessionOpts {
+                        dir_leases: !a.nodirlease,
+                        ..SessionOpts::default()
+                    };
+                    SharedFs::open(connect()?, opts).map_err(|e| e.to_string())
                 })
                 .collect::<Result<_, _>>()?;
             let dir = fss[0]
