@@ -23,14 +23,13 @@ impl Engine {
         if ctx.check_perms {
             check_access(ctx, &a, mask & (R_OK | W_OK | X_OK))?;
         }
-        if mask & (W_OK | OPEN_TRUNC) != 0 {
-            // may_open's rules for immutable and append-only files.
-            if flags::immutable(&i)
-                || flags::append_only(&i) && (mask & OPEN_APPEND == 0 || mask & OPEN_TRUNC != 0)
-            {
-                return Err(Error::NotPermitted);
-            }
-        }
+        // may_open's rules for immutable and append-only files.
+        rules::flags::may_open(
+            i.flags.load(Ordering::Relaxed),
+            mask & W_OK != 0,
+            mask & OPEN_APPEND != 0,
+            mask & OPEN_TRUNC != 0,
+        )?;
         i.opens.fetch_add(1, Ordering::AcqRel);
         Ok(a)
     }
@@ -333,11 +332,10 @@ impl Engine {
                 Error::NotSupported
             });
         }
-        // vfs_fallocate: nothing on an immutable file, only allocation on
-        // an append-only one.
-        if flags::immutable(&i) || flags::append_only(&i) && mode & !FALLOC_KEEP_SIZE != 0 {
-            return Err(Error::NotPermitted);
-        }
+        rules::flags::may_fallocate(
+            i.flags.load(Ordering::Relaxed),
+            mode & !FALLOC_KEEP_SIZE == 0,
+        )?;
         let size = {
             let mut st = i.st.lock();
             self.take_pinned_size(&mut st)?;

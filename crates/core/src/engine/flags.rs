@@ -21,10 +21,6 @@ pub(super) fn immutable(i: &Inode) -> bool {
     rules::flags::immutable(of(i))
 }
 
-pub(super) fn append_only(i: &Inode) -> bool {
-    rules::flags::append_only(of(i))
-}
-
 /// A name may be added to directory `p` (`rules::flags::may_add`).
 pub(super) fn check_add(p: &Inode) -> Result<()> {
     rules::flags::may_add(of(p))

@@ -114,6 +114,26 @@ pub fn may_setattr(flags: u32, sa: &SetAttr) -> Result<()> {
     Ok(())
 }
 
+/// An open for writing (`write`), appending (`append`) or truncating
+/// (`trunc`) of an inode with `flags` (`may_open`): none on an immutable
+/// one; on an append-only one only appending, never truncating.
+pub fn may_open(flags: u32, write: bool, append: bool, trunc: bool) -> Result<()> {
+    if (write || trunc) && (immutable(flags) || append_only(flags) && (!append || trunc)) {
+        return Err(Error::NotPermitted);
+    }
+    Ok(())
+}
+
+/// fallocate(2) with `keep_size_only` (no mode bit but KEEP_SIZE) on an
+/// inode with `flags` (`vfs_fallocate`): nothing on an immutable file,
+/// only allocation within the size on an append-only one.
+pub fn may_fallocate(flags: u32, keep_size_only: bool) -> Result<()> {
+    if immutable(flags) || append_only(flags) && !keep_size_only {
+        return Err(Error::NotPermitted);
+    }
+    Ok(())
+}
+
 /// Flags `new` may be set on an inode of `kind`: only flags kept, only on
 /// files and directories (EOPNOTSUPP otherwise, as ext4 for others).
 pub fn check(kind: Kind, new: u32) -> Result<()> {
@@ -198,6 +218,38 @@ mod tests {
         ] {
             assert_eq!(may_setattr(APPEND, &sa), Err(Error::NotPermitted));
         }
+    }
+
+    #[test]
+    fn an_immutable_file_opens_for_reading_only() {
+        assert_eq!(may_open(IMMUTABLE, false, false, false), Ok(()));
+        assert_eq!(
+            may_open(IMMUTABLE, true, true, false),
+            Err(Error::NotPermitted)
+        );
+        assert_eq!(
+            may_open(IMMUTABLE, false, false, true),
+            Err(Error::NotPermitted)
+        );
+    }
+
+    #[test]
+    fn an_append_only_file_opens_for_appending_and_never_for_truncating() {
+        assert_eq!(may_open(APPEND, true, true, false), Ok(()));
+        assert_eq!(
+            may_open(APPEND, true, false, false),
+            Err(Error::NotPermitted)
+        );
+        assert_eq!(may_open(APPEND, true, true, true), Err(Error::NotPermitted));
+        assert_eq!(may_open(APPEND, false, false, false), Ok(()));
+    }
+
+    #[test]
+    fn fallocate_of_an_immutable_file_is_eperm_of_an_append_only_one_only_within_its_size() {
+        assert_eq!(may_fallocate(IMMUTABLE, true), Err(Error::NotPermitted));
+        assert_eq!(may_fallocate(APPEND, true), Ok(()));
+        assert_eq!(may_fallocate(APPEND, false), Err(Error::NotPermitted));
+        assert_eq!(may_fallocate(0, false), Ok(()));
     }
 
     #[test]
