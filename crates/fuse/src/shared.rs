@@ -704,9 +704,15 @@ impl Filesystem for SharedFuse {
         };
         let now = matches!(atime, None | Some(TimeOrNow::Now))
             && matches!(mtime, None | Some(TimeOrNow::Now));
+        // A chown without a mode clears setgid by the caller's groups
+        // (`rules::privs::chown_perm`).
+        let mut ctx = self.ctx_of(req);
+        if (uid.is_some() || gid.is_some()) && !self.opts.squash.map(req.uid(), req.gid()).2 {
+            ctx.groups = crate::caller_groups(req);
+        }
         match self
             .squashed_setattr(req, ino.0, &sa, now)
-            .and_then(|()| self.fs.setattr(ino.0, &sa))
+            .and_then(|()| self.fs.setattr_as(&ctx, ino.0, &sa))
         {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
