@@ -17,7 +17,7 @@
 #   namespace records the object store's URL without the CA or any
 #   credentials, and each mount gives its own: one from the AWS shared
 #   credentials file and AWS_CA_BUNDLE, one from AWS_ACCESS_KEY_ID; the two
-#   see each other's files; a wrong secret, no CA, no credentials are
+#   see each other's files, and pjdfstest passes on the secured mount; a wrong secret, no CA, no credentials are
 #   refused fast with one line each, and no S3 secret shows anywhere;
 # - `shoal config --data` changes the recorded object store, refusing one
 #   that does not answer or does not hold the namespace's objects;
@@ -29,9 +29,10 @@ source "$(dirname "$0")/lib.sh"
 fail() { echo "etcd-secure: $*"; exit 1; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$WORK/secure-cluster; M=$WORK/secure.mnt; M2=$WORK/secure2.mnt; ME=$WORK/secure-emb.mnt
-W=$WORK/secure-weed; ST=$WORK/secure-s3tls
+W=$WORK/secure-weed; ST=$WORK/secure-s3tls; SEC=$WORK/secure-pjd-sec
 unmount_stale "$M" "$M2" "$ME"
 cleanup() {
+  umount "$SEC" 2>/dev/null || true
   for m in "$M" "$M2" "$ME"; do
     grep -qs " $m " /proc/mounts && { "$SHOAL" umount "$m" || umount -l "$m"; }
   done
@@ -91,6 +92,17 @@ grep -q "s3-secret" /proc/mounts "$log2" && fail "an S3 secret is in /proc/mount
 for p in /proc/[0-9]*; do
   { tr '\0' ' ' < "$p/cmdline"; } 2>/dev/null | grep -q "s3-secret" && fail "a command line holds the S3 secret: $(tr '\0' ' ' < "$p/cmdline")"
 done
+# pjdfstest on the secured mount (TLS and auth to etcd, HTTPS and signed
+# requests to S3), in a directory of its own; failures as on any etcd mount.
+mkdir -p "$M/pjd" "$SEC"; mountpoint -q "$SEC" || mount -t tmpfs -o size=64m tmpfs "$SEC"
+( cd "$M/pjd" && pjdfstest -c "$ROOT/tests/pjdfstest/pjdfstest.toml" -p "$M/pjd" -s "$SEC" ) > "$WORK/pjdfstest-secure.log" 2>&1 || true
+echo "pjdfstest on the secured etcd mount: $(grep '^Summary:' "$WORK/pjdfstest-secure.log")"
+grep -q '^Summary:' "$WORK/pjdfstest-secure.log" || fail "pjdfstest did not run: $(tail -3 "$WORK/pjdfstest-secure.log")"
+excluded=$(awk '!/^#/ && NF {print $1}' "$ROOT/tests/pjdfstest/exclude-etcd.txt")
+for t in $(awk '$NF == "FAILED" {print $1}' "$WORK/pjdfstest-secure.log"); do
+  grep -qx "$t" <<<"$excluded" || fail "pjdfstest on the secured mount: unexpected failure: $t"
+done
+umount "$SEC"
 
 # The local side: the daemon's run directory, socket, pid file and log are
 # the mounting user's (root's) only; another user cannot connect.
