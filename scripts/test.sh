@@ -36,7 +36,7 @@ suite "shared store: conformance (simulator, TiKV mode, 3-member etcd), daemons 
 suite "TiKV backend: conformance and daemons racing on the model of TiKV's transactions, with the client compiled in" \
   cargo test --release -q -p shoal-tikv --features client -- --nocapture
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
-suite "etcd secured: TLS with client certificates, users and RBAC roles per namespace prefix, passwords never shown" bash tests/scripts/etcd-secure.sh
+suite "secured across machines: etcd over TLS with client certificates, users and RBAC roles per prefix; S3 over HTTPS with signed requests only; secrets never shown; shoal config; the daemon's files private; root_squash, all_squash" bash tests/scripts/etcd-secure.sh
 suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, fcntl and flock locks, SQLite from both, remount, kill -9, fsx, pjdfstest" bash tests/scripts/etcd-mounts.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart
