@@ -54,6 +54,7 @@ suite "file data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memo
 suite "a damaged store: fsck --repair salvages and lists what was lost" bash tests/scripts/salvage.sh
 suite "read-only: -o ro and fsck change nothing, also on read-only media" bash tests/scripts/readonly.sh
 suite "fsck within --memory-mb 64 on 1M files (peak RSS checked; its sorts spill)" bash tests/scripts/fsck-budget.sh
+suite "the daemon within memory_mb=200 through 1M creates in one directory, ls -f, rm -rf (peak RSS checked)" bash tests/scripts/memory-bound.sh
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh

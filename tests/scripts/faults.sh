@@ -102,7 +102,7 @@ remount_check() {
 }
 
 echo "1. the tables directory made immutable while the mount serves"
-start memory_mb=64
+start memory_mb=100
 for i in $(seq 300); do echo "$i" > "$M/f$i"; done
 write_kept
 chattr +i "$S"/db/keyspaces/*/tables
