@@ -49,7 +49,7 @@ suite "dump and load: embedded to etcd (data on SeaweedFS) to embedded, judged b
 suite "POSIX answers found outside (ACLs, truncate, atime, remount, handles, writeback cache)" bash tests/scripts/posix.sh
 suite "the kernel's caches kept an hour: what the daemon changes on its own (setuid, atime, chattr, ACL modes, mappings) seen by stat at once; name storms seen by a second process; both transports" bash tests/scripts/kernel-cache.sh
 suite "enospc" bash tests/scripts/enospc.sh
-suite "faults: the store's tables or journal made immutable, its directory removed at unmount: EIO, no hang, umount bounded with the reason, remount recovers what was fsync'ed" bash tests/scripts/faults.sh
+suite "faults: the store's tables or journal made immutable, its directory removed at unmount, EIO injected on the journal (serving, unmount, mount), the tables and a data object, a full device: EIO, no hang, umount bounded with the reason, remount recovers what was fsync'ed" bash tests/scripts/faults.sh
 suite "file data: holes, SEEK_DATA/SEEK_HOLE, space back after delete, flat memory" bash tests/scripts/data.sh
 suite "a damaged store: fsck --repair salvages and lists what was lost" bash tests/scripts/salvage.sh
 suite "read-only: -o ro and fsck change nothing, also on read-only media" bash tests/scripts/readonly.sh

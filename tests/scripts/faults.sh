@@ -7,7 +7,10 @@
 #      cannot write its journal record;
 #   2b. case 2 with -o errors=ro (EROFS for changes, EIO for fsync);
 #   3. the store's directory removed while the daemon shuts down;
-#   4. a small loop device filled by another program while the mount
+#   4. EIO from a fault-injecting layer under the daemon (tests/faults/eio.c,
+#      LD_PRELOAD) on the journal (while serving, at unmount, from the
+#      mount on), the tables (a flush) and a data object's sync;
+#   5. a small loop device filled by another program while the mount
 #      serves (ENOSPC, not a hang; the final commit fits in the room kept).
 # Each time: every operation returns within a bound (`timeout`), a change
 # after the failure gets EIO, an fsync never reports success for what it
@@ -178,7 +181,126 @@ rm -rf "$S"
 daemon_gone removed
 echo "  the daemon exited"
 
-echo "4. the device filled by another program while the mount serves (ENOSPC)"
+# 4. EIO from the disk, through a fault-injecting layer under the daemon
+# (tests/faults/eio.c, LD_PRELOAD): write and sync calls on the files whose
+# path holds the text in $EIOFLAG fail with EIO while that file exists.
+EIO=$WORK/faults-eio.so EIOFLAG=$WORK/faults.eio
+cc -shared -fPIC -O2 -o "$EIO" "$(dirname "$0")/../faults/eio.c" -ldl || fail "building the EIO layer"
+rm -f "$EIOFLAG"
+eio_start() { LD_PRELOAD=$EIO SHOAL_EIO_FLAG=$EIOFLAG start "$@"; }
+eio_clear() { rm -f "$EIOFLAG"; }
+# first_change_fails WHAT: a create, write and two fsyncs after the fault:
+# EIO, and no fsync reports success after it; a create fails; reads go on.
+first_change_fails() {
+  local out
+  out=$(timeout $BOUND python3 -c '
+import os, sys
+p = sys.argv[1] + "/after"
+for step in ("create", "fsync", "fsync again"):
+    try:
+        if step == "create":
+            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
+        else:
+            os.fsync(f.fileno()); print(step, "ok")
+    except OSError as e:
+        print(step, e.strerror)
+        if step == "create":
+            break
+' "$M" 2>&1) || fail "$1: write and fsync after the fault: $out"
+  echo "  $out" | tr '\n' ' '; echo
+  [[ $out == *"Input/output error"* ]] || fail "$1: no EIO after the fault: $out"
+  [[ $out != *"fsync ok"* ]] || fail "$1: an fsync reported success for what could not be made durable"
+  out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "$1: a create after the failure succeeded"
+  [[ $out == *"Input/output error"* ]] || fail "$1: a create after the failure: $out"
+  [ "$(timeout $BOUND cat "$M/kept3" | head -c 6)" = "kept 3" ] || fail "$1: kept3 reads back wrong"
+}
+
+echo "4a. EIO on the journal's writes and syncs while the mount serves"
+eio_start
+write_kept
+rm -f "$WORK/faults.acked"
+echo ".jnl" > "$EIOFLAG"
+first_change_fails eio-journal
+umount_bounded eio-journal
+eio_clear
+remount_check eio-journal
+
+echo "4b. EIO on the tables' writes: an LSM flush fails"
+eio_start memory_mb=100
+write_kept
+echo "/tables/" > "$EIOFLAG"
+r=$(after_fault_writes) || fail "eio-tables: the writes did not end within 120 s"
+echo "  writes after the fault: $r"
+[[ $r == EIO* ]] || fail "eio-tables: expected EIO once the flush failed, got: $r"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "eio-tables: a create after the failure succeeded"
+st=$(timeout $BOUND "$SHOAL" stats --json "$M" 2>&1) || fail "eio-tables: shoal stats: $st"
+[[ $st == *'"failure":{'*"flush"* ]] || fail "eio-tables: shoal stats does not say the flush failed: $st"
+umount_bounded eio-tables
+eio_clear
+remount_check eio-tables
+
+echo "4c. EIO on a data object's sync: that fsync fails, and every later one"
+eio_start
+write_kept
+rm -f "$WORK/faults.acked"
+echo "$S/data/" > "$EIOFLAG"
+out=$(timeout $BOUND python3 -c '
+import os, sys
+f = os.open(sys.argv[1] + "/big", os.O_CREAT | os.O_WRONLY, 0o644)
+for step in ("write", "fsync", "fsync again", "fsync a third time"):
+    try:
+        if step == "write":
+            os.write(f, os.urandom(1 << 20))
+        else:
+            os.fsync(f)
+        print(step, "ok")
+    except OSError as e:
+        print(step, e.strerror)
+' "$M" 2>&1) || fail "eio-data: write and fsync: $out"
+echo "  $out" | tr '\n' ' '; echo
+# The daemon writes the object itself (the file is new) or the kernel does
+# (passthrough) and the daemon's sync meets the error: either way the error
+# reaches the caller, and no fsync succeeds after it.
+[[ $out == *"Input/output error"* ]] || fail "eio-data: no EIO from the write or the fsync: $out"
+[[ $out != *"fsync ok"* ]] || fail "eio-data: an fsync reported success for data that could not be written or synced: $out"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "eio-data: a create after the failed sync succeeded"
+[[ $out == *"Input/output error"* ]] || fail "eio-data: a create after the failed sync: $out"
+umount_bounded eio-data
+eio_clear
+remount_check eio-data
+
+echo "4d. EIO on the journal at unmount: the final commit fails"
+eio_start
+write_kept
+rm -f "$WORK/faults.acked"
+for i in $(seq 300); do echo "$i" > "$M/late$i"; done
+echo ".jnl" > "$EIOFLAG"
+umount_bounded eio-unmount
+eio_clear
+remount_check eio-unmount
+
+echo "4e. EIO on the journal from the start: the mount either refuses or shuts down at its first change"
+unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
+"$SHOAL" mkfs "$S" >/dev/null
+echo ".jnl" > "$EIOFLAG"
+rc=0; out=$(LD_PRELOAD=$EIO SHOAL_EIO_FLAG=$EIOFLAG timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o allow_other 2>&1) || rc=$?
+[ $rc -ne 124 ] || fail "eio-mount: the mount still waiting after $BOUND s"
+if [ $rc -eq 0 ]; then
+  DPID=$(pgrep -f " mount $S $M --background-child" | head -1 || true)
+  out=$(timeout $BOUND python3 -c 'import os, sys; f = os.open(sys.argv[1] + "/first", os.O_CREAT | os.O_WRONLY); os.fsync(f)' "$M" 2>&1) &&
+    fail "eio-mount: a create and fsync on a journal that fails succeeded"
+  [[ $out == *"Input/output error"* ]] || fail "eio-mount: the first change: $out"
+  echo "  mounted; the first change got EIO"
+  umount_bounded eio-mount
+else
+  [[ $out == *"$S"* ]] || fail "eio-mount: the refusal does not name the store: $out"
+  echo "  refused: ${out:0:200}"
+fi
+eio_clear
+timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o allow_other >/dev/null || fail "eio-mount: mount after the fault was cleared"
+timeout $BOUND "$SHOAL" umount "$M" || fail "eio-mount: unmount after the fault was cleared"
+
+echo "5. the device filled by another program while the mount serves (ENOSPC)"
 IMG=/dev/shm/shoal-faults.img; FS=$WORK/faults.fs
 umount "$FS" 2>/dev/null || true
 truncate -s 64M "$IMG"; mkfs.ext4 -q -F "$IMG"; mkdir -p "$FS"; mount -o loop "$IMG" "$FS"
