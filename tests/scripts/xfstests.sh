@@ -16,6 +16,8 @@
 source "$(dirname "$0")/lib.sh"
 xfstests_build
 getent group fsgqa >/dev/null || groupadd fsgqa
+# generic/597 and 598 need a group of this name too ("fsgqa2 group not defined").
+getent group fsgqa2 >/dev/null || groupadd fsgqa2
 for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m -g fsgqa "$u"; done
 # The daemon the suite mounts: a copy, so a rebuild during a run changes nothing.
 T=${XFSTESTS_TAG:-}
