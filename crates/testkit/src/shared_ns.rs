@@ -427,7 +427,8 @@ pub fn races_between_daemons_have_posix_answers(fss: &[Arc<SharedFs>], s: &dyn S
 /// Same-name races across daemons whose answers rest on more than one
 /// read: rename/rename of one source (the "claim a job by renaming it"
 /// pattern: one winner, the others ENOENT), rename against unlink of one
-/// source, link against unlink, exchange-like crossing renames. A
+/// source, create against create of one name, rmdir against a create
+/// inside, link against unlink of its source name. A
 /// transaction that writes nothing, or answers an error, must still have
 /// read a state that was true at one instant (issue 43: two etcd mounts
 /// both won one rename in 12-25% of pairs).
@@ -470,6 +471,66 @@ pub fn same_name_races_have_one_winner(fss: &[Arc<SharedFs>], s: &dyn SharedStor
             1,
             "round {round}: rename and unlink of one name: {r:?}"
         );
+        // create against create of one name: one file, the others EEXIST.
+        let c = format!("c{round}");
+        let r = race(fss, fss.len(), |i, fs| {
+            std::thread::sleep(Duration::from_micros((i * (round % 7) * 30) as u64));
+            fs.create(w.ino, c.as_bytes(), 0o644).map(|a| a.ino)
+        });
+        assert_eq!(
+            r.iter().filter(|x| x.is_ok()).count(),
+            1,
+            "round {round}: creates of one name: {r:?}"
+        );
+        assert!(
+            r.iter().all(|x| x.is_ok() || *x == Err(Error::Exists)),
+            "round {round}: creates of one name: {r:?}"
+        );
+        // rmdir against a create inside: the directory goes empty (the
+        // create ENOENT) or the create lands (the rmdir ENOTEMPTY).
+        let d = a
+            .mkdir(ROOT_INO, format!("d{round}").as_bytes(), 0o755)
+            .unwrap();
+        let r = race(fss, 2, |i, fs| {
+            std::thread::sleep(Duration::from_micros(((round % 5) * 40 * i) as u64));
+            if i == 0 {
+                fs.rmdir(ROOT_INO, format!("d{round}").as_bytes())
+            } else {
+                fs.create(d.ino, b"inside", 0o644).map(|_| ())
+            }
+        });
+        match (&r[0], &r[1]) {
+            (Ok(()), Err(Error::NotFound)) | (Err(Error::NotEmpty), Ok(())) => {}
+            other => panic!("round {round}: rmdir against a create inside: {other:?}"),
+        }
+        // link against unlink of the name it links from: the link lands
+        // first (both succeed, the file keeps the new name) or the unlink
+        // does (the link finds no source: ENOENT); never a name for a
+        // file with no link left.
+        let f = a
+            .create(q.ino, format!("u{round}").as_bytes(), 0o644)
+            .unwrap();
+        let r = race(fss, 2, |i, fs| {
+            std::thread::sleep(Duration::from_micros(((round % 5) * 40 * i) as u64));
+            if i == 0 {
+                fs.link(f.ino, w.ino, format!("l{round}").as_bytes())
+                    .map(|_| ())
+            } else {
+                fs.unlink(q.ino, format!("u{round}").as_bytes())
+            }
+        });
+        assert!(r[1].is_ok(), "round {round}: the unlink: {r:?}");
+        match &r[0] {
+            // One name left (a daemon's cached attributes follow the other
+            // daemon's unlink within its change stream's lag).
+            Ok(()) => {
+                soon("the linked file's links", Ok(1), || {
+                    a.getattr(f.ino).map(|x| x.nlink)
+                });
+            }
+            Err(Error::NotFound) => {}
+            other => panic!("round {round}: link against unlink: {other:?}"),
+        }
     }
     assert_eq!(both, 0, "rounds without exactly one winning rename");
     assert_clean(s);

@@ -429,6 +429,8 @@ impl Tx<'_> {
         if !self.seen.contains_key(&lo) {
             self.seen.insert(lo.clone(), 0);
             self.conds.push(Cond::Empty(lo, hi));
+            // Not read: an answer without writes checks it at commit.
+            self.untracked = true;
         }
         Ok(())
     }
@@ -1018,40 +1020,26 @@ impl SharedFs {
                 self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if tx.ops.is_empty() || out.is_err() {
-                // An answer that writes nothing (a rename onto the name
-                // it already has, an error) still rests on its reads:
-                // when they took more than one round trip, they must
-                // have been true together, which a commit of the
-                // conditions alone checks (etcd: a read-only Txn). Else
-                // another daemon's commit between two reads could make
-                // both daemons win one rename.
-                let several = tx.trips > 1 || tx.untracked;
-                if several && tx.conds.len() > 1 {
-                    match self.store.commit(&tx.conds, &[]) {
-                        Ok(Outcome::Committed(_)) => {}
-                        Ok(Outcome::Conflict(failed)) => {
-                            if failed.contains(&0) {
-                                self.lost.store(true, Ordering::SeqCst);
-                            }
-                            self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
-                            std::thread::sleep(backoff);
-                            backoff = (backoff * 2).min(Duration::from_millis(20));
-                            continue;
-                        }
-                        Err(KvError::Unknown(_)) => continue,
-                        Err(KvError::Unavailable(m)) => {
-                            self.wait_available(since, &m)?;
-                            continue;
-                        }
-                        Err(e) => return Err(kv(e)),
-                    }
-                }
+            // An answer that writes nothing (a rename onto the name it
+            // already has, an error) still rests on its reads: when they
+            // took more than one round trip, or it met a condition it did
+            // not read (another daemon's lease on the directory, `guard`),
+            // they must have been true together, which a commit of the
+            // conditions alone checks (etcd: a read-only Txn). Else another
+            // daemon's commit between two reads could make both daemons
+            // win one rename, and an unlink could answer ENOENT for a name
+            // another daemon acknowledged from memory in its leased
+            // directory. A conflict is handled as a commit's: a lease met
+            // is asked back and waited for.
+            let answer_only = tx.ops.is_empty() || out.is_err();
+            if answer_only && !((tx.trips > 1 || tx.untracked) && tx.conds.len() > 1) {
                 return out.map(|o| (o, None));
             }
-            let out = out?;
-            match self.store.commit(&tx.conds, &tx.ops) {
+            let ops: &[Op] = if answer_only { &[] } else { &tx.ops };
+            match self.store.commit(&tx.conds, ops) {
+                Ok(Outcome::Committed(_)) if answer_only => return out.map(|o| (o, None)),
                 Ok(Outcome::Committed(rev)) => {
+                    let out = out?;
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     self.note_own(rev, &tx.ops);
                     self.after_commit(&tx);
@@ -1107,11 +1095,13 @@ impl SharedFs {
                     }
                     self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
                 }
+                Err(KvError::Unknown(_)) if answer_only => continue,
                 Err(KvError::Unknown(m)) => {
                     self.stats.unknown.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!("commit result unknown ({m}): reading back");
                     self.cache.unsure(&tx.ops);
                     if self.applied(&tx.ops)? {
+                        let out = out?;
                         self.stats.commits.fetch_add(1, Ordering::Relaxed);
                         self.after_commit(&tx);
                         return Ok((out, None));
