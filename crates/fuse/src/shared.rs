@@ -30,7 +30,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use shoal_core::sync::PlainMutex as Mutex;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 #[derive(Clone, Debug)]
@@ -89,11 +90,24 @@ pub struct SharedFuse {
     drop_name: Mutex<Option<std::sync::mpsc::Sender<DropName>>>,
 }
 
-/// Files' names as the kernel was last told them: by inode and by name.
+/// Files' names as the kernel was last told them: by inode, and by
+/// directory and a hash of the name. Each name is kept once (in `by_ino`;
+/// at a million files the second copy was about 40 MB), and `by_name`
+/// answers are checked against it: two names of one directory with one
+/// hash only lose `fresh_name`'s check for one of them.
 #[derive(Default)]
 struct Handed {
-    by_ino: HashMap<u64, (u64, Vec<u8>)>,
-    by_name: HashMap<(u64, Vec<u8>), u64>,
+    by_ino: HashMap<u64, (u64, Box<[u8]>)>,
+    by_name: HashMap<(u64, u64), u64>,
+}
+
+/// The `by_name` key of `name` in `parent`.
+fn name_key(parent: u64, name: &[u8]) -> (u64, u64) {
+    use std::hash::Hasher;
+    // Fixed keys (`new`): the key must be the same on every call.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(name);
+    (parent, h.finish())
 }
 
 impl Handed {
@@ -102,21 +116,27 @@ impl Handed {
             self.by_ino.clear();
             self.by_name.clear();
         }
-        if let Some(old) = self.by_ino.insert(ino, (parent, name.to_vec())) {
-            self.by_name.remove(&old);
+        if let Some((p, n)) = self.by_ino.insert(ino, (parent, name.into())) {
+            let k = name_key(p, &n);
+            if self.by_name.get(&k) == Some(&ino) {
+                self.by_name.remove(&k);
+            }
         }
-        self.by_name.insert((parent, name.to_vec()), ino);
+        self.by_name.insert(name_key(parent, name), ino);
+    }
+    /// The file the kernel knows as `name` in `parent`, if remembered.
+    fn ino_of(&self, parent: u64, name: &[u8]) -> Option<u64> {
+        let ino = *self.by_name.get(&name_key(parent, name))?;
+        self.by_ino
+            .get(&ino)
+            .is_some_and(|(p, n)| *p == parent && &n[..] == name)
+            .then_some(ino)
     }
     /// The kernel no longer has `name` in `parent` (dropped, or told).
     fn forget_name(&mut self, parent: u64, name: &[u8]) {
-        if let Some(ino) = self.by_name.remove(&(parent, name.to_vec())) {
-            if self
-                .by_ino
-                .get(&ino)
-                .is_some_and(|(p, n)| *p == parent && n == name)
-            {
-                self.by_ino.remove(&ino);
-            }
+        if let Some(ino) = self.ino_of(parent, name) {
+            self.by_ino.remove(&ino);
+            self.by_name.remove(&name_key(parent, name));
         }
     }
 }
@@ -172,7 +192,7 @@ impl SharedFuse {
         if a.kind == Kind::Dir {
             return;
         }
-        self.handed.lock().unwrap().insert(a.ino, parent, name);
+        self.handed.lock().insert(a.ino, parent, name);
     }
 
     /// A lookup found file `a` as `name` in `parent`, with one link. If
@@ -191,11 +211,11 @@ impl SharedFuse {
         if a.kind == Kind::Dir || a.nlink != 1 {
             return Ok(());
         }
-        let old = match self.handed.lock().unwrap().by_ino.get(&a.ino) {
-            Some((p, n)) if (*p, n.as_slice()) != (parent, name) => (*p, n.clone()),
+        let old = match self.handed.lock().by_ino.get(&a.ino) {
+            Some((p, n)) if (*p, &n[..]) != (parent, name) => (*p, n.to_vec()),
             _ => return Ok(()),
         };
-        let Some(tx) = self.drop_name.lock().unwrap().clone() else {
+        let Some(tx) = self.drop_name.lock().clone() else {
             return Ok(());
         };
         let same_dir = old.0 == parent;
@@ -250,7 +270,7 @@ impl SharedFuse {
 
     /// Note a lock request through handle `fh` (`HandleLocks`).
     fn note_lock(&self, fh: FileHandle, ino: INodeNo, owner: Option<u64>) {
-        let mut hs = self.handle_locks.lock().unwrap();
+        let mut hs = self.handle_locks.lock();
         let h = hs.entry(fh.0).or_insert(HandleLocks {
             ino: ino.0,
             owners: Vec::new(),
@@ -280,7 +300,7 @@ impl SharedFuse {
         // have freed the lock after the look read it), or a close just now.
         let pending = || {
             self.releases.0.load(Ordering::Acquire) != self.releases.1.load(Ordering::Acquire)
-                || self.handle_locks.lock().unwrap().values().any(|h| {
+                || self.handle_locks.lock().values().any(|h| {
                     h.ino == ino.0 && h.closed.is_some_and(|t| t.elapsed() < RELEASE_GRACE)
                 })
         };
@@ -322,7 +342,7 @@ impl SharedFuse {
             self.opts.threads.saturating_sub(1).max(1)
         };
         {
-            let mut w = self.lock_waits.lock().unwrap();
+            let mut w = self.lock_waits.lock();
             let n = w.entry(queue).or_insert(0);
             if *n >= room {
                 tracing::warn!(
@@ -347,7 +367,7 @@ impl SharedFuse {
                 Err(e) => break Err(e),
             }
         };
-        *self.lock_waits.lock().unwrap().get_mut(&queue).unwrap() -= 1;
+        *self.lock_waits.lock().get_mut(&queue).unwrap() -= 1;
         r
     }
 
@@ -521,7 +541,7 @@ impl SharedFuse {
         let handed = self.handed.clone();
         let changes = fs.subscribe();
         let (drop_tx, drop_rx) = std::sync::mpsc::channel::<DropName>();
-        *self.drop_name.lock().unwrap() = Some(drop_tx);
+        *self.drop_name.lock() = Some(drop_tx);
         let session = fuser::Session::new(self, mountpoint, &cfg)?;
         let notifier = session.notifier();
         // Stale names dropped for lookups (`fresh_name`), on a thread of
@@ -534,7 +554,7 @@ impl SharedFuse {
                 .spawn(move || {
                     for (p, n, done) in drop_rx {
                         let _ = notifier.inval_entry(INodeNo(p), OsStr::from_bytes(&n));
-                        handed.lock().unwrap().forget_name(p, &n);
+                        handed.lock().forget_name(p, &n);
                         let _ = done.try_send(());
                     }
                 })?;
@@ -584,7 +604,7 @@ fn invalidate(
             let r = match k.first() {
                 Some(b'E') if k.len() > 9 => {
                     let r = notifier.inval_entry(INodeNo(ino_at(1)), OsStr::from_bytes(&k[9..]));
-                    handed.lock().unwrap().forget_name(ino_at(1), &k[9..]);
+                    handed.lock().forget_name(ino_at(1), &k[9..]);
                     r
                 }
                 Some(b'I') | Some(b'T') if k.len() == 9 => {
@@ -662,7 +682,7 @@ impl Filesystem for SharedFuse {
         let _t = self.fs.stats.op_stats.start(Op::Getattr);
         match self.fs.getattr(ino.0) {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
-            Err(Error::NotFound) => match self.open_dirs.lock().unwrap().get(&ino.0).copied() {
+            Err(Error::NotFound) => match self.open_dirs.lock().get(&ino.0).copied() {
                 Some((_, mut a)) => {
                     a.nlink = 0;
                     reply.attr(&Duration::ZERO, &self.attr(&a))
@@ -866,7 +886,6 @@ impl Filesystem for SharedFuse {
         if r.is_ok() {
             self.handed
                 .lock()
-                .unwrap()
                 .forget_name(parent.0, name.as_bytes());
         }
         Self::empty(reply, r)
@@ -909,13 +928,9 @@ impl Filesystem for SharedFuse {
             });
         if r.is_ok() {
             // The kernel moves its entry: so does `handed`.
-            let mut h = self.handed.lock().unwrap();
+            let mut h = self.handed.lock();
             h.forget_name(newparent.0, newname.as_bytes());
-            if let Some(ino) = h
-                .by_name
-                .get(&(parent.0, name.as_bytes().to_vec()))
-                .copied()
-            {
+            if let Some(ino) = h.ino_of(parent.0, name.as_bytes()) {
                 h.insert(ino, newparent.0, newname.as_bytes());
             }
         }
@@ -1049,7 +1064,7 @@ impl Filesystem for SharedFuse {
         // A close by a POSIX lock's owner releases its locks on the file.
         let unlocked = self.fs.unlock_owner(ino.0, lock_owner.0, false);
         {
-            let mut hs = self.handle_locks.lock().unwrap();
+            let mut hs = self.handle_locks.lock();
             for (h_fh, h) in hs.iter_mut().filter(|(_, h)| h.ino == ino.0) {
                 h.owners.retain(|&o| o != lock_owner.0);
                 if *h_fh == fh.0 {
@@ -1082,7 +1097,7 @@ impl Filesystem for SharedFuse {
         // nothing at its last close, but an owner that locked through this
         // handle and never closed the file since (every close flushes with
         // the closing process's owner, and that flush forgets it) is one.
-        let ofd = self.handle_locks.lock().unwrap().remove(&fh.0);
+        let ofd = self.handle_locks.lock().remove(&fh.0);
         for o in ofd.map(|h| h.owners).unwrap_or_default() {
             unlocked = unlocked.and(self.fs.unlock_owner(ino.0, o, false));
         }
@@ -1138,7 +1153,7 @@ impl Filesystem for SharedFuse {
         }
         match self.fs.getattr(ino.0) {
             Ok(a) if a.kind == Kind::Dir => {
-                let mut open = self.open_dirs.lock().unwrap();
+                let mut open = self.open_dirs.lock();
                 let e = open.entry(ino.0).or_insert((0, a));
                 *e = (e.0 + 1, a);
                 drop(open);
@@ -1159,7 +1174,7 @@ impl Filesystem for SharedFuse {
         mut reply: ReplyDirectory,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Readdir);
-        let mut dirs = self.dirs.lock().unwrap();
+        let mut dirs = self.dirs.lock();
         if offset == 0 || !dirs.contains_key(&fh.0) {
             // The listing, whole, at the first call (a directory read from
             // the start sees one snapshot).
@@ -1211,8 +1226,8 @@ impl Filesystem for SharedFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs.lock().unwrap().remove(&fh.0);
-        let mut open = self.open_dirs.lock().unwrap();
+        self.dirs.lock().remove(&fh.0);
+        let mut open = self.open_dirs.lock();
         if let Some(e) = open.get_mut(&ino.0) {
             e.0 -= 1;
             if e.0 == 0 {
