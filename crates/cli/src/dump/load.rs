@@ -5,9 +5,10 @@
 //! after their entries, which change them).
 
 use super::format::{char_kind, unb64, unts, Counts, Head, Node, Rec, VERSION};
+use super::fs_err;
 use super::tree::Sink;
 use shoal_core::engine::TimeSet;
-use shoal_core::{Error, Ino, Kind, SetAttr, ROOT_INO};
+use shoal_core::{Ino, Kind, SetAttr, ROOT_INO};
 use std::collections::HashMap;
 use std::io::BufRead;
 
@@ -17,10 +18,6 @@ pub struct Loaded {
     pub counts: Counts,
     /// Inodes whose chattr flags the destination keeps no place for.
     pub flags_lost: u64,
-}
-
-fn fs_err(what: &str, e: Error) -> String {
-    format!("{what}: {e}")
 }
 
 /// The dump's head, read from its first line.

@@ -50,9 +50,9 @@ fn loading_config() -> Config {
     }
 }
 
-/// A URL or path as it may be shown: without a password.
-pub fn redact(src: &str) -> String {
-    shoal_etcd::redact(src)
+/// Where the tree's errors are told: what was being done, then why.
+fn fs_err(what: &str, e: shoal_core::Error) -> String {
+    format!("{what}: {e}")
 }
 
 fn now() -> u64 {
@@ -178,7 +178,7 @@ pub fn cmd_dump(a: &DumpArgs) -> Result<i32, String> {
     let c = r?;
     eprintln!(
         "dumped {}: {} inodes, {} more names, {} bytes of file data",
-        redact(&src),
+        shoal_etcd::redact(&src),
         c.nodes,
         c.links,
         c.bytes
@@ -189,7 +189,7 @@ pub fn cmd_dump(a: &DumpArgs) -> Result<i32, String> {
 fn dump_to(a: &DumpArgs, src: &str, mut out: Output, bar: &Bar) -> Result<Counts, String> {
     let head = |point: &str| Head {
         version: format::VERSION,
-        source: redact(src),
+        source: shoal_etcd::redact(src),
         taken: now(),
         point: point.into(),
         subtree: a.subtree.clone().unwrap_or_else(|| "/".into()),
@@ -205,7 +205,7 @@ fn dump_to(a: &DumpArgs, src: &str, mut out: Output, bar: &Bar) -> Result<Counts
                     (Arc::new(p), point)
                 }
                 Err(KvError::Unsupported(_)) => (store, "live".into()),
-                Err(e) => return Err(format!("{}: {e}", redact(src))),
+                Err(e) => return Err(format!("{}: {e}", shoal_etcd::redact(src))),
             };
         let fs = open_shared_on(store, src, "dump")?;
         let t = SharedTree(fs.clone());
@@ -350,7 +350,8 @@ fn open_shared_on(
     src: &str,
     what: &str,
 ) -> Result<Arc<SharedFs>, String> {
-    let blobs = crate::daemon::data_store(&*store).map_err(|e| format!("{}: {e}", redact(src)))?;
+    let blobs = crate::daemon::data_store(&*store)
+        .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))?;
     let opts = SessionOpts {
         who: format!("shoal {what} pid {}", std::process::id()),
         // Without directory leases every change commits before it
@@ -362,7 +363,8 @@ fn open_shared_on(
         record_cache: 0,
         ..SessionOpts::default()
     };
-    SharedFs::open_with_data(store, blobs, opts).map_err(|e| format!("{}: {e}", redact(src)))
+    SharedFs::open_with_data(store, blobs, opts)
+        .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))
 }
 
 pub fn cmd_load(a: &LoadArgs) -> Result<i32, String> {
@@ -402,11 +404,11 @@ pub fn cmd_load(a: &LoadArgs) -> Result<i32, String> {
             Err(shoal_core::Error::Exists) if a.data.is_some() => {
                 return Err(format!(
                     "{}: --data is for a new namespace and this one exists: load into it without --data, or into a new NAME",
-                    redact(&dest)
+                    shoal_etcd::redact(&dest)
                 ))
             }
             Err(shoal_core::Error::Exists) => {}
-            Err(e) => return Err(format!("{}: {e}", redact(&dest))),
+            Err(e) => return Err(format!("{}: {e}", shoal_etcd::redact(&dest))),
         }
         let fs = open_shared(&dest, "load")?;
         let t = SharedTree(fs.clone());
@@ -427,7 +429,7 @@ pub fn cmd_load(a: &LoadArgs) -> Result<i32, String> {
     let l = r?;
     eprintln!(
         "loaded {} (dumped from {} at {}): {} inodes, {} more names, {} bytes of file data",
-        redact(&dest),
+        shoal_etcd::redact(&dest),
         head.source,
         head.taken,
         l.counts.nodes,
@@ -449,7 +451,7 @@ fn refuse_non_empty(t: &dyn Sink, dest: &str) -> Result<(), String> {
             "{} is not empty: a load makes a whole namespace and never merges into one; \
              load into a new store directory (`shoal load FILE NEWDIR` makes it) or a new etcd name \
              (`shoal load FILE etcd://H:P/NEWNAME --data URL`)",
-            redact(dest)
+            shoal_etcd::redact(dest)
         ));
     }
     Ok(())

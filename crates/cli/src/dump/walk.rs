@@ -3,6 +3,7 @@
 //! path, and the numbers of the inodes with more than one name seen so far.
 
 use super::format::{b64, Counts, Head, Name, Node, Rec};
+use super::fs_err;
 use super::tree::{Cursor, Tree};
 use shoal_core::{Error, Ino, Kind};
 use std::collections::HashSet;
@@ -23,10 +24,6 @@ pub fn write_rec(out: &mut dyn Write, r: &Rec) -> Result<(), String> {
     serde_json::to_writer(&mut *out, r).map_err(|e| format!("write the dump: {e}"))?;
     out.write_all(b"\n")
         .map_err(|e| format!("write the dump: {e}"))
-}
-
-fn fs_err(what: &str, e: Error) -> String {
-    format!("{what}: {e}")
 }
 
 /// The inode at `path` (slash-separated, from the root) in `tree`.
