@@ -24,13 +24,13 @@ use fuser::{
 use shoal_core::shared::locks::{Lock, Want};
 use shoal_core::shared::ns::{NewNode, SharedFs};
 use shoal_core::stats::Op;
+use shoal_core::sync::PlainMutex as Mutex;
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use shoal_core::sync::PlainMutex as Mutex;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -884,9 +884,7 @@ impl Filesystem for SharedFuse {
             .squashed_remove(req, parent.0, name)
             .and_then(|()| self.fs.unlink(parent.0, name.as_bytes()));
         if r.is_ok() {
-            self.handed
-                .lock()
-                .forget_name(parent.0, name.as_bytes());
+            self.handed.lock().forget_name(parent.0, name.as_bytes());
         }
         Self::empty(reply, r)
     }
