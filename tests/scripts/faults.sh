@@ -9,7 +9,9 @@
 #   3. the store's directory removed while the daemon shuts down;
 #   4. EIO from a fault-injecting layer under the daemon (tests/faults/eio.c,
 #      LD_PRELOAD) on the journal (while serving, at unmount, from the
-#      mount on), the tables (a flush) and a data object's sync;
+#      mount on), the tables (a flush), the manifest (a flush), a data
+#      object's write and sync, and the reserve file (only a warning: it
+#      holds nothing);
 #   5. a small loop device filled by another program while the mount
 #      serves (ENOSPC, not a hang; the final commit fits in the room kept).
 # Each time: every operation returns within a bound (`timeout`), a change
@@ -279,7 +281,33 @@ umount_bounded eio-unmount
 eio_clear
 remount_check eio-unmount
 
-echo "4e. EIO on the journal from the start: the mount either refuses or shuts down at its first change"
+echo "4e. EIO on the LSM's table list (its manifest, keyspaces/1/vN) at a flush"
+eio_start memory_mb=100
+write_kept
+echo "/keyspaces/1/v" > "$EIOFLAG"
+r=$(after_fault_writes) || fail "eio-manifest: the writes did not end within 120 s"
+echo "  writes after the fault: $r"
+[[ $r == EIO* ]] || fail "eio-manifest: expected EIO once the flush failed, got: $r"
+out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "eio-manifest: a create after the failure succeeded"
+umount_bounded eio-manifest
+eio_clear
+remount_check eio-manifest
+
+echo "4f. EIO on the reserve file at the mount: a warning, nothing lost, the mount serves"
+unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
+"$SHOAL" mkfs "$S" >/dev/null
+rm -f "$S/reserve"
+echo "$S/reserve" > "$EIOFLAG"
+LD_PRELOAD=$EIO SHOAL_EIO_FLAG=$EIOFLAG timeout $BOUND "$SHOAL" mount -d "$S" "$M" -o allow_other >/dev/null || fail "eio-reserve: mount"
+DPID=$(pgrep -f " mount $S $M --background-child" | head -1 || true)
+write_kept
+timeout $BOUND "$SHOAL" umount "$M" || fail "eio-reserve: unmount"
+grep -q "no reserve held" "$S/daemon.log" || fail "eio-reserve: the log does not say the reserve failed"
+eio_clear
+rm -f "$WORK/faults.acked"
+remount_check eio-reserve
+
+echo "4g. EIO on the journal from the start: the mount either refuses or shuts down at its first change"
 unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
 "$SHOAL" mkfs "$S" >/dev/null
 echo ".jnl" > "$EIOFLAG"
