@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// mimalloc instead of glibc malloc: the cache allocates and frees millions of
-/// small objects of mixed sizes; measured in docs/BENCHMARKS.md ("Allocator").
+/// small objects of mixed sizes; measured in docs/perf-log/04-memory-bound-50m-round-trips.md ("Allocator").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
