@@ -317,10 +317,34 @@ impl Tx<'_> {
             Some(&was) if was != rev => Err(RETRY),
             Some(_) => Ok(()),
             None => {
+                // A name read as absent may be one another daemon answered
+                // from memory in a directory it leases: the answer rests
+                // on no such lease too (an unlink on one mount answered
+                // ENOENT for a name another had acknowledged).
+                if v.is_none() && key.len() >= 9 && key[0] == b'E' {
+                    let dir = u64::from_be_bytes(key[1..9].try_into().unwrap_or_default());
+                    self.require_unleased(dir);
+                }
                 self.seen.insert(key.clone(), rev);
                 self.conds.push(Cond::as_read(key, v));
                 Ok(())
             }
+        }
+    }
+
+    /// The commit requires that no other daemon leases a range of `dir`
+    /// (this daemon's own acknowledged creates there are committed before
+    /// any read, `settle`). Not read: an answer without writes checks it
+    /// at commit, and a lease it meets is asked back (`SharedFs::run_at`).
+    fn require_unleased(&mut self, dir: Ino) {
+        if self.fs.holds(dir) {
+            return;
+        }
+        let (lo, hi) = lrange(dir);
+        if !self.seen.contains_key(&lo) {
+            self.seen.insert(lo.clone(), 0);
+            self.conds.push(Cond::Empty(lo, hi));
+            self.untracked = true;
         }
     }
 
