@@ -106,6 +106,33 @@ remount_check() {
   timeout 120 "$SHOAL" fsck "$S" >/dev/null || fail "$1: fsck: $("$SHOAL" fsck "$S" 2>&1 | tail -3)"
 }
 
+# first_change_fails WHAT: the first change after the fault (the create,
+# the write or the fsync, whichever meets the failed commit first) fails
+# with EIO, no fsync reports success after it, a create fails, reads go on.
+first_change_fails() {
+  local out
+  out=$(timeout $BOUND python3 -c '
+import os, sys
+p = sys.argv[1] + "/after"
+for step in ("create", "fsync", "fsync again"):
+    try:
+        if step == "create":
+            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
+        else:
+            os.fsync(f.fileno()); print(step, "ok")
+    except OSError as e:
+        print(step, e.strerror)
+        if step == "create":
+            break
+' "$M" 2>&1) || fail "$1: write and fsync after the fault: $out"
+  echo "  $out" | tr '\n' ' '; echo
+  [[ $out == *"Input/output error"* ]] || fail "$1: no EIO after the fault: $out"
+  [[ $out != *"fsync ok"* ]] || fail "$1: an fsync reported success for what could not be made durable"
+  out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "$1: a create after the failure succeeded"
+  [[ $out == *"Input/output error"* ]] || fail "$1: a create after the failure: $out"
+  [ "$(timeout $BOUND cat "$M/kept3" | head -c 6)" = "kept 3" ] || fail "$1: kept3 reads back wrong"
+}
+
 echo "1. the tables directory made immutable while the mount serves"
 start memory_mb=100
 for i in $(seq 300); do echo "$i" > "$M/f$i"; done
@@ -134,28 +161,7 @@ for i in $(seq 300); do echo "$i" > "$M/f$i"; done
 write_kept
 rm -f "$WORK/faults.acked"
 chattr +i "$S"/db/*.jnl "$S"/db
-# The first change after the fault fails (the create, the write or the
-# fsync, whichever meets the failed commit first) with EIO, and no fsync
-# reports success after it.
-out=$(timeout $BOUND python3 -c '
-import os, sys
-p = sys.argv[1] + "/after"
-for step in ("create", "fsync", "fsync again"):
-    try:
-        if step == "create":
-            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
-        else:
-            os.fsync(f.fileno()); print(step, "ok")
-    except OSError as e:
-        print(step, e.strerror)
-        if step == "create":
-            break
-' "$M" 2>&1) || fail "journal: write and fsync after the fault: $out"
-echo "  $out" | tr '\n' ' '; echo
-[[ $out == *"Input/output error"* ]] || fail "journal: no EIO after the fault: $out"
-[[ $out != *"fsync ok"* ]] || fail "journal: an fsync reported success for what the journal could not take"
-out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "journal: a create after the failure succeeded"
-[[ $out == *"Input/output error"* ]] || fail "journal: a create after the failure: $out"
+first_change_fails journal
 [ "$(timeout $BOUND cat "$M/f7")" = 7 ] || fail "journal: f7 reads back wrong"
 umount_bounded journal
 remount_check journal
@@ -191,32 +197,6 @@ cc -shared -fPIC -O2 -o "$EIO" "$(dirname "$0")/../faults/eio.c" -ldl || fail "b
 rm -f "$EIOFLAG"
 eio_start() { LD_PRELOAD=$EIO SHOAL_EIO_FLAG=$EIOFLAG start "$@"; }
 eio_clear() { rm -f "$EIOFLAG"; }
-# first_change_fails WHAT: a create, write and two fsyncs after the fault:
-# EIO, and no fsync reports success after it; a create fails; reads go on.
-first_change_fails() {
-  local out
-  out=$(timeout $BOUND python3 -c '
-import os, sys
-p = sys.argv[1] + "/after"
-for step in ("create", "fsync", "fsync again"):
-    try:
-        if step == "create":
-            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
-        else:
-            os.fsync(f.fileno()); print(step, "ok")
-    except OSError as e:
-        print(step, e.strerror)
-        if step == "create":
-            break
-' "$M" 2>&1) || fail "$1: write and fsync after the fault: $out"
-  echo "  $out" | tr '\n' ' '; echo
-  [[ $out == *"Input/output error"* ]] || fail "$1: no EIO after the fault: $out"
-  [[ $out != *"fsync ok"* ]] || fail "$1: an fsync reported success for what could not be made durable"
-  out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "$1: a create after the failure succeeded"
-  [[ $out == *"Input/output error"* ]] || fail "$1: a create after the failure: $out"
-  [ "$(timeout $BOUND cat "$M/kept3" | head -c 6)" = "kept 3" ] || fail "$1: kept3 reads back wrong"
-}
-
 echo "4a. EIO on the journal's writes and syncs while the mount serves"
 eio_start
 write_kept
