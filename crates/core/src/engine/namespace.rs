@@ -105,7 +105,11 @@ impl Engine {
         }
         self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
         let p = self.dir_ref(parent)?;
-        rules::perm::may_add(ctx, &p.st.lock().attr)?;
+        // Only when the daemon checks: the directory's state lock on every
+        // create would be the one lock per directory seed 000 removed.
+        if ctx.check_perms {
+            rules::perm::may_add(ctx, &p.st.lock().attr)?;
+        }
         flags::check_add(&p)?;
         let pdir = p.dir.as_ref().expect("directory");
         // The directory's default ACL replaces the umask (acl(5)); read only
@@ -454,7 +458,9 @@ impl Engine {
         names::check(NameOp::Create, newname)?;
         self.room(RECORD_ROOM + newname.len() as u64)?;
         let np = self.dir_ref(newparent)?;
-        rules::perm::may_add(ctx, &np.st.lock().attr)?;
+        if ctx.check_perms {
+            rules::perm::may_add(ctx, &np.st.lock().attr)?;
+        }
         let c = self.inode(ino)?;
         flags::check_add(&np)?;
         if flags::pinned(&c) {
@@ -561,7 +567,9 @@ impl Engine {
         let dst = self.find(&np, newname)?;
         let s = self.inode(sino)?;
         self.check_delete(ctx, &p, &s)?;
-        rules::perm::may_add(ctx, &np.st.lock().attr)?;
+        if ctx.check_perms {
+            rules::perm::may_add(ctx, &np.st.lock().attr)?;
+        }
         rules::rename::check_target(flags, dst.is_some())?;
         if let Some((dino, _, _)) = dst {
             if dino == sino {
