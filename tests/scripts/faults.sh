@@ -111,20 +111,8 @@ remount_check() {
 # with EIO, no fsync reports success after it, a create fails, reads go on.
 first_change_fails() {
   local out
-  out=$(timeout $BOUND python3 -c '
-import os, sys
-p = sys.argv[1] + "/after"
-for step in ("create", "fsync", "fsync again"):
-    try:
-        if step == "create":
-            f = open(p, "wb"); f.write(b"after the fault"); f.flush()
-        else:
-            os.fsync(f.fileno()); print(step, "ok")
-    except OSError as e:
-        print(step, e.strerror)
-        if step == "create":
-            break
-' "$M" 2>&1) || fail "$1: write and fsync after the fault: $out"
+  out=$(timeout $BOUND python3 "$(dirname "$0")/steps.py" "$M/after" write:15 fsync fsync 2>&1) ||
+    fail "$1: write and fsync after the fault: $out"
   echo "  $out" | tr '\n' ' '; echo
   [[ $out == *"Input/output error"* ]] || fail "$1: no EIO after the fault: $out"
   [[ $out != *"fsync ok"* ]] || fail "$1: an fsync reported success for what could not be made durable"
@@ -197,6 +185,26 @@ cc -shared -fPIC -O2 -o "$EIO" "$(dirname "$0")/../faults/eio.c" -ldl || fail "b
 rm -f "$EIOFLAG"
 eio_start() { LD_PRELOAD=$EIO SHOAL_EIO_FLAG=$EIOFLAG start "$@"; }
 eio_clear() { rm -f "$EIOFLAG"; }
+# flush_fails WHAT TEXT: a mount with small memtables, EIO on the store's
+# files whose path holds TEXT, writes until a flush meets it: EIO, no
+# create after, `shoal stats` names the flush, umount bounded, and the
+# store mounts again once the fault is cleared.
+flush_fails() {
+  local r out st
+  eio_start memory_mb=100
+  write_kept
+  echo "$2" > "$EIOFLAG"
+  r=$(after_fault_writes) || fail "$1: the writes did not end within 120 s"
+  echo "  writes after the fault: $r"
+  [[ $r == EIO* ]] || fail "$1: expected EIO once the flush failed, got: $r"
+  out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "$1: a create after the failure succeeded"
+  st=$(timeout $BOUND "$SHOAL" stats --json "$M" 2>&1) || fail "$1: shoal stats: $st"
+  [[ $st == *'"failure":{'*"flush"* ]] || fail "$1: shoal stats does not say the flush failed: $st"
+  umount_bounded "$1"
+  eio_clear
+  remount_check "$1"
+}
+
 echo "4a. EIO on the journal's writes and syncs while the mount serves"
 eio_start
 write_kept
@@ -208,37 +216,15 @@ eio_clear
 remount_check eio-journal
 
 echo "4b. EIO on the tables' writes: an LSM flush fails"
-eio_start memory_mb=100
-write_kept
-echo "/tables/" > "$EIOFLAG"
-r=$(after_fault_writes) || fail "eio-tables: the writes did not end within 120 s"
-echo "  writes after the fault: $r"
-[[ $r == EIO* ]] || fail "eio-tables: expected EIO once the flush failed, got: $r"
-out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "eio-tables: a create after the failure succeeded"
-st=$(timeout $BOUND "$SHOAL" stats --json "$M" 2>&1) || fail "eio-tables: shoal stats: $st"
-[[ $st == *'"failure":{'*"flush"* ]] || fail "eio-tables: shoal stats does not say the flush failed: $st"
-umount_bounded eio-tables
-eio_clear
-remount_check eio-tables
+flush_fails eio-tables "/tables/"
 
 echo "4c. EIO on a data object's sync: that fsync fails, and every later one"
 eio_start
 write_kept
 rm -f "$WORK/faults.acked"
 echo "$S/data/" > "$EIOFLAG"
-out=$(timeout $BOUND python3 -c '
-import os, sys
-f = os.open(sys.argv[1] + "/big", os.O_CREAT | os.O_WRONLY, 0o644)
-for step in ("write", "fsync", "fsync again", "fsync a third time"):
-    try:
-        if step == "write":
-            os.write(f, os.urandom(1 << 20))
-        else:
-            os.fsync(f)
-        print(step, "ok")
-    except OSError as e:
-        print(step, e.strerror)
-' "$M" 2>&1) || fail "eio-data: write and fsync: $out"
+out=$(timeout $BOUND python3 "$(dirname "$0")/steps.py" "$M/big" write:1048576 fsync fsync fsync 2>&1) ||
+  fail "eio-data: write and fsync: $out"
 echo "  $out" | tr '\n' ' '; echo
 # The daemon writes the object itself (the file is new) or the kernel does
 # (passthrough) and the daemon's sync meets the error: either way the error
@@ -262,16 +248,7 @@ eio_clear
 remount_check eio-unmount
 
 echo "4e. EIO on the LSM's table list (its manifest, keyspaces/1/vN) at a flush"
-eio_start memory_mb=100
-write_kept
-echo "/keyspaces/1/v" > "$EIOFLAG"
-r=$(after_fault_writes) || fail "eio-manifest: the writes did not end within 120 s"
-echo "  writes after the fault: $r"
-[[ $r == EIO* ]] || fail "eio-manifest: expected EIO once the flush failed, got: $r"
-out=$(timeout $BOUND touch "$M/more" 2>&1) && fail "eio-manifest: a create after the failure succeeded"
-umount_bounded eio-manifest
-eio_clear
-remount_check eio-manifest
+flush_fails eio-manifest "/keyspaces/1/v"
 
 echo "4f. EIO on the reserve file at the mount: a warning, nothing lost, the mount serves"
 unfreeze; unmount_stale "$M"; rm -rf "$S"; mkdir -p "$M"
