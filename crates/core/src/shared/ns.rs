@@ -337,9 +337,13 @@ impl Tx<'_> {
     /// any read, `settle`). Not read: an answer without writes checks it
     /// at commit, and a lease it meets is asked back (`SharedFs::run_at`).
     fn require_unleased(&mut self, dir: Ino) {
-        if self.fs.holds(dir) {
-            return;
+        if !self.fs.holds(dir) {
+            self.require_no_lease(dir);
         }
+    }
+
+    /// The commit requires that no daemon leases a range of `dir`.
+    fn require_no_lease(&mut self, dir: Ino) {
         let (lo, hi) = lrange(dir);
         if !self.seen.contains_key(&lo) {
             self.seen.insert(lo.clone(), 0);
@@ -449,13 +453,8 @@ impl Tx<'_> {
         if !self.creating {
             self.fs.not_streaking(dir);
         }
-        let (lo, hi) = lrange(dir);
-        if !self.seen.contains_key(&lo) {
-            self.seen.insert(lo.clone(), 0);
-            self.conds.push(Cond::Empty(lo, hi));
-            // Not read: an answer without writes checks it at commit.
-            self.untracked = true;
-        }
+        // Its own lease given back first: every range must be free.
+        self.require_no_lease(dir);
         Ok(())
     }
     pub(super) fn del(&mut self, key: Vec<u8>) {
