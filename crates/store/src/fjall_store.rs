@@ -558,7 +558,7 @@ impl FjallStore {
                 // larger than the block cache: with two sealed and one
                 // active, fjall's 64 MiB took 192 MiB of a 200 MiB bound.
                 fjall::KeyspaceCreateOptions::default()
-                    .max_memtable_size(bounded.map_or(64 << 20, |c| c.clamp(4 << 20, 64 << 20)))
+                    .max_memtable_size(bounded.map_or(64 << 20, bounded_memtable))
                     .compaction_strategy(std::sync::Arc::new(
                         fjall::compaction::Leveled::default().with_l0_threshold(8),
                     ))
@@ -581,7 +581,7 @@ impl FjallStore {
             writes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
-            memtable_cap: bounded.map_or(0, |c| c.clamp(4 << 20, 64 << 20)),
+            memtable_cap: bounded.map_or(0, bounded_memtable),
             sync_lock: Mutex::new(()),
             space: Space {
                 sample: Mutex::new((
@@ -719,6 +719,12 @@ impl FjallStore {
             _ => map_err(e),
         }
     }
+}
+
+/// A memtable's size under a memory bound whose block cache is `cache`
+/// bytes: no larger than the cache, within 4 to 64 MiB (`open_bounded`).
+fn bounded_memtable(cache: u64) -> u64 {
+    cache.clamp(4 << 20, 64 << 20)
 }
 
 /// `FjallStore::failure` of the database `db` of the store at `path`.
