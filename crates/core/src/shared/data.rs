@@ -35,7 +35,7 @@
 //! deleted it by hand: fsck reports it). A daemon that dies between upload
 //! and commit, or between commit and delete, leaves objects no table names;
 //! their names carry the session, and `collect` deletes unnamed objects of
-//! sessions that are gone (fsck `--repair`, `shoal gc`). Objects of a live
+//! sessions that are gone (`shoal fsck --repair`). Objects of a live
 //! session are never collected: its uploads may be about to be committed.
 
 use super::blob::Blobs;
@@ -912,7 +912,9 @@ impl SharedFs {
             Ok(()) => {
                 self.stats.blob_deletes.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => tracing::warn!("object {name} not deleted ({e}): `shoal gc` collects it"),
+            Err(e) => {
+                tracing::warn!("object {name} not deleted ({e}): `shoal fsck --repair` collects it")
+            }
         }
     }
 }

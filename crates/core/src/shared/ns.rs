@@ -1498,8 +1498,8 @@ impl SharedFs {
     pub(super) fn forget_data(tx: &mut Tx, n: &Node) {
         match Table::of(n) {
             Ok(t) => tx.forget(n.attr.ino, &t.0),
-            // Left for `shoal gc`, which finds them named by nothing.
-            Err(e) => tracing::warn!("{e}: its objects stay for `shoal gc`"),
+            // Left for `shoal fsck --repair`, which finds them named by nothing.
+            Err(e) => tracing::warn!("{e}: its objects stay for `shoal fsck --repair`"),
         }
     }
 
