@@ -152,10 +152,15 @@ pub struct MountArgs {
     #[arg(short = 'd', long)]
     pub daemon: bool,
     /// Mount options, comma separated, in FUSE's conventions: allow_other,
-    /// default_permissions (let the kernel check permissions; by default the
-    /// daemon checks them, which saves round trips), ro, and shoal's own:
+    /// default_permissions (the kernel checks permissions and POSIX ACLs:
+    /// the default), ro, and shoal's own: daemon_permissions (the daemon
+    /// checks permissions instead: two round trips less per create+unlink,
+    /// no ACLs), root_squash, all_squash=UID:GID (docs/security.md),
     /// durability=group|sync|buffered, commit_ms=N, cache_mb=N, threads=N,
-    /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N, writeback_cache,
+    /// entry_ttl_ms=N, attr_ttl_ms=N, negative_ttl_ms=N (how long the kernel
+    /// keeps names, attributes and misses: an hour by default, as the daemon
+    /// tells the kernel of every change; an etcd mount's ttl_ms is 1 s;
+    /// docs/design.md, "The kernel's caches"), writeback_cache,
     /// noreaddirplus, keep_cache (keep cached file pages across opens), verify (walk the store with fsck's checks before serving),
     /// memory_mb=N, noxattr, readdirplus_always, placement=near|spread (where
     /// new directories go: the parent's allocation group, or round-robin),
