@@ -747,7 +747,8 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         };
         match k {
             "allow_other" => allow_other = true,
-            "default_permissions" => {}
+            "default_permissions" | "kernel_permissions" => fuse.daemon_permissions = false,
+            "daemon_permissions" => fuse.daemon_permissions = true,
             // The kernel refuses every change (EROFS); the daemon serves reads.
             "ro" => mopts.push(MountOption::RO),
             // Access times are not kept on a shared namespace (a write to
@@ -776,14 +777,15 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "metrics" => metrics = Some(metrics_addr(o, v)?),
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, root_squash, all_squash=UID:GID, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, daemon_permissions, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, root_squash, all_squash=UID:GID, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }
     }
-    if matches!(fuse.squash, shoal_fuse::Squash::All(..)) {
-        // Every request acts as another: the kernel would check the
-        // caller's own uid, so the daemon checks them all (mode bits).
+    if fuse.daemon_permissions || matches!(fuse.squash, shoal_fuse::Squash::All(..)) {
+        // The daemon checks every request (under all_squash each acts as
+        // another: the kernel would check the caller's own uid), with the
+        // rules of `shoal_core::rules`, on mode bits.
         mopts.retain(|m| *m != MountOption::DefaultPermissions);
     }
     check_mountpoint(&a.mountpoint)?;

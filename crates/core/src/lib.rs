@@ -24,6 +24,7 @@ pub mod schema;
 pub mod shared;
 pub mod stats;
 pub mod store;
+pub mod surface;
 pub mod sync;
 pub mod types;
 
@@ -32,4 +33,5 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use store::{MemStore, NullStore, Store};
+pub use surface::Namespace;
 pub use types::*;

@@ -64,7 +64,7 @@ fn immutable_file_refuses(e: &Engine, ino: u64) {
     e.open_file(&r, ino, R_OK).unwrap();
     e.release(ino).unwrap();
     assert_eq!(e.read(ino, 0, 10).unwrap(), b"hello");
-    assert_eq!(e.getxattr(ino, b"user.k").unwrap(), b"v");
+    assert_eq!(e.getxattr(&Ctx::root(), ino, b"user.k").unwrap(), b"v");
 }
 
 #[test]

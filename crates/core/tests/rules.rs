@@ -10,7 +10,7 @@ use shoal_core::rules::modes;
 use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
 use shoal_core::shared::sim::SimStore;
 use shoal_core::shared::SharedStore;
-use shoal_core::{Ctx, Engine, Error, SetAttr, RENAME_NOREPLACE, ROOT_INO};
+use shoal_core::{Ctx, Engine, Error, Namespace, SetAttr, RENAME_NOREPLACE, ROOT_INO};
 use shoal_testkit::setup;
 use std::sync::Arc;
 
@@ -265,7 +265,7 @@ fn a_bad_xattr_name_gets_the_same_errno_from_both_modes() {
             "shared set {what}"
         );
         assert_eq!(
-            e.getxattr(f.ino, name),
+            e.getxattr(&root, f.ino, name),
             Err(want.clone()),
             "engine get {what}"
         );
@@ -404,4 +404,65 @@ fn a_directory_moved_under_itself_is_einval_before_the_kinds_are_compared() {
         Err(Error::Invalid)
     );
     assert_eq!(fs.rename(ROOT_INO, b"d", h.ino, b"f"), Err(Error::Invalid));
+}
+
+/// Before: the shared namespace checked no permissions whatever the
+/// caller (most of its operations took none), so a library caller with
+/// `Ctx::user` could create in root's 0755 directory, remove another's file
+/// from a sticky one, chmod another's file and read its xattrs there, where
+/// the engine refused. Through the one surface (`Namespace`) both refuse,
+/// with the same errno, and let the owner.
+#[test]
+fn a_checked_caller_is_refused_the_same_by_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let alice = Ctx::user(1000, 1000);
+    let bob = Ctx::user(1001, 1001);
+    for ns in [&*e as &dyn Namespace, &*fs] {
+        let chmod = |_: u64, mode| SetAttr {
+            mode: Some(mode),
+            ..Default::default()
+        };
+        let closed = ns.mkdir(&root, ROOT_INO, b"closed", 0o755).unwrap();
+        let private = ns.mkdir(&root, ROOT_INO, b"private", 0o700).unwrap();
+        let tmp = ns.mkdir(&root, ROOT_INO, b"tmp", 0o777).unwrap();
+        ns.setattr(&root, tmp.ino, &chmod(tmp.ino, 0o1777)).unwrap();
+        let f = ns.create(&alice, tmp.ino, b"f", 0o600).unwrap();
+        assert_eq!(f.uid, 1000);
+        ns.setxattr(&alice, f.ino, b"user.k", b"v", 0).unwrap();
+        let denied = Err(Error::PermissionDenied);
+        let not_permitted = Err(Error::NotPermitted);
+        assert_eq!(ns.create(&bob, closed.ino, b"x", 0o644).map(|_| ()), denied);
+        assert_eq!(ns.mkdir(&bob, closed.ino, b"x", 0o755).map(|_| ()), denied);
+        assert_eq!(ns.lookup(&bob, private.ino, b"x").map(|_| ()), denied);
+        assert_eq!(ns.unlink(&bob, tmp.ino, b"f"), not_permitted, "sticky");
+        assert_eq!(
+            ns.rename(&bob, tmp.ino, b"f", tmp.ino, b"g", 0),
+            not_permitted,
+            "sticky"
+        );
+        assert_eq!(
+            ns.setattr(&bob, f.ino, &chmod(f.ino, 0o644)).map(|_| ()),
+            not_permitted
+        );
+        assert_eq!(ns.getxattr(&bob, f.ino, b"user.k").map(|_| ()), denied);
+        assert_eq!(ns.setxattr(&bob, f.ino, b"user.k", b"w", 0), denied);
+        assert_eq!(ns.open(&bob, f.ino, 4).map(|_| ()), denied);
+        assert_eq!(ns.access(&bob, f.ino, 4), denied);
+        assert_eq!(ns.link(&bob, f.ino, closed.ino, b"l").map(|_| ()), denied);
+        // An existing name: EEXIST before EACCES, as Linux answers.
+        ns.create(&root, closed.ino, b"there", 0o644).unwrap();
+        assert_eq!(
+            ns.create(&bob, closed.ino, b"there", 0o644).map(|_| ()),
+            Err(Error::Exists)
+        );
+        // The owner may; the kernel-checked caller (`Ctx::root`) is not
+        // checked at all.
+        assert_eq!(ns.getxattr(&alice, f.ino, b"user.k"), Ok(b"v".to_vec()));
+        ns.setattr(&alice, f.ino, &chmod(f.ino, 0o644)).unwrap();
+        ns.rename(&alice, tmp.ino, b"f", tmp.ino, b"g", 0).unwrap();
+        ns.unlink(&alice, tmp.ino, b"g").unwrap();
+        ns.create(&root, closed.ino, b"k", 0o644).unwrap();
+    }
 }

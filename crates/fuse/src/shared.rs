@@ -45,6 +45,10 @@ pub struct SharedOptions {
     pub uring: bool,
     /// `root_squash` / `all_squash=UID:GID` (`crate::Squash`).
     pub squash: crate::Squash,
+    /// The daemon checks every request's permissions (`-o
+    /// daemon_permissions`; the mount is then without the kernel's
+    /// `default_permissions`), with the rules of `shoal_core::rules`.
+    pub daemon_permissions: bool,
 }
 
 impl Default for SharedOptions {
@@ -54,6 +58,7 @@ impl Default for SharedOptions {
             threads: 4,
             uring: true,
             squash: crate::Squash::None,
+            daemon_permissions: false,
         }
     }
 }
@@ -394,110 +399,40 @@ impl SharedFuse {
         }
     }
 
-    /// Who `req` acts as (`SharedOptions::squash`).
+    /// Who `req` acts as (`SharedOptions::squash`), and whether the
+    /// daemon checks its permissions: with `daemon_permissions`, and for a
+    /// request that acts as another (root_squash, all_squash), since the
+    /// kernel checked the caller's own uid (or nothing). The namespace
+    /// checks with `rules::perm` inside each operation's transaction, on
+    /// the mode bits (not POSIX ACLs, which a checking caller cannot set:
+    /// `rules::xattr::check_name`). Its supplementary groups only when they
+    /// are asked for (a /proc read): checking and not squashed.
     fn ctx_of(&self, req: &Request) -> Ctx {
-        let (uid, gid, _) = self.opts.squash.map(req.uid(), req.gid());
-        Ctx::user(uid, gid)
-    }
-
-    /// A squashed request's permission to `mask` (4 read, 2 write, 1
-    /// search) on `ino`. The kernel checked the caller's own uid
-    /// (default_permissions: root may do anything), so for a request that
-    /// acts as another (root_squash, all_squash) the daemon checks again as
-    /// that one, on the mode bits (not POSIX ACLs: an ACL can only narrow
-    /// what a squashed caller gets here, never widen it).
-    fn squashed(&self, req: &Request, ino: u64, mask: u32) -> shoal_core::Result<()> {
         let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        if !squashed || uid == 0 {
-            return Ok(());
-        }
-        let a = self.fs.getattr(ino)?;
-        let bits = if a.uid == uid {
-            a.perm >> 6
-        } else if a.gid == gid {
-            a.perm >> 3
-        } else {
-            a.perm
-        } as u32
-            & 7;
-        if bits & mask == mask {
-            Ok(())
-        } else {
-            Err(Error::PermissionDenied)
+        let check = self.opts.daemon_permissions || squashed;
+        Ctx {
+            uid,
+            gid,
+            groups: if check && !squashed {
+                crate::caller_groups(req)
+            } else {
+                vec![]
+            },
+            check_perms: check,
+            umask: 0,
+            kernel_ref: false,
         }
     }
 
-    /// A squashed request that removes or renames `name` in `parent`:
-    /// write and search on it, and in a sticky directory ownership of it
-    /// or of the entry.
-    fn squashed_remove(&self, req: &Request, parent: u64, name: &OsStr) -> shoal_core::Result<()> {
-        let (uid, _, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        if !squashed || uid == 0 {
-            return Ok(());
+    /// `ctx_of` with the caller's supplementary groups even when the kernel
+    /// checks: a chown without a mode and an access ACL clear setgid unless
+    /// the caller is in the file's group (`rules::privs`, `crate::acl`).
+    fn ctx_with_groups(&self, req: &Request) -> Ctx {
+        let mut c = self.ctx_of(req);
+        if c.groups.is_empty() && !self.opts.squash.map(req.uid(), req.gid()).2 {
+            c.groups = crate::caller_groups(req);
         }
-        self.squashed(req, parent, 3)?;
-        let d = self.fs.getattr(parent)?;
-        if d.perm & 0o1000 != 0 && d.uid != uid {
-            let e = self.fs.lookup(parent, name.as_bytes())?;
-            if e.uid != uid {
-                return Err(Error::NotPermitted);
-            }
-        }
-        Ok(())
-    }
-
-    /// A squashed request that sets or removes the attribute `name`:
-    /// user.* with write permission, trusted.* never, the others (ACLs,
-    /// security.*) by the owner.
-    fn squashed_xattr(&self, req: &Request, ino: u64, name: &OsStr) -> shoal_core::Result<()> {
-        let (uid, _, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        if !squashed || uid == 0 {
-            return Ok(());
-        }
-        let n = name.as_bytes();
-        if n.starts_with(b"user.") {
-            self.squashed(req, ino, 2)
-        } else if n.starts_with(b"trusted.") || self.fs.getattr(ino)?.uid != uid {
-            Err(Error::NotPermitted)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// A squashed request's setattr, as the kernel checks one (its
-    /// setattr_prepare): chown for root only, chgrp and chmod for the
-    /// owner (to its own group), a size change with write permission,
-    /// times set to a value by the owner and to now with write permission.
-    fn squashed_setattr(
-        &self,
-        req: &Request,
-        ino: u64,
-        sa: &SetAttr,
-        now: bool,
-    ) -> shoal_core::Result<()> {
-        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        if !squashed || uid == 0 {
-            return Ok(());
-        }
-        let a = self.fs.getattr(ino)?;
-        let owner = a.uid == uid;
-        if sa.uid.is_some_and(|u| u != a.uid)
-            || sa.gid.is_some_and(|g| g != a.gid && (!owner || g != gid))
-            || (sa.mode.is_some() && !owner)
-        {
-            return Err(Error::NotPermitted);
-        }
-        let times = sa.atime.is_some() || sa.mtime.is_some();
-        if times && !owner {
-            if !now {
-                return Err(Error::NotPermitted);
-            }
-            self.squashed(req, ino, 2)?;
-        }
-        if sa.size.is_some() && !sa.by_handle {
-            self.squashed(req, ino, 2)?;
-        }
-        Ok(())
+        c
     }
 
     /// Make `new` (its `perm` the caller's mode, before `umask`).
@@ -512,7 +447,6 @@ impl SharedFuse {
         // FUSE_DONT_MASK: the mode comes unmasked; the umask applies unless
         // the directory's default ACL replaces it (`SharedFs::mknod`).
         new.perm &= 0o7777;
-        self.squashed(req, parent.0, 3)?;
         let ctx = Ctx {
             umask,
             ..self.ctx_of(req)
@@ -631,10 +565,11 @@ impl Filesystem for SharedFuse {
         // umask applied here unless a default ACL replaces it.
         let mut want =
             InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
-        if matches!(self.opts.squash, crate::Squash::All(..)) {
+        if self.opts.daemon_permissions || matches!(self.opts.squash, crate::Squash::All(..)) {
             // FUSE_POSIX_ACL turns the kernel's default_permissions on,
-            // which would check each caller's own uid: under all_squash the
-            // daemon checks them all as the squashed one, on mode bits.
+            // which would check each caller's own uid: when the daemon
+            // checks them all (daemon_permissions, all_squash as the
+            // squashed one), on mode bits, it is off.
             want.remove(InitFlags::FUSE_POSIX_ACL);
         }
         if self.opts.uring {
@@ -668,8 +603,8 @@ impl Filesystem for SharedFuse {
         let _t = self.fs.stats.op_stats.start(Op::Lookup);
         let n = name.as_bytes();
         let r = self
-            .squashed(req, parent.0, 1)
-            .and_then(|()| self.fs.lookup(parent.0, n))
+            .fs
+            .lookup_as(&self.ctx_of(req), parent.0, n)
             .and_then(|a| {
                 self.fresh_name(parent.0, n, &a)?;
                 self.hand(parent.0, n, &a);
@@ -722,18 +657,14 @@ impl Filesystem for SharedFuse {
             ctime: ctime.map(Ts::from_system),
             by_handle: fh.is_some(),
         };
-        let now = matches!(atime, None | Some(TimeOrNow::Now))
-            && matches!(mtime, None | Some(TimeOrNow::Now));
         // A chown without a mode clears setgid by the caller's groups
         // (`rules::privs::chown_perm`).
-        let mut ctx = self.ctx_of(req);
-        if (uid.is_some() || gid.is_some()) && !self.opts.squash.map(req.uid(), req.gid()).2 {
-            ctx.groups = crate::caller_groups(req);
-        }
-        match self
-            .squashed_setattr(req, ino.0, &sa, now)
-            .and_then(|()| self.fs.setattr_as(&ctx, ino.0, &sa))
-        {
+        let ctx = if uid.is_some() || gid.is_some() {
+            self.ctx_with_groups(req)
+        } else {
+            self.ctx_of(req)
+        };
+        match self.fs.setattr_as(&ctx, ino.0, &sa) {
             Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -753,23 +684,17 @@ impl Filesystem for SharedFuse {
         let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
         // The caller's groups: an access ACL clears setgid unless the
         // caller is in the file's group.
-        let ctx = Ctx {
-            groups: if self.opts.squash.map(req.uid(), req.gid()).2 {
-                vec![]
-            } else {
-                crate::caller_groups(req)
-            },
-            ..self.ctx_of(req)
-        };
-        let r = self
-            .squashed_xattr(req, ino.0, name)
-            .and_then(|()| self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f));
+        let ctx = self.ctx_with_groups(req);
+        let r = self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f);
         Self::empty(reply, r);
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        reply_xattr_value(reply, self.fs.getxattr(ino.0, name.as_bytes()), size);
+        let r = self
+            .fs
+            .getxattr_as(&self.ctx_of(req), ino.0, name.as_bytes());
+        reply_xattr_value(reply, r, size);
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -780,8 +705,8 @@ impl Filesystem for SharedFuse {
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Xattr);
         let r = self
-            .squashed_xattr(req, ino.0, name)
-            .and_then(|()| self.fs.removexattr(ino.0, name.as_bytes()));
+            .fs
+            .removexattr_as(&self.ctx_of(req), ino.0, name.as_bytes());
         Self::empty(reply, r);
     }
 
@@ -804,8 +729,9 @@ impl Filesystem for SharedFuse {
         reply: ReplyEntry,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Create);
-        let Some(kind) = Kind::from_mode(mode) else {
-            return reply.error(errno(&Error::Invalid));
+        let kind = match shoal_core::rules::new_inode::mknod_kind(mode) {
+            Ok(k) => k,
+            Err(e) => return reply.error(errno(&e)),
         };
         self.entry(
             reply,
@@ -881,8 +807,8 @@ impl Filesystem for SharedFuse {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Unlink);
         let r = self
-            .squashed_remove(req, parent.0, name)
-            .and_then(|()| self.fs.unlink(parent.0, name.as_bytes()));
+            .fs
+            .unlink_as(&self.ctx_of(req), parent.0, name.as_bytes());
         if r.is_ok() {
             self.handed.lock().forget_name(parent.0, name.as_bytes());
         }
@@ -892,8 +818,8 @@ impl Filesystem for SharedFuse {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _t = self.fs.stats.op_stats.start(Op::Rmdir);
         let r = self
-            .squashed_remove(req, parent.0, name)
-            .and_then(|()| self.fs.rmdir(parent.0, name.as_bytes()));
+            .fs
+            .rmdir_as(&self.ctx_of(req), parent.0, name.as_bytes());
         Self::empty(reply, r)
     }
 
@@ -912,18 +838,14 @@ impl Filesystem for SharedFuse {
         if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
             return reply.error(errno(&Error::Invalid));
         }
-        let r = self
-            .squashed_remove(req, parent.0, name)
-            .and_then(|()| self.squashed(req, newparent.0, 3))
-            .and_then(|()| {
-                self.fs.rename_flags(
-                    parent.0,
-                    name.as_bytes(),
-                    newparent.0,
-                    newname.as_bytes(),
-                    noreplace,
-                )
-            });
+        let r = self.fs.rename_as(
+            &self.ctx_of(req),
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            noreplace,
+        );
         if r.is_ok() {
             // The kernel moves its entry: so does `handed`.
             let mut h = self.handed.lock();
@@ -945,8 +867,8 @@ impl Filesystem for SharedFuse {
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Link);
         let r = self
-            .squashed(req, newparent.0, 3)
-            .and_then(|()| self.fs.link(ino.0, newparent.0, newname.as_bytes()));
+            .fs
+            .link_as(&self.ctx_of(req), ino.0, newparent.0, newname.as_bytes());
         self.entry(reply, r)
     }
 
@@ -957,10 +879,7 @@ impl Filesystem for SharedFuse {
             libc::O_RDWR => 6,
             _ => 4,
         } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
-        match self
-            .squashed(req, ino.0, mask)
-            .and_then(|()| self.fs.open_file(ino.0))
-        {
+        match self.fs.open_as(&self.ctx_of(req), ino.0, mask) {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
@@ -1136,20 +1055,24 @@ impl Filesystem for SharedFuse {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        // Sent only without default_permissions (all_squash): access(2),
-        // chdir, exec.
+        // Sent only without default_permissions (daemon_permissions,
+        // all_squash): access(2), chdir, exec.
+        let ctx = self.ctx_of(req);
         let r = self
             .fs
             .getattr(ino.0)
-            .and_then(|_| self.squashed(req, ino.0, mask.bits() as u32 & 7));
+            .and_then(|a| shoal_core::rules::perm::access(&ctx, &a, mask.bits() as u32 & 7));
         Self::empty(reply, r)
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if let Err(e) = self.squashed(req, ino.0, 4) {
-            return reply.error(errno(&e));
-        }
-        match self.fs.getattr(ino.0) {
+        // Listing needs read permission (checked here when the daemon checks).
+        let ctx = self.ctx_of(req);
+        let r = self.fs.getattr(ino.0).and_then(|a| {
+            shoal_core::rules::perm::access(&ctx, &a, shoal_core::rules::perm::R_OK)?;
+            Ok(a)
+        });
+        match r {
             Ok(a) if a.kind == Kind::Dir => {
                 let mut open = self.open_dirs.lock();
                 let e = open.entry(ino.0).or_insert((0, a));

@@ -126,7 +126,9 @@ impl Tree for EngineTree {
         self.0.readlink(ino)
     }
     fn xattrs(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        named_values(self.0.listxattr(ino)?, |n| self.0.getxattr(ino, n))
+        named_values(self.0.listxattr(ino)?, |n| {
+            self.0.getxattr(&Self::ctx(), ino, n)
+        })
     }
     fn flags(&self, ino: Ino) -> Result<u32> {
         self.0.flags(ino)

@@ -105,11 +105,6 @@ impl Engine {
         }
         self.room(RECORD_ROOM + 2 * name.len() as u64 + target.len() as u64)?;
         let p = self.dir_ref(parent)?;
-        // Only when the daemon checks: the directory's state lock on every
-        // create would be the one lock per directory seed 000 removed.
-        if ctx.check_perms {
-            rules::perm::may_add(ctx, &p.st.lock().attr)?;
-        }
         flags::check_add(&p)?;
         let pdir = p.dir.as_ref().expect("directory");
         // The directory's default ACL replaces the umask (acl(5)); read only
@@ -132,6 +127,14 @@ impl Engine {
             }
             Some(n)
         };
+        // After the name's test, as Linux answers (EEXIST before EACCES:
+        // `filename_create`, then `may_create`), and as the shared
+        // namespace does on the parent's record. Only when the daemon
+        // checks: the directory's state lock on every create would be the
+        // one lock per directory seed 000 removed.
+        if ctx.check_perms {
+            rules::perm::may_add(ctx, &p.st.lock().attr)?;
+        }
         // Under the name's lock: the new inode's owner and mode.
         let parent_is = rules::new_inode::Parent {
             gid: pdir.gid.load(Ordering::Relaxed),

@@ -31,6 +31,8 @@ impl Engine {
         if st.destroyed {
             return Ok(());
         }
+        // Under the state lock, on the attributes it changes.
+        rules::xattr::may_access(ctx, &st.attr, name, true)?;
         // An access ACL sets the mode's permission bits; one the mode alone
         // expresses is not stored, and an empty default ACL removes it.
         let mut remove = false;
@@ -69,11 +71,13 @@ impl Engine {
         self.finish_inode_change(g, st)
     }
 
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+    pub fn getxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         let _t = self.stats.start(Op::Xattr);
+        // A read of an ACL's name is no error whoever checks: none is kept.
         rules::xattr::check_name(&Ctx::root(), name)?;
         let i = self.inode(ino)?;
         let st = i.st.lock();
+        rules::xattr::may_access(ctx, &st.attr, name, false)?;
         st.xattrs
             .iter()
             .find(|(n, _)| n == name)
@@ -101,6 +105,7 @@ impl Engine {
         if st.destroyed {
             return Err(Error::NoAttr);
         }
+        rules::xattr::may_access(ctx, &st.attr, name, true)?;
         let pos = st
             .xattrs
             .iter()

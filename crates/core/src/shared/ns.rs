@@ -164,23 +164,6 @@ pub(super) fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
 /// operation on the inode rewrites it (`rules::modes`, docs/rules.md).
 pub const XATTRS_MAX: usize = modes::SHARED.xattr_total;
 
-/// The caller as the rules see it here: a shared namespace checks no
-/// permissions (the kernel does, `default_permissions`; issue 45's second
-/// point gives it callers), so the rules run as when the kernel checked,
-/// whatever `ctx` says, and ask nothing of groups it may not carry.
-fn kernel_checked(ctx: &Ctx) -> Ctx {
-    Ctx {
-        check_perms: false,
-        ..ctx.clone()
-    }
-}
-
-/// The xattr namespaces a shared namespace keeps: ext4's, the POSIX ACLs
-/// among them (the kernel enforces them, FUSE_POSIX_ACL).
-fn check_xattr_name(name: &[u8]) -> Result<()> {
-    rules::xattr::check_name(&Ctx::root(), name)
-}
-
 /// An inode as the shared namespace keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
@@ -391,7 +374,7 @@ impl Tx<'_> {
         }
         Ok(n)
     }
-    /// Directory `parent`, its entry `name` and, if `guess` is the inode
+    /// Directory `parent`'s attributes, its entry `name` and, if `guess` is the inode
     /// that entry names (the record cache's word), that inode: one round
     /// trip where `dir`, `entry` and `node` take three. A wrong guess reads
     /// the inode apart (its record, absent or not, is one more condition,
@@ -401,23 +384,24 @@ impl Tx<'_> {
         parent: Ino,
         name: &[u8],
         guess: Option<Ino>,
-    ) -> Result<Option<(Ino, Kind, Node)>> {
+    ) -> Result<(Attr, Option<(Ino, Kind, Node)>)> {
         let mut keys = vec![ikey(parent), ekey(parent, name)];
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
         let p = vs.next().flatten().ok_or(Error::NotFound)?;
-        if Node::decode(parent, &p.value)?.attr.kind != Kind::Dir {
+        let p = Node::decode(parent, &p.value)?.attr;
+        if p.kind != Kind::Dir {
             return Err(Error::NotDir);
         }
         let Some(e) = vs.next().flatten() else {
-            return Ok(None);
+            return Ok((p, None));
         };
         let (ino, kind) = dec_entry(&e.value)?;
         let node = match vs.next() {
             Some(Some(v)) if guess == Some(ino) => Node::decode(ino, &v.value)?,
             _ => self.node(ino)?,
         };
-        Ok(Some((ino, kind, node)))
+        Ok((p, Some((ino, kind, node))))
     }
     /// The commit stops naming these pieces of `ino`: their objects are
     /// deleted after it.
@@ -1237,7 +1221,22 @@ impl SharedFs {
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.lookup_as(&Ctx::root(), parent, name)
+    }
+
+    /// `lookup` by `ctx`: with `check_perms`, search permission on
+    /// `parent` (`rules::perm`), as the engine checks (the record cache's
+    /// or one read of `parent`'s record; none without `check_perms`).
+    pub fn lookup_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         names::check(NameOp::Lookup, name)?;
+        // ("." and ".." as the engine answers them: unchecked.)
+        if ctx.check_perms && name != b"." && name != b".." {
+            let p = self.getattr(parent)?;
+            if p.kind != Kind::Dir {
+                return Err(Error::NotDir);
+            }
+            rules::perm::access(ctx, &p, rules::perm::X_OK)?;
+        }
         // "." of any inode and ".." of a directory: the kernel asks these
         // for a file handle whose inode it no longer caches
         // (open_by_handle_at, NFS export). Inode numbers are never reused,
@@ -1350,8 +1349,12 @@ impl SharedFs {
             rules::new_inode::symlink_target(new.target)?;
         }
         let ino = self.new_ino()?;
-        let ctx = kernel_checked(ctx);
-        let make = |p: &Node, t: Ts| Self::new_node(&ctx, p, ino, new, t);
+        // On the parent's record as the transaction or the lease read it:
+        // no read of its own, checked or not.
+        let make = |p: &Node, t: Ts| {
+            rules::perm::may_add(ctx, &p.attr)?;
+            Self::new_node(ctx, p, ino, new, t)
+        };
         let mut redirect = true;
         let mut elsewhere = true;
         loop {
@@ -1478,15 +1481,20 @@ impl SharedFs {
 
     /// Remove a non-directory's name; the inode goes with its last name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.unlink_as(&Ctx::root(), parent, name)
+    }
+
+    /// `unlink` by `ctx` (`rules::perm::may_delete` on the records read).
+    pub fn unlink_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Unlink, name)?;
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            let (_, kind, mut n) = tx
-                .dir_entry_node(parent, name, guess)?
-                .ok_or(Error::NotFound)?;
+            let (p, found) = tx.dir_entry_node(parent, name, guess)?;
+            let (_, kind, mut n) = found.ok_or(Error::NotFound)?;
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
+            rules::perm::may_delete(ctx, &p, &n.attr)?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
@@ -1529,15 +1537,20 @@ impl SharedFs {
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.rmdir_as(&Ctx::root(), parent, name)
+    }
+
+    /// `rmdir` by `ctx` (`rules::perm::may_delete` on the records read).
+    pub fn rmdir_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Rmdir, name)?;
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            let (ino, kind, _) = tx
-                .dir_entry_node(parent, name, guess)?
-                .ok_or(Error::NotFound)?;
+            let (p, found) = tx.dir_entry_node(parent, name, guess)?;
+            let (ino, kind, n) = found.ok_or(Error::NotFound)?;
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
+            rules::perm::may_delete(ctx, &p, &n.attr)?;
             if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
@@ -1551,10 +1564,16 @@ impl SharedFs {
     }
 
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.link_as(&Ctx::root(), ino, parent, name)
+    }
+
+    /// `link` by `ctx` (`rules::perm::may_add` on the directory's record).
+    pub fn link_as(&self, ctx: &Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
         names::check(NameOp::Create, name)?;
         self.run(|tx| {
             let mut n = tx.node(ino)?;
-            tx.dir(parent)?;
+            let p = tx.dir(parent)?;
+            rules::perm::may_add(ctx, &p.attr)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
@@ -1586,13 +1605,33 @@ impl SharedFs {
         n2: &[u8],
         noreplace: bool,
     ) -> Result<()> {
+        self.rename_as(&Ctx::root(), p1, n1, p2, n2, noreplace)
+    }
+
+    /// `rename_flags` by `ctx`: `rules::perm::may_delete` of the source
+    /// and of a replaced target, `may_add` in the destination, on the
+    /// records the transaction read (the source's and the target's only
+    /// when the check needs their owner: a sticky directory).
+    pub fn rename_as(
+        &self,
+        ctx: &Ctx,
+        p1: Ino,
+        n1: &[u8],
+        p2: Ino,
+        n2: &[u8],
+        noreplace: bool,
+    ) -> Result<()> {
         names::check(NameOp::Rename, n1)?;
         names::check(NameOp::Rename, n2)?;
         self.run(|tx| {
-            tx.dir(p1)?;
-            tx.dir(p2)?;
+            let d1 = tx.dir(p1)?.attr;
+            let d2 = tx.dir(p2)?.attr;
             let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
             let target = tx.entry(p2, n2)?;
+            if rules::perm::may_delete_in(ctx, &d1)? {
+                rules::perm::sticky(ctx, tx.node(ino)?.attr.uid)?;
+            }
+            rules::perm::may_add(ctx, &d2)?;
             let flags = if noreplace {
                 crate::RENAME_NOREPLACE
             } else {
@@ -1601,6 +1640,11 @@ impl SharedFs {
             rules::rename::check_target(flags, target.is_some())?;
             if target.is_some_and(|(t, _)| t == ino) {
                 return Ok(());
+            }
+            if let Some((t, _)) = target {
+                if rules::perm::may_delete_in(ctx, &d2)? {
+                    rules::perm::sticky(ctx, tx.node(t)?.attr.uid)?;
+                }
             }
             if kind == Kind::Dir && p1 != p2 {
                 // Not into its own subtree: walk the destination's
@@ -1657,11 +1701,11 @@ impl SharedFs {
         self.setattr_as(&Ctx::root(), ino, sa)
     }
 
-    /// `setattr` by `ctx`: its groups decide whether a chown without a mode
-    /// clears setgid (`rules::privs::chown_perm`); nothing else of it is
-    /// checked (the kernel checked).
+    /// `setattr` by `ctx`: with `check_perms`, who may
+    /// (`rules::perm::may_setattr`, on the record the transaction read);
+    /// its groups decide whether a chown without a mode clears setgid
+    /// (`rules::privs::chown_perm`).
     pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
-        let ctx = &kernel_checked(ctx);
         if let Some(size) = sa.size {
             rules::link::check_size(size)?;
         }
@@ -1682,6 +1726,7 @@ impl SharedFs {
         // A file created from memory and not committed yet: changed there.
         if sa.size.is_none() {
             if let Some(r) = self.amend_queued(ino, |n| {
+                rules::perm::may_setattr(ctx, &n.attr, sa)?;
                 Self::set_attrs(ctx, n, sa, Ts::now())?;
                 Ok(n.attr)
             }) {
@@ -1696,13 +1741,16 @@ impl SharedFs {
                 self.delete_object(&name);
             }
             let mut n = tx.node(ino)?;
-            let t = Ts::now();
-            if let Some(size) = sa.size {
+            if sa.size.is_some() {
                 match n.attr.kind {
                     Kind::Dir => return Err(Error::IsDir),
                     Kind::File => {}
                     _ => return Err(Error::Invalid),
                 }
+            }
+            rules::perm::may_setattr(ctx, &n.attr, sa)?;
+            let t = Ts::now();
+            if let Some(size) = sa.size {
                 self.resize_data(tx, &mut n, size, &mut uploaded)?;
                 if size != n.attr.size || sa.mtime.is_none() {
                     n.attr.mtime = t;
@@ -1785,7 +1833,7 @@ impl SharedFs {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        check_xattr_name(name)?;
+        rules::xattr::check_name(ctx, name)?;
         rules::xattr::check_value(value)?;
         let parsed = if name == acl::ACCESS || name == acl::DEFAULT {
             Some(acl::Acl::decode(value)?)
@@ -1794,6 +1842,7 @@ impl SharedFs {
         };
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            rules::xattr::may_access(ctx, &n.attr, name, true)?;
             let mut remove = false;
             if let Some(a) = &parsed {
                 let keeps_setgid = rules::perm::in_group_or_root(ctx, n.attr.gid);
@@ -1825,10 +1874,17 @@ impl SharedFs {
     }
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        check_xattr_name(name)?;
+        self.getxattr_as(&Ctx::root(), ino, name)
+    }
+
+    /// `getxattr` by `ctx` (`rules::xattr::may_access`, on the record read).
+    pub fn getxattr_as(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        // A read of an ACL's name is no error whoever checks: none is kept.
+        rules::xattr::check_name(&Ctx::root(), name)?;
         // From the cache when it knows the record: the kernel asks for
         // security.capability before every write.
         let n = self.load_known(ino, false)?;
+        rules::xattr::may_access(ctx, &n.attr, name, false)?;
         n.xattrs
             .into_iter()
             .find(|(k, _)| k == name)
@@ -1846,9 +1902,15 @@ impl SharedFs {
     }
 
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        check_xattr_name(name)?;
+        self.removexattr_as(&Ctx::root(), ino, name)
+    }
+
+    /// `removexattr` by `ctx` (`rules::xattr::may_access`, in the transaction).
+    pub fn removexattr_as(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
+        rules::xattr::check_name(ctx, name)?;
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            rules::xattr::may_access(ctx, &n.attr, name, true)?;
             let pos = n
                 .xattrs
                 .iter()
@@ -1936,10 +1998,19 @@ impl SharedFs {
 
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
+        self.open_as(&Ctx::root(), ino, 0)
+    }
+
+    /// `open_file` by `ctx`, for `mask` (R_OK, W_OK: `rules::perm::access`
+    /// on the attributes the open reads).
+    pub fn open_as(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Attr> {
         *self.opens.lock().entry(ino).or_default() += 1;
         // From the store: what another daemon wrote before its close is
         // seen by an open after it (close-to-open), stream or not.
-        let a = self.attr_of(ino, true);
+        let a = self.attr_of(ino, true).and_then(|a| {
+            rules::perm::access(ctx, &a, mask & 7)?;
+            Ok(a)
+        });
         if a.is_err() {
             self.release(ino)?;
         }
