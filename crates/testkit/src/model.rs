@@ -565,6 +565,119 @@ impl Target for EngineTarget<'_> {
     }
 }
 
+/// Either mode through the one namespace surface (`shoal_core::Namespace`:
+/// the embedded engine, or a namespace on a shared store), as the caller
+/// `ctx` (`Ctx::user` for a permission-checked one). Paths resolve by
+/// lookups, as `ctx`.
+pub struct NsTarget<'a> {
+    pub ns: &'a dyn shoal_core::Namespace,
+    pub ctx: shoal_core::Ctx,
+}
+
+impl NsTarget<'_> {
+    /// The inode number at path `p`.
+    pub fn resolve(&self, p: &str) -> R<u64> {
+        let mut ino = shoal_core::ROOT_INO;
+        for c in p.split('/').filter(|c| !c.is_empty()) {
+            ino = self
+                .ns
+                .lookup(&self.ctx, ino, c.as_bytes())
+                .map_err(ee)?
+                .ino;
+        }
+        Ok(ino)
+    }
+    fn parent(&self, p: &str) -> R<(u64, String)> {
+        let (d, n) = split(p);
+        Ok((self.resolve(d)?, n.to_string()))
+    }
+}
+
+impl Target for NsTarget<'_> {
+    fn create(&self, p: &str) -> R<()> {
+        let (d, n) = self.parent(p)?;
+        self.ns
+            .create(&self.ctx, d, n.as_bytes(), 0o644)
+            .map(|_| ())
+            .map_err(ee)
+    }
+    fn mkdir(&self, p: &str) -> R<()> {
+        let (d, n) = self.parent(p)?;
+        self.ns
+            .mkdir(&self.ctx, d, n.as_bytes(), 0o755)
+            .map(|_| ())
+            .map_err(ee)
+    }
+    fn unlink(&self, p: &str) -> R<()> {
+        let (d, n) = self.parent(p)?;
+        self.ns.unlink(&self.ctx, d, n.as_bytes()).map_err(ee)
+    }
+    fn rmdir(&self, p: &str) -> R<()> {
+        let (d, n) = self.parent(p)?;
+        self.ns.rmdir(&self.ctx, d, n.as_bytes()).map_err(ee)
+    }
+    fn rename(&self, a: &str, b: &str) -> R<()> {
+        let (da, na) = self.parent(a)?;
+        let (db, nb) = self.parent(b)?;
+        self.ns
+            .rename(&self.ctx, da, na.as_bytes(), db, nb.as_bytes(), 0)
+            .map_err(ee)
+    }
+    fn link(&self, a: &str, b: &str) -> R<()> {
+        let ino = self.resolve(a)?;
+        let (db, nb) = self.parent(b)?;
+        self.ns
+            .link(&self.ctx, ino, db, nb.as_bytes())
+            .map(|_| ())
+            .map_err(ee)
+    }
+    fn write(&self, p: &str, off: u64, data: &[u8]) -> R<()> {
+        let ino = self.resolve(p)?;
+        // open(2) for writing: a directory EISDIR before any permission.
+        if self.ns.getattr(&self.ctx, ino).map_err(ee)?.kind == shoal_core::Kind::Dir {
+            return Err(E::IsDir);
+        }
+        self.ns.open(&self.ctx, ino, 2).map_err(ee)?;
+        let w = self.ns.write(&self.ctx, ino, off, data).map(|_| ());
+        let r = self.ns.release(&self.ctx, ino);
+        w.and(r).map_err(ee)
+    }
+    fn truncate(&self, p: &str, size: u64) -> R<()> {
+        let ino = self.resolve(p)?;
+        let sa = shoal_core::SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        self.ns.setattr(&self.ctx, ino, &sa).map(|_| ()).map_err(ee)
+    }
+    fn fsync(&self, p: &str) -> R<()> {
+        let ino = self.resolve(p)?;
+        self.ns.fsync(&self.ctx, ino).map_err(ee)
+    }
+    fn read_all(&self, p: &str) -> R<Vec<u8>> {
+        let ino = self.resolve(p)?;
+        let size = self.ns.getattr(&self.ctx, ino).map_err(ee)?.size;
+        self.ns.read(&self.ctx, ino, 0, size as u32).map_err(ee)
+    }
+    fn list(&self, dir: &str) -> R<Vec<(String, K, u32)>> {
+        let ino = self.resolve(dir)?;
+        let mut out = Vec::new();
+        for (name, ino, kind) in self.ns.list(&self.ctx, ino).map_err(ee)? {
+            let k = if kind == shoal_core::Kind::Dir {
+                K::Dir
+            } else {
+                K::File
+            };
+            let nlink = match k {
+                K::Dir => 0,
+                K::File => self.ns.getattr(&self.ctx, ino).map_err(ee)?.nlink,
+            };
+            out.push((String::from_utf8_lossy(&name).into_owned(), k, nlink));
+        }
+        Ok(out)
+    }
+}
+
 /// A mounted path through system calls.
 pub struct PathTarget {
     pub root: std::path::PathBuf,

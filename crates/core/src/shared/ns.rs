@@ -1658,6 +1658,18 @@ impl SharedFs {
                     a = tx.dir(a)?.parent();
                 }
             }
+            if let Some((t, Kind::Dir)) = target.filter(|_| p1 != p2) {
+                // The target is an ancestor of the source (Linux's "trap"):
+                // ENOTEMPTY before the kinds, as the engine answers. Each
+                // read is a condition, as for the walk above.
+                let mut a = p1;
+                while a != ROOT_INO {
+                    if a == t {
+                        return Err(Error::NotEmpty);
+                    }
+                    a = tx.dir(a)?.parent();
+                }
+            }
             if let Some((t, tkind)) = target {
                 rules::rename::check_kinds(flags, kind, tkind)?;
                 match (kind == Kind::Dir, tkind == Kind::Dir) {
