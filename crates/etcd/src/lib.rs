@@ -655,10 +655,11 @@ impl EtcdStore {
     }
 }
 
-/// etcd's answer to a read of a compacted revision, as `Compacted`.
+/// etcd's answer to a read of a compacted revision (`map_err` read it
+/// from etcd's message, the one place that does) with the revision asked.
 fn compacted(e: KvError, rev: Rev) -> KvError {
     match e {
-        KvError::Other(m) if m.contains("compacted") => KvError::Compacted(rev),
+        KvError::Compacted(_) => KvError::Compacted(rev),
         e => e,
     }
 }

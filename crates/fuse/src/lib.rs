@@ -154,7 +154,7 @@ pub struct ShoalFs {
     /// every write: two round trips per write).
     killpriv: bool,
     /// Open handles per inode, sharded by number (`Opened`).
-    opened: Vec<std::sync::Mutex<std::collections::HashMap<u64, Opened>>>,
+    opened: Vec<shoal_core::sync::PlainMutex<std::collections::HashMap<u64, Opened>>>,
     requests: Arc<Requests>,
     handed: Arc<Handed>,
     /// Set once the session exists: attribute invalidations the daemon
@@ -206,7 +206,7 @@ struct Opened {
 /// so replies on different threads take different locks: each stripe is
 /// oldest-first, and the pruner drains the stripes in turn.
 pub struct Handed {
-    stripes: Vec<crossbeam_utils::CachePadded<std::sync::Mutex<Stripe>>>,
+    stripes: Vec<crossbeam_utils::CachePadded<shoal_core::sync::PlainMutex<Stripe>>>,
 }
 
 /// One stripe of `Handed`: (parent, name) of each entry, oldest first.
@@ -228,8 +228,8 @@ impl Handed {
     fn lock(
         &self,
         i: usize,
-    ) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
-        self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())
+    ) -> shoal_core::sync::PlainMutexGuard<'_, std::collections::VecDeque<(u64, Box<[u8]>)>> {
+        self.stripes[i].lock()
     }
 
     fn push(&self, parent: u64, name: &[u8]) {
@@ -559,7 +559,7 @@ impl ShoalFs {
         writable: bool,
         reply: &ReplyOpen,
     ) -> Option<Arc<fuser::BackingId>> {
-        let mut shard = self.opened[a.ino as usize % 16].lock().unwrap();
+        let mut shard = self.opened[a.ino as usize % 16].lock();
         let o = shard.entry(a.ino).or_default();
         let eligible = self.passthrough
             && a.kind == Kind::File
@@ -613,7 +613,7 @@ impl ShoalFs {
     /// so a second open of a file still open from its create, once past
     /// INLINE_MAX, must be plain too (xfstests generic/464 found it).
     fn created_handle(&self, ino: u64) {
-        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        let mut shard = self.opened[ino as usize % 16].lock();
         shard.entry(ino).or_default().plain += 1;
     }
 
@@ -641,7 +641,7 @@ impl ShoalFs {
     /// A handle closed: take what the kernel wrote through the backing
     /// file into the inode when it was the last passthrough one.
     fn close_handle(&self, ino: u64, passthrough: bool, writable: bool) {
-        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        let mut shard = self.opened[ino as usize % 16].lock();
         let Some(o) = shard.get_mut(&ino) else {
             return;
         };
@@ -683,7 +683,7 @@ impl ShoalFs {
 
     /// Whether the inode has passthrough handles open (see `refresh`).
     fn has_passthrough(&self, ino: u64) -> bool {
-        let shard = self.opened[ino as usize % 16].lock().unwrap();
+        let shard = self.opened[ino as usize % 16].lock();
         shard.get(&ino).is_some_and(|o| o.passthrough > 0)
     }
 
@@ -692,7 +692,7 @@ impl ShoalFs {
     /// are then answered with no cache time, since the kernel changes the
     /// object (a write through a mapping) without telling the daemon.
     fn refresh(&self, ino: u64) -> bool {
-        let mut shard = self.opened[ino as usize % 16].lock().unwrap();
+        let mut shard = self.opened[ino as usize % 16].lock();
         if let Some(o) = shard.get_mut(&ino) {
             if o.passthrough > 0 {
                 if let Err(e) = self
