@@ -37,7 +37,9 @@ suite "TiKV backend: conformance and daemons racing on the model of TiKV's trans
   cargo test --release -q -p shoal-tikv --features client -- --nocapture
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
 suite "secured across machines: etcd over TLS with client certificates, users and RBAC roles per prefix; S3 over HTTPS with signed requests only; secrets never shown; shoal config; the daemon's files private; root_squash, all_squash" bash tests/scripts/etcd-secure.sh
-suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, fcntl and flock locks, SQLite from both, remount, kill -9, fsx, pjdfstest" bash tests/scripts/etcd-mounts.sh
+suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, fcntl and flock locks, SQLite from both, remount, kill -9, fsx" bash tests/scripts/etcd-mounts.sh
+suite "pjdfstest on an etcd mount (the kernel checks permissions and ACLs, the default), its exit status checked" bash tests/scripts/pjdfstest-etcd.sh
+suite "pjdfstest on an etcd mount (the daemon checks: daemon_permissions), its exit status checked" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest-etcd.sh
 suite "an etcd mount whose object store is killed mid-write: the fsync and close get EIO, never success, no hang" bash tests/scripts/etcd-objects-faults.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart

@@ -10,18 +10,16 @@
 # its acknowledged changes and every file it closed, fsck --repair collects
 # an object no file names, fcntl and flock locks and SQLite across the
 # mounts, fsx on a mount (also while each etcd member in
-# turn is cut off from the others), pjdfstest on one mount
-# (tests/pjdfstest/exclude-etcd.txt lists what may fail, each with its
-# reason), and the namespace checks clean after each step.
+# turn is cut off from the others), and the namespace checks clean after
+# each step. pjdfstest on an etcd mount: tests/scripts/pjdfstest-etcd.sh.
 source "$(dirname "$0")/lib.sh"
 fail() { echo "etcd-mounts: $*"; exit 1; }
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-D=$WORK/etcd-mounts-cluster; A=$WORK/ea.mnt; B=$WORK/eb.mnt; P=$WORK/pjd.mnt; SEC=$WORK/pjd.secondary
-unmount_stale "$A" "$B" "$P"
+D=$WORK/etcd-mounts-cluster; A=$WORK/ea.mnt; B=$WORK/eb.mnt
+unmount_stale "$A" "$B"
 W=$WORK/etcd-mounts-weed
 cleanup() {
-  for m in "$A" "$B" "$P"; do grep -qs " $m " /proc/mounts && { "$SHOAL" umount "$m" || umount -l "$m"; }; done
-  umount "$SEC" 2>/dev/null || true
+  for m in "$A" "$B"; do grep -qs " $m " /proc/mounts && { "$SHOAL" umount "$m" || umount -l "$m"; }; done
   bash "$ROOT/scripts/etcd-cluster.sh" stop "$D"
   bash "$ROOT/scripts/seaweed.sh" stop "$W"
 }
@@ -37,7 +35,7 @@ unnamed() { "$SHOAL" fsck "$1" | sed -n 's/^objects: [0-9]* in the store, \([0-9
 # within SECS CMD...: CMD succeeds within SECS seconds (polls every 50 ms).
 within() { local t=$1; shift; for _ in $(seq $((t * 20))); do "$@" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 "$SHOAL" mkfs "$U" --data "s3://shoal/mounts?endpoint=$S3" >/dev/null
-mkdir -p "$A" "$B" "$P"
+mkdir -p "$A" "$B"
 # A on the default transport (io_uring where offered), B on /dev/fuse (what
 # a kernel without FUSE over io_uring serves): every check below crosses both.
 logof() { sed -n 's/.*, log \(.*\))$/\1/p'; }
@@ -287,22 +285,4 @@ check "$U" "etcd members cut off"
 # umount returns once B's daemon ended its session: its socket is gone, its log stays.
 bd=$(dirname "$lb")
 [ ! -e "$bd/control.sock" ] && [ -s "$lb" ] || fail "after umount B's run directory holds: $(ls "$bd")"
-# pjdfstest on a mount of a namespace of its own.
-U2=etcd://$EPS/pjd
-"$SHOAL" mkfs "$U2" --data "s3://shoal/pjd?endpoint=$S3" >/dev/null
-"$SHOAL" mount -d "$U2" "$P" -o allow_other >/dev/null
-mkdir -p "$SEC"; mountpoint -q "$SEC" || mount -t tmpfs -o size=64m tmpfs "$SEC"
-cd "$P"; set +e
-pjdfstest -c "$ROOT/tests/pjdfstest/pjdfstest.toml" -p "$P" -s "$SEC" > "$WORK/pjdfstest-etcd.log" 2>&1
-set -e; cd /
-echo "pjdfstest on etcd: $(grep '^Summary:' "$WORK/pjdfstest-etcd.log")"
-mapfile -t failed < <(awk '$NF == "FAILED" {print $1}' "$WORK/pjdfstest-etcd.log")
-excluded=$(awk '!/^#/ && NF {print $1}' "$ROOT/tests/pjdfstest/exclude-etcd.txt")
-bad=0
-for t in "${failed[@]}"; do
-  grep -qx "$t" <<<"$excluded" || { echo "pjdfstest on etcd: unexpected failure: $t"; bad=1; }
-done
-"$SHOAL" umount "$P"
-check "$U2" "pjdfstest"
-[ $bad -eq 0 ] || fail "pjdfstest"
 echo "etcd-mounts: ok"
