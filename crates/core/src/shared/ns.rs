@@ -261,6 +261,9 @@ pub struct Tx<'a> {
     untracked: bool,
 }
 
+/// An entry found and the inode it names: (inode number, kind, record).
+type Named = (Ino, Kind, Node);
+
 impl Tx<'_> {
     /// Read a key; the commit requires it unchanged.
     pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
@@ -384,7 +387,7 @@ impl Tx<'_> {
         parent: Ino,
         name: &[u8],
         guess: Option<Ino>,
-    ) -> Result<(Attr, Option<(Ino, Kind, Node)>)> {
+    ) -> Result<(Attr, Option<Named>)> {
         let mut keys = vec![ikey(parent), ekey(parent, name)];
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
