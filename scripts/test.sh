@@ -38,6 +38,7 @@ suite "TiKV backend: conformance and daemons racing on the model of TiKV's trans
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh
 suite "secured across machines: etcd over TLS with client certificates, users and RBAC roles per prefix; S3 over HTTPS with signed requests only; secrets never shown; shoal config; the daemon's files private; root_squash, all_squash" bash tests/scripts/etcd-secure.sh
 suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, fcntl and flock locks, SQLite from both, remount, kill -9, fsx, pjdfstest" bash tests/scripts/etcd-mounts.sh
+suite "an etcd mount as an embedded one: chattr flags across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, statfs figures" bash tests/scripts/etcd-posix.sh
 suite "an etcd mount whose object store is killed mid-write: the fsync and close get EIO, never success, no hang" bash tests/scripts/etcd-objects-faults.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart

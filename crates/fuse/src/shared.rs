@@ -17,9 +17,9 @@
 use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use shoal_core::shared::locks::{Lock, Want};
 use shoal_core::shared::ns::{NewNode, SharedFs};
@@ -804,8 +804,10 @@ impl Filesystem for SharedFuse {
         reply: ReplyEntry,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Create);
-        let Some(kind) = Kind::from_mode(mode) else {
-            return reply.error(errno(&Error::Invalid));
+        // No directory or symlink through mknod (`rules::new_inode`).
+        let kind = match shoal_core::rules::new_inode::mknod_kind(mode) {
+            Ok(k) => k,
+            Err(e) => return reply.error(errno(&e)),
         };
         self.entry(
             reply,
@@ -908,28 +910,41 @@ impl Filesystem for SharedFuse {
         reply: ReplyEmpty,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Rename);
-        let noreplace = flags.bits() & libc::RENAME_NOREPLACE != 0;
-        if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
-            return reply.error(errno(&Error::Invalid));
-        }
+        let flags = flags.bits();
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let r = self
             .squashed_remove(req, parent.0, name)
             .and_then(|()| self.squashed(req, newparent.0, 3))
             .and_then(|()| {
-                self.fs.rename_flags(
+                if exchange {
+                    // The other name moves too.
+                    self.squashed_remove(req, newparent.0, newname)?;
+                    self.squashed(req, parent.0, 3)?;
+                }
+                self.fs.rename2(
+                    &self.ctx_of(req),
                     parent.0,
                     name.as_bytes(),
                     newparent.0,
                     newname.as_bytes(),
-                    noreplace,
+                    flags,
                 )
             });
         if r.is_ok() {
-            // The kernel moves its entry: so does `handed`.
+            // The kernel moves its entries: so does `handed` (an exchange
+            // swaps the two; a whiteout is a new inode at the old name).
             let mut h = self.handed.lock();
+            let (old, new) = (
+                h.ino_of(parent.0, name.as_bytes()),
+                h.ino_of(newparent.0, newname.as_bytes()),
+            );
             h.forget_name(newparent.0, newname.as_bytes());
-            if let Some(ino) = h.ino_of(parent.0, name.as_bytes()) {
+            h.forget_name(parent.0, name.as_bytes());
+            if let Some(ino) = old {
                 h.insert(ino, newparent.0, newname.as_bytes());
+            }
+            if let Some(ino) = new.filter(|_| exchange) {
+                h.insert(ino, parent.0, name.as_bytes());
             }
         }
         Self::empty(reply, r)
@@ -957,9 +972,15 @@ impl Filesystem for SharedFuse {
             libc::O_RDWR => 6,
             _ => 4,
         } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
+        // chattr's immutable and append-only (`rules::flags::may_open`).
+        let (write, append, trunc) = (
+            flags.0 & libc::O_ACCMODE != libc::O_RDONLY,
+            flags.0 & libc::O_APPEND != 0,
+            flags.0 & libc::O_TRUNC != 0,
+        );
         match self
             .squashed(req, ino.0, mask)
-            .and_then(|()| self.fs.open_file(ino.0))
+            .and_then(|()| self.fs.open_for(ino.0, write, append, trunc))
         {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
@@ -1303,10 +1324,71 @@ impl Filesystem for SharedFuse {
         self.lock(req, ino, lk, typ, sleep, reply)
     }
 
+    /// open(2) with O_TMPFILE: an unnamed file, open, with nlink 0, which
+    /// linkat may name (`shoal_core::shared::SharedFs::tmpfile`).
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Create);
+        let ctx = Ctx {
+            umask,
+            ..self.ctx_of(req)
+        };
+        let r = self
+            .squashed(req, parent.0, 3)
+            .and_then(|()| self.fs.tmpfile(&ctx, parent.0, (mode & 0o7777) as u16));
+        match r {
+            Ok(a) => reply.created(
+                &self.opts.ttl,
+                &self.attr(&a),
+                Generation(0),
+                self.new_fh(),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// File flags (chattr, lsattr, xfs_io chattr), as on an embedded
+    /// mount (`crate::flags_ioctl`); kept in the inode record, so a flag
+    /// set on one mount holds on every other.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Setattr);
+        crate::flags_ioctl(
+            cmd,
+            in_data,
+            out_size,
+            reply,
+            || self.fs.flags(ino.0),
+            |f| self.fs.set_flags(&self.ctx_of(req), ino.0, f).map(|_| ()),
+        )
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _t = self.fs.stats.op_stats.start(Op::Statfs);
-        // etcd's quota is the bound (2 GiB by default); not read here.
-        reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
+        // The stores' own figures (`shoal_core::shared::space`).
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 }
 

@@ -168,7 +168,7 @@ pub const XATTRS_MAX: usize = modes::SHARED.xattr_total;
 /// permissions (the kernel does, `default_permissions`; issue 45's second
 /// point gives it callers), so the rules run as when the kernel checked,
 /// whatever `ctx` says, and ask nothing of groups it may not carry.
-fn kernel_checked(ctx: &Ctx) -> Ctx {
+pub(super) fn kernel_checked(ctx: &Ctx) -> Ctx {
     Ctx {
         check_perms: false,
         ..ctx.clone()
@@ -190,11 +190,14 @@ pub struct Node {
     /// Extended attributes (`user.`, `trusted.`, `security.` and the two
     /// POSIX ACLs), in the inode's record as the embedded engine keeps them.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// chattr flags (`rules::flags`; `super::flags`), in the record's
+    /// trailer as the embedded engine keeps them; 0 for almost every inode.
+    pub flags: u32,
 }
 
 impl Node {
     pub(super) fn encode(&self) -> Vec<u8> {
-        encode_inode(&self.attr, &self.blob, &self.xattrs, None, 0)
+        encode_inode(&self.attr, &self.blob, &self.xattrs, None, self.flags)
     }
     pub(super) fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
         let (attr, extra) = decode_inode(ino, v)?;
@@ -202,6 +205,7 @@ impl Node {
             attr,
             blob: extra.blob,
             xattrs: extra.xattrs,
+            flags: extra.flags,
         })
     }
     pub fn parent(&self) -> Ino {
@@ -276,6 +280,9 @@ pub struct Tx<'a> {
     /// snapshot; any more must be checked together (`SharedFs::run_at`).
     trips: u32,
     untracked: bool,
+    /// The flags of the directory `dir_entry_node` last read (for
+    /// `rules::flags::may_remove`, with its child's).
+    removing_from: u32,
 }
 
 impl Tx<'_> {
@@ -384,7 +391,7 @@ impl Tx<'_> {
             .map(|v| dec_entry(&v.value))
             .transpose()
     }
-    fn dir(&mut self, ino: Ino) -> Result<Node> {
+    pub(super) fn dir(&mut self, ino: Ino) -> Result<Node> {
         let n = self.node(ino)?;
         if n.attr.kind != Kind::Dir {
             return Err(Error::NotDir);
@@ -395,7 +402,9 @@ impl Tx<'_> {
     /// that entry names (the record cache's word), that inode: one round
     /// trip where `dir`, `entry` and `node` take three. A wrong guess reads
     /// the inode apart (its record, absent or not, is one more condition,
-    /// which no commit of the operation depends on).
+    /// which no commit of the operation depends on). Errors as an entry
+    /// that is not there when the name is there and `parent`'s flags
+    /// (`rules::flags::may_remove`) forbid removing it.
     fn dir_entry_node(
         &mut self,
         parent: Ino,
@@ -406,12 +415,15 @@ impl Tx<'_> {
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
         let p = vs.next().flatten().ok_or(Error::NotFound)?;
-        if Node::decode(parent, &p.value)?.attr.kind != Kind::Dir {
+        let p = Node::decode(parent, &p.value)?;
+        if p.attr.kind != Kind::Dir {
             return Err(Error::NotDir);
         }
         let Some(e) = vs.next().flatten() else {
             return Ok(None);
         };
+        // (The caller checks the child's flags with the parent's.)
+        self.removing_from = p.flags;
         let (ino, kind) = dec_entry(&e.value)?;
         let node = match vs.next() {
             Some(Some(v)) if guess == Some(ino) => Node::decode(ino, &v.value)?,
@@ -524,6 +536,10 @@ pub struct SharedFs {
     )>,
     /// Inodes this daemon made orphans (their last close removes them).
     orphaned: PlainMutex<std::collections::HashSet<Ino>>,
+    /// The last statfs figures and when they were read (`super::space`).
+    pub(super) statfs_seen: PlainMutex<Option<(Instant, crate::types::StatFs)>>,
+    /// O_TMPFILEs of this daemon not named yet (`super::tmpfile`).
+    pub(super) linkable: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
     pub(super) blobs: Option<Arc<dyn Blobs>>,
     /// Files with writes not yet committed (`super::data`).
@@ -633,6 +649,7 @@ pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()>
         attr: Attr::root(t),
         blob: ROOT_INO.to_le_bytes().to_vec(),
         xattrs: vec![],
+        flags: 0,
     };
     let ops = vec![
         Op::Put(
@@ -787,6 +804,8 @@ impl SharedFs {
             opens: PlainMutex::new(HashMap::new()),
             locks: Default::default(),
             orphaned: PlainMutex::new(Default::default()),
+            linkable: PlainMutex::new(Default::default()),
+            statfs_seen: PlainMutex::new(None),
             own: PlainMutex::new(Default::default()),
             blobs,
             bufs: PlainMutex::new(HashMap::new()),
@@ -961,7 +980,7 @@ impl SharedFs {
 
     /// A new inode number from this daemon's chunk; claims the next chunk
     /// by compare-and-swap when it is used up.
-    fn new_ino(&self) -> Result<Ino> {
+    pub(super) fn new_ino(&self) -> Result<Ino> {
         let mut c = self.chunk.lock();
         if c.0 >= c.1 {
             let since = Instant::now();
@@ -1037,6 +1056,7 @@ impl SharedFs {
                 want: None,
                 trips: 0,
                 untracked: false,
+                removing_from: 0,
             };
             let out = body(&mut tx);
             if let Err(RETRY) = &out {
@@ -1418,7 +1438,8 @@ impl SharedFs {
     /// A new inode's record, in directory `p` (its owner and mode:
     /// `rules::new_inode`, on the parent's record as the transaction or the
     /// lease read it).
-    fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Result<Node> {
+    pub(super) fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Result<Node> {
+        rules::flags::may_add(p.flags)?;
         let (kind, perm, target) = (new.kind, new.perm, new.target);
         let parent = rules::new_inode::Parent {
             gid: p.attr.gid,
@@ -1453,7 +1474,33 @@ impl SharedFs {
             attr: a,
             blob,
             xattrs,
+            flags: 0,
         })
+    }
+
+    /// The whiteout a RENAME_WHITEOUT leaves at the old name in directory
+    /// `p`: a character device 0:0, mode 0, owned by the caller (the
+    /// directory's group under setgid), as the embedded engine makes it.
+    fn whiteout_node(ctx: &Ctx, p: &Node, ino: Ino, t: Ts) -> Node {
+        let mut a = Attr::root(t);
+        a.ino = ino;
+        a.kind = Kind::CharDev;
+        a.perm = 0;
+        a.uid = ctx.uid;
+        a.gid = if p.attr.perm & 0o2000 != 0 {
+            p.attr.gid
+        } else {
+            ctx.gid
+        };
+        a.nlink = 1;
+        a.rdev = 0;
+        a.size = 0;
+        Node {
+            attr: a,
+            blob: vec![],
+            xattrs: vec![],
+            flags: 0,
+        }
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
@@ -1487,6 +1534,7 @@ impl SharedFs {
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
+            rules::flags::may_remove(tx.removing_from, Some(n.flags))?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
@@ -1532,12 +1580,13 @@ impl SharedFs {
         names::check(NameOp::Rmdir, name)?;
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
-            let (ino, kind, _) = tx
+            let (ino, kind, c) = tx
                 .dir_entry_node(parent, name, guess)?
                 .ok_or(Error::NotFound)?;
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
+            rules::flags::may_remove(tx.removing_from, Some(c.flags))?;
             if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
@@ -1552,23 +1601,37 @@ impl SharedFs {
 
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
         names::check(NameOp::Create, name)?;
-        self.run(|tx| {
+        // An O_TMPFILE of this daemon not named yet (`super::tmpfile`).
+        let linkable = self.is_linkable(ino);
+        let a = self.run(|tx| {
             let mut n = tx.node(ino)?;
-            tx.dir(parent)?;
+            let p = tx.dir(parent)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
+            rules::flags::may_add(p.flags)?;
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             // A directory EPERM, LINK_MAX names EMLINK, and a file with no
-            // name left (unlinked while open here or on another daemon;
-            // there is no O_TMPFILE on a shared namespace) ENOENT.
-            rules::link::may_link(n.attr.kind, n.attr.nlink, false)?;
+            // name left ENOENT (unlinked while open here or on another
+            // daemon), unless it is an O_TMPFILE.
+            rules::link::may_link(n.attr.kind, n.attr.nlink, linkable)?;
+            if n.attr.nlink == 0 {
+                // Named: no longer an orphan of this session.
+                tx.del(okey(self.sid, ino));
+            }
             n.attr.nlink += 1;
             n.attr.ctime = Ts::now();
             tx.put_node(&mut n)?;
             tx.put_entry(parent, name, ino, n.attr.kind)?;
             tx.touch_dir(parent, n.attr.ctime);
             Ok(n.attr)
-        })
+        })?;
+        if linkable {
+            self.named(ino);
+        }
+        Ok(a)
     }
 
     /// rename(2) without flags: replaces a file, or an empty directory with
@@ -1586,62 +1649,128 @@ impl SharedFs {
         n2: &[u8],
         noreplace: bool,
     ) -> Result<()> {
+        let flags = if noreplace {
+            crate::RENAME_NOREPLACE
+        } else {
+            0
+        };
+        self.rename2(&Ctx::root(), p1, n1, p2, n2, flags)
+    }
+
+    /// renameat2(2) by `ctx` (the owner of a whiteout), in one transaction:
+    /// RENAME_NOREPLACE, RENAME_EXCHANGE (both names must exist; each
+    /// inode takes the other's name) and RENAME_WHITEOUT (the old name
+    /// becomes a character device 0:0, overlayfs's whiteout, in the same
+    /// commit). The flags' rules are `rules::rename`; a directory cannot
+    /// move under itself; chattr flags as `rules::flags` says.
+    pub fn rename2(
+        &self,
+        ctx: &Ctx,
+        p1: Ino,
+        n1: &[u8],
+        p2: Ino,
+        n2: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        rules::rename::check_flags(flags)?;
         names::check(NameOp::Rename, n1)?;
         names::check(NameOp::Rename, n2)?;
+        let exchange = flags & crate::RENAME_EXCHANGE != 0;
+        // The whiteout's inode number, the same on every try.
+        let whiteout = if flags & crate::engine::RENAME_WHITEOUT != 0 {
+            Some(self.new_ino()?)
+        } else {
+            None
+        };
+        let ctx = kernel_checked(ctx);
         self.run(|tx| {
-            tx.dir(p1)?;
-            tx.dir(p2)?;
+            let d1 = tx.dir(p1)?;
+            let d2 = tx.dir(p2)?;
             let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
             let target = tx.entry(p2, n2)?;
-            let flags = if noreplace {
-                crate::RENAME_NOREPLACE
-            } else {
-                0
-            };
             rules::rename::check_target(flags, target.is_some())?;
             if target.is_some_and(|(t, _)| t == ino) {
                 return Ok(());
             }
-            if kind == Kind::Dir && p1 != p2 {
-                // Not into its own subtree: walk the destination's
-                // ancestors (each read is a condition, so a concurrent
-                // rename that changes them conflicts).
-                let mut a = p2;
-                while a != ROOT_INO {
-                    if a == ino {
-                        return Err(Error::Invalid);
-                    }
-                    a = tx.dir(a)?.parent();
+            let mut n = tx.node(ino)?;
+            let tnode = match target {
+                Some((t, _)) => Some(tx.node(t)?),
+                None => None,
+            };
+            // Moving out of `p1` removes a name, into `p2` adds one (and
+            // removes the replaced one's); an exchange does both both ways.
+            rules::flags::may_remove(d1.flags, Some(n.flags))?;
+            rules::flags::may_add(d2.flags)?;
+            if let Some(tn) = &tnode {
+                rules::flags::may_remove(d2.flags, Some(tn.flags))?;
+                if exchange {
+                    rules::flags::may_add(d1.flags)?;
                 }
             }
-            if let Some((t, tkind)) = target {
-                rules::rename::check_kinds(flags, kind, tkind)?;
-                match (kind == Kind::Dir, tkind == Kind::Dir) {
-                    (true, false) | (false, true) => unreachable!("rules::rename::check_kinds"),
-                    (true, true) => {
-                        tx.dir(t)?;
-                        if !tx.require_empty(t)? {
+            if p1 != p2 {
+                // Not into its own subtree: walk the destination's
+                // ancestors (each read is a condition, so a concurrent
+                // rename that changes them conflicts); an exchanged
+                // directory not into the source's either.
+                for (moved, mkind, into) in [(ino, kind, p2)]
+                    .into_iter()
+                    .chain(target.filter(|_| exchange).map(|(t, k)| (t, k, p1)))
+                {
+                    if mkind != Kind::Dir {
+                        continue;
+                    }
+                    let mut a = into;
+                    while a != ROOT_INO {
+                        if a == moved {
+                            return Err(Error::Invalid);
+                        }
+                        a = tx.dir(a)?.parent();
+                    }
+                }
+            }
+            let t = Ts::now();
+            if exchange {
+                let (tino, tkind) = target.expect("rules::rename::check_target");
+                let mut tn = tnode.expect("read with the target");
+                for (node, newp) in [(&mut n, p2), (&mut tn, p1)] {
+                    node.attr.ctime = t;
+                    if node.attr.kind == Kind::Dir && p1 != p2 {
+                        node.blob = newp.to_le_bytes().to_vec();
+                    }
+                    tx.put_node(node)?;
+                }
+                // Two puts: etcd refuses a key twice in one transaction.
+                tx.put_entry(p1, n1, tino, tkind)?;
+                tx.put_entry(p2, n2, ino, kind)?;
+            } else {
+                if let (Some((tino, tkind)), Some(mut tn)) = (target, tnode) {
+                    rules::rename::check_kinds(flags, kind, tkind)?;
+                    if tkind == Kind::Dir {
+                        if !tx.require_empty(tino)? {
                             return Err(Error::NotEmpty);
                         }
-                        tx.del(ikey(t));
-                        tx.del(tkey(t));
-                        tx.del(pkey(t));
-                    }
-                    (false, false) => {
-                        let mut tn = tx.node(t)?;
+                        tx.del(ikey(tino));
+                        tx.del(tkey(tino));
+                        tx.del(pkey(tino));
+                    } else {
                         self.drop_link(tx, &mut tn)?;
                     }
                 }
+                n.attr.ctime = t;
+                if kind == Kind::Dir && p1 != p2 {
+                    n.blob = p2.to_le_bytes().to_vec();
+                }
+                tx.put_node(&mut n)?;
+                match whiteout {
+                    Some(w) => {
+                        let mut wn = Self::whiteout_node(&ctx, &d1, w, t);
+                        tx.put_node(&mut wn)?;
+                        tx.put_entry(p1, n1, w, Kind::CharDev)?;
+                    }
+                    None => tx.del_entry(p1, n1)?,
+                }
+                tx.put_entry(p2, n2, ino, kind)?;
             }
-            let mut n = tx.node(ino)?;
-            let t = Ts::now();
-            n.attr.ctime = t;
-            if kind == Kind::Dir && p1 != p2 {
-                n.blob = p2.to_le_bytes().to_vec();
-            }
-            tx.put_node(&mut n)?;
-            tx.del_entry(p1, n1)?;
-            tx.put_entry(p2, n2, ino, kind)?;
             tx.touch_dir(p1, t);
             if p2 != p1 {
                 tx.touch_dir(p2, t);
@@ -1682,6 +1811,7 @@ impl SharedFs {
         // A file created from memory and not committed yet: changed there.
         if sa.size.is_none() {
             if let Some(r) = self.amend_queued(ino, |n| {
+                rules::flags::may_setattr(n.flags, sa)?;
                 Self::set_attrs(ctx, n, sa, Ts::now())?;
                 Ok(n.attr)
             }) {
@@ -1696,6 +1826,7 @@ impl SharedFs {
                 self.delete_object(&name);
             }
             let mut n = tx.node(ino)?;
+            rules::flags::may_setattr(n.flags, sa)?;
             let t = Ts::now();
             if let Some(size) = sa.size {
                 match n.attr.kind {
@@ -1794,6 +1925,9 @@ impl SharedFs {
         };
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             let mut remove = false;
             if let Some(a) = &parsed {
                 let keeps_setgid = rules::perm::in_group_or_root(ctx, n.attr.gid);
@@ -1849,6 +1983,9 @@ impl SharedFs {
         check_xattr_name(name)?;
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             let pos = n
                 .xattrs
                 .iter()
@@ -1934,6 +2071,11 @@ impl SharedFs {
         self.orphaned.lock().insert(ino);
     }
 
+    /// `ino` got a name again (`super::tmpfile`): its last close keeps it.
+    pub(super) fn forget_orphan(&self, ino: Ino) {
+        self.orphaned.lock().remove(&ino);
+    }
+
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
         *self.opens.lock().entry(ino).or_default() += 1;
@@ -1957,6 +2099,7 @@ impl SharedFs {
             }
             o.remove(&ino);
         }
+        self.closed_unnamed(ino);
         if self.holds_open(ino) {
             self.unhold(ino)?;
         }
