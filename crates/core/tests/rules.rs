@@ -658,3 +658,51 @@ fn rename_exchange_and_whiteout_answer_alike_in_both_modes() {
     assert_eq!(sww.kind, Kind::CharDev);
     assert_eq!(fs.lookup(ROOT_INO, b"w2").unwrap().ino, sw.ino);
 }
+
+/// fallocate(2) in both modes: the sizes and bytes after a growth, a
+/// KEEP_SIZE allocation, a punched hole and a zeroed range, and the
+/// errors of chattr's flags and of the largest file. Before (issue 45): an
+/// etcd mount had no fallocate (EOPNOTSUPP).
+#[test]
+fn fallocate_answers_alike_in_both_modes() {
+    use shoal_core::engine::{
+        FALLOC_KEEP_SIZE as K, FALLOC_PUNCH_HOLE as P, FALLOC_ZERO_RANGE as Z,
+    };
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE};
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let ef = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let sf = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let both = |off: u64, len: u64, mode: u32| {
+        let a = e.fallocate(ef.ino, off, len, mode).err();
+        let b = fs.fallocate(sf.ino, off, len, mode).err();
+        assert_eq!(a, b, "fallocate {off} {len} {mode:#x}");
+        let ea = e.getattr(ef.ino).unwrap().size;
+        let sa = fs.getattr(sf.ino).unwrap().size;
+        assert_eq!(ea, sa, "size after fallocate {off} {len} {mode:#x}");
+        let er = e.read(ef.ino, 0, ea as u32).unwrap();
+        let sr = fs.read(sf.ino, 0, sa as u32).unwrap();
+        assert_eq!(er, sr, "bytes after fallocate {off} {len} {mode:#x}");
+        b
+    };
+    e.write(ef.ino, 0, &[7u8; 3000]).unwrap();
+    fs.write(sf.ino, 0, &[7u8; 3000]).unwrap();
+    assert_eq!(both(0, 2000, K), None);
+    assert_eq!(both(1000, 3000, 0), None);
+    assert_eq!(both(100, 200, P | K), None);
+    assert_eq!(both(3900, 150, Z), None);
+    assert_eq!(both(0, 10, P), Some(Error::NotSupported));
+    assert_eq!(both(0, 0, 0), Some(Error::Invalid));
+    assert_eq!(both(1 << 50, 1, 0), Some(Error::FileTooBig));
+    e.set_flags(&root, ef.ino, APPEND).unwrap();
+    fs.set_flags(&root, sf.ino, APPEND).unwrap();
+    // vfs_fallocate: on an append-only file, only modes without bits
+    // but KEEP_SIZE.
+    assert_eq!(both(0, 10, K), None);
+    assert_eq!(both(0, 10, 0), None);
+    assert_eq!(both(0, 10, Z), Some(Error::NotPermitted));
+    e.set_flags(&root, ef.ino, IMMUTABLE).unwrap();
+    fs.set_flags(&root, sf.ino, IMMUTABLE).unwrap();
+    assert_eq!(both(0, 10, K), Some(Error::NotPermitted));
+}

@@ -1676,24 +1676,9 @@ impl Filesystem for ShoalFs {
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::FALLOCATE);
-        let m = mode as u32;
-        let mut em = 0;
-        if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_KEEP_SIZE;
-        }
-        if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
-        }
-        if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_ZERO_RANGE;
-        }
-        if m & !(libc::FALLOC_FL_KEEP_SIZE
-            | libc::FALLOC_FL_PUNCH_HOLE
-            | libc::FALLOC_FL_ZERO_RANGE) as u32
-            != 0
-        {
+        let Some(em) = falloc_mode(mode) else {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-        }
+        };
         if let Err(e) = self.drop_privileges(req, ino.0) {
             return reply.error(errno(&e));
         }
@@ -1752,6 +1737,26 @@ impl Filesystem for ShoalFs {
             set,
         )
     }
+}
+
+/// fallocate(2)'s mode as shoal's (`FALLOC_*`), for both modes; None for
+/// a mode shoal does not take (EOPNOTSUPP).
+fn falloc_mode(mode: i32) -> Option<u32> {
+    let m = mode as u32;
+    let mut em = 0;
+    if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_KEEP_SIZE;
+    }
+    if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
+    }
+    if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_ZERO_RANGE;
+    }
+    let known = (libc::FALLOC_FL_KEEP_SIZE
+        | libc::FALLOC_FL_PUNCH_HOLE
+        | libc::FALLOC_FL_ZERO_RANGE) as u32;
+    (m & !known == 0).then_some(em)
 }
 
 /// The chattr ioctls, as both modes answer them: `FS_IOC_GETFLAGS` and

@@ -1355,6 +1355,49 @@ impl Filesystem for SharedFuse {
         }
     }
 
+    /// fallocate(2), as on an embedded mount (`SharedFs::fallocate`).
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Write);
+        let Some(m) = crate::falloc_mode(mode) else {
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        };
+        Self::empty(reply, self.fs.fallocate(ino.0, offset, length, m))
+    }
+
+    /// SEEK_DATA and SEEK_HOLE (the kernel does SEEK_SET, SEEK_CUR and
+    /// SEEK_END itself).
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        if offset < 0 {
+            return reply.error(Errno::from_i32(libc::ENXIO));
+        }
+        match self.fs.seek(ino.0, offset as u64, data) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     /// File flags (chattr, lsattr, xfs_io chattr), as on an embedded
     /// mount (`crate::flags_ioctl`); kept in the inode record, so a flag
     /// set on one mount holds on every other.

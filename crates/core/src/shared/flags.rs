@@ -37,7 +37,7 @@ impl SharedFs {
             Ok(n.attr)
         };
         // A file created from memory and not committed yet: set there.
-        if let Some(r) = self.amend_queued(ino, &set) {
+        if let Some(r) = self.amend_queued(ino, set) {
             return r;
         }
         self.run(|tx| {

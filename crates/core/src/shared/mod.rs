@@ -29,6 +29,7 @@
 //!
 //! [`Store`]: crate::store::Store
 
+mod alloc;
 pub mod blob;
 mod cache;
 pub mod data;
