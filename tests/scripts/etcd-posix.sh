@@ -7,7 +7,8 @@
 # read there by lsattr and xfs_io; O_TMPFILE named by linkat and seen on the
 # other mount, and one never named gone at its close; renameat2's
 # RENAME_EXCHANGE seen across mounts; overlayfs with its upper layer on an
-# etcd mount (whiteouts, copy-up, renames of lower files); statfs figures
+# etcd mount (whiteouts, copy-up, renames of lower files); fallocate,
+# SEEK_HOLE and statx's birth time; statfs figures
 # from the object store's filesystem and etcd's size; fsck clean after it.
 source "$(dirname "$0")/lib.sh"
 fail() { echo "etcd-posix: $*"; exit 1; }
@@ -22,6 +23,7 @@ cleanup() {
 }
 unmount_stale "$OV" "$A" "$B"
 trap cleanup EXIT
+[ -n "${ETCD_POSIX_DEBUG:-}" ] && trap - EXIT
 EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$D" "$PORT")
 U=etcd://$EPS/posix
 rm -rf "$O" "$L"; mkdir -p "$O" "$A" "$B" "$L" "$OV"
@@ -124,9 +126,20 @@ umount "$OV"
 rm -r "$A/ovl"
 check "overlayfs"
 
+# fallocate (EOPNOTSUPP before): a punched hole reads as zeros, a growth
+# sets the size, seen on B; SEEK_HOLE finds the end; statx's birth time.
+xfs_io -f -c 'pwrite -S 0x61 0 12k' -c 'fpunch 4k 4k' -c 'falloc 0 20k' -c 'fzero 16k 1k' "$A/fa" >/dev/null || fail "fallocate on an etcd mount"
+within 2 test "$(stat -c %s "$B/fa")" = 20480 || fail "B: the size after falloc: $(stat -c %s "$B/fa")"
+[ "$(dd if="$B/fa" bs=4096 skip=1 count=1 2>/dev/null | tr -d '\0' | wc -c)" = 0 ] || fail "B: the punched hole is not zeros"
+[ "$(od -An -c -j8192 -N1 "$B/fa" | tr -d ' ')" = a ] || fail "B: the bytes after the hole"
+xfs_io -c 'seek -h 0' "$A/fa" | grep -q 'HOLE.*20480' || fail "SEEK_HOLE: $(xfs_io -c 'seek -h 0' "$A/fa")"
+[ "$(stat -c %W "$A/fa")" -gt 0 ] || fail "statx: no birth time"
+rm "$A/fa"
+check "fallocate"
+
 # statfs: blocks from the object store's filesystem, inodes from etcd.
 read -r blocks bfree files ffree <<<"$(stat -f -c '%b %f %c %d' "$A")"
 read -r oblocks obs <<<"$(stat -f -c '%b %S' "$O")"
 [ "$((blocks * 4096))" = "$((oblocks * obs))" ] || fail "statfs blocks $blocks x 4096, the objects' filesystem $oblocks x $obs"
 [ "$files" != 16777216 ] && [ "$ffree" -lt "$files" ] && [ "$bfree" -le "$blocks" ] || fail "statfs: $blocks $bfree $files $ffree"
-echo "etcd-posix: chattr across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, statfs: ok"
+echo "etcd-posix: chattr across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, fallocate, SEEK_HOLE, statx, statfs: ok"

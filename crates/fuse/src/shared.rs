@@ -693,6 +693,32 @@ impl Filesystem for SharedFuse {
         }
     }
 
+    /// statx(2) (FUSE_STATX: the kernel asks when a caller wants the birth
+    /// time): the attributes with the creation time, and chattr's flags as
+    /// `stx_attributes`, as on an embedded mount.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        _flags: u32,
+        _mask: u32,
+        reply: fuser::ReplyStatx,
+    ) {
+        use shoal_core::rules::flags;
+        let _t = self.fs.stats.op_stats.start(Op::Getattr);
+        // STATX_ATTR_IMMUTABLE, _APPEND, _NODUMP: the same bits as the flags'.
+        let known = (flags::IMMUTABLE | flags::APPEND | flags::NODUMP) as u64;
+        match self
+            .fs
+            .getattr(ino.0)
+            .and_then(|a| Ok((a, self.fs.flags(ino.0)?)))
+        {
+            Ok((a, f)) => reply.statx(&self.opts.ttl, &self.attr(&a), f as u64 & known, known),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn setattr(
         &self,
         req: &Request,
