@@ -40,6 +40,7 @@ suite "secured across machines: etcd over TLS with client certificates, users an
 suite "two mounts on etcd, data on SeaweedFS: cross-mount checks, fcntl and flock locks, SQLite from both, remount, kill -9, fsx" bash tests/scripts/etcd-mounts.sh
 suite "pjdfstest on an etcd mount (the kernel checks permissions and ACLs, the default), its exit status checked" bash tests/scripts/pjdfstest-etcd.sh
 suite "pjdfstest on an etcd mount (the daemon checks: daemon_permissions), its exit status checked" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest-etcd.sh
+suite "an etcd mount as an embedded one: chattr flags across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, statfs figures" bash tests/scripts/etcd-posix.sh
 suite "an etcd mount whose object store is killed mid-write: the fsync and close get EIO, never success, no hang" bash tests/scripts/etcd-objects-faults.sh
 suite "loom models: the name lock, the commit gate, reclaim against fills" bash scripts/loom.sh
 # The fault points are compiled in only here (a build of shoal-core apart

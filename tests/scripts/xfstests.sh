@@ -10,7 +10,8 @@
 #   XFSTESTS_TAG=-auto XFSTESTS=/var/tmp/xt-auto ...   # a second run beside
 #     one (its own stores, mountpoints, daemon copy and build of the suite)
 #   XFSTESTS_STORE=etcd bash tests/scripts/xfstests.sh   # on etcd mounts: a
-#     three-member cluster started here (ports 24501-24513), file data in a
+#     three-member cluster started here (ports 24501-24513, or from
+#     XFSTESTS_ETCD_PORT+1 on), file data in a
 #     local directory (the object store's seam, without SeaweedFS's volume
 #     limits), tests/xfstests/exclude-etcd.txt added to the exclusions
 source "$(dirname "$0")/lib.sh"
@@ -29,7 +30,7 @@ unmount_stale $MT-test $MT-scratch; mkdir -p $MT-test $MT-scratch
 if [ "${XFSTESTS_STORE:-}" = etcd ]; then
   EC=$WORK/xt-etcd$T
   trap 'bash "$ROOT/scripts/etcd-cluster.sh" stop "$EC"' EXIT
-  EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$EC" 24500)
+  EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$EC" "${XFSTESTS_ETCD_PORT:-24500}")
   # One endpoint in the device name: the suite's filters put TEST_DEV in
   # sed expressions delimited by commas.
   for fs in test scratch; do

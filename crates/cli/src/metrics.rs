@@ -152,6 +152,10 @@ impl Blobs for CountedBlobs {
         self.counts.note(3, &r);
         r
     }
+    /// Not a request to the object store (a directory's statvfs at most).
+    fn space(&self) -> Option<(u64, u64)> {
+        self.inner.space()
+    }
 }
 
 struct Scrape(Snapshot);

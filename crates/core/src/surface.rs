@@ -230,14 +230,7 @@ impl Namespace for SharedFs {
         newname: &[u8],
         flags: u32,
     ) -> Result<()> {
-        rules::rename::check_flags(flags)?;
-        if flags & !crate::RENAME_NOREPLACE != 0 {
-            // RENAME_EXCHANGE and RENAME_WHITEOUT: not on a shared
-            // namespace yet (docs/rules.md, "Not yet the same").
-            return Err(Error::Invalid);
-        }
-        let noreplace = flags & crate::RENAME_NOREPLACE != 0;
-        self.rename_as(ctx, parent, name, newparent, newname, noreplace)
+        self.rename_as(ctx, parent, name, newparent, newname, flags)
     }
     fn readlink(&self, _ctx: &Ctx, ino: Ino) -> Result<Vec<u8>> {
         SharedFs::readlink(self, ino)
@@ -273,7 +266,7 @@ impl Namespace for SharedFs {
         rules::perm::access(&checking(ctx), &SharedFs::getattr(self, ino)?, mask)
     }
     fn open(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Attr> {
-        self.open_as(ctx, ino, mask)
+        self.open_for(ctx, ino, mask, false, false)
     }
     fn release(&self, _ctx: &Ctx, ino: Ino) -> Result<()> {
         SharedFs::release(self, ino)

@@ -466,3 +466,304 @@ fn a_checked_caller_is_refused_the_same_by_both_modes() {
         ns.create(&root, closed.ino, b"k", 0o644).unwrap();
     }
 }
+
+/// One operation on a file `f` (or, for the `dir` ones, in a directory
+/// `d` holding `c`), in either mode: its error, if any.
+#[derive(Clone, Copy, Debug)]
+enum FlagOp {
+    Unlink,
+    Rename,
+    Link,
+    Chmod,
+    Truncate,
+    TimesNow,
+    SetXattr,
+    OpenWrite,
+    OpenAppend,
+    OpenRead,
+    CreateIn,
+    UnlinkIn,
+}
+
+const FLAG_OPS: [FlagOp; 12] = [
+    FlagOp::Unlink,
+    FlagOp::Rename,
+    FlagOp::Link,
+    FlagOp::Chmod,
+    FlagOp::Truncate,
+    FlagOp::TimesNow,
+    FlagOp::SetXattr,
+    FlagOp::OpenWrite,
+    FlagOp::OpenAppend,
+    FlagOp::OpenRead,
+    FlagOp::CreateIn,
+    FlagOp::UnlinkIn,
+];
+
+fn flag_op_engine(e: &Engine, op: FlagOp, flags: u32) -> Option<Error> {
+    use shoal_core::engine::{OPEN_APPEND, OPEN_TRUNC};
+    let _ = OPEN_TRUNC;
+    let root = Ctx::root();
+    let f = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let d = e.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
+    e.create(&root, d.ino, b"c", 0o644).unwrap();
+    e.set_flags(&root, f.ino, flags).unwrap();
+    e.set_flags(&root, d.ino, flags).unwrap();
+    let sa = |sa: SetAttr| e.setattr(&root, f.ino, &sa).map(|_| ());
+    let r = match op {
+        FlagOp::Unlink => e.unlink(&root, ROOT_INO, b"f"),
+        FlagOp::Rename => e.rename(&root, ROOT_INO, b"f", ROOT_INO, b"g", 0),
+        FlagOp::Link => e.link(&root, f.ino, ROOT_INO, b"g").map(|_| ()),
+        FlagOp::Chmod => sa(SetAttr {
+            mode: Some(0o600),
+            ..Default::default()
+        }),
+        FlagOp::Truncate => sa(SetAttr {
+            size: Some(0),
+            ..Default::default()
+        }),
+        FlagOp::TimesNow => sa(SetAttr {
+            mtime: Some(shoal_core::TimeSet::Now),
+            ..Default::default()
+        }),
+        FlagOp::SetXattr => e.setxattr(&root, f.ino, b"user.x", b"1", 0),
+        FlagOp::OpenWrite => e.open_file(&root, f.ino, 2).map(|_| ()),
+        FlagOp::OpenAppend => e.open_file(&root, f.ino, 2 | OPEN_APPEND).map(|_| ()),
+        FlagOp::OpenRead => e.open_file(&root, f.ino, 4).map(|_| ()),
+        FlagOp::CreateIn => e.create(&root, d.ino, b"n", 0o644).map(|_| ()),
+        FlagOp::UnlinkIn => e.unlink(&root, d.ino, b"c"),
+    };
+    r.err()
+}
+
+fn flag_op_shared(fs: &SharedFs, op: FlagOp, flags: u32) -> Option<Error> {
+    let root = Ctx::root();
+    let f = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    fs.create(d.ino, b"c", 0o644).unwrap();
+    fs.set_flags(&root, f.ino, flags).unwrap();
+    fs.set_flags(&root, d.ino, flags).unwrap();
+    let sa = |sa: SetAttr| fs.setattr(f.ino, &sa).map(|_| ());
+    let r = match op {
+        FlagOp::Unlink => fs.unlink(ROOT_INO, b"f"),
+        FlagOp::Rename => fs.rename(ROOT_INO, b"f", ROOT_INO, b"g"),
+        FlagOp::Link => fs.link(f.ino, ROOT_INO, b"g").map(|_| ()),
+        FlagOp::Chmod => sa(SetAttr {
+            mode: Some(0o600),
+            ..Default::default()
+        }),
+        FlagOp::Truncate => sa(SetAttr {
+            size: Some(0),
+            ..Default::default()
+        }),
+        FlagOp::TimesNow => sa(SetAttr {
+            mtime: Some(shoal_core::TimeSet::Now),
+            ..Default::default()
+        }),
+        FlagOp::SetXattr => fs.setxattr(f.ino, b"user.x", b"1", 0),
+        FlagOp::OpenWrite => fs.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()),
+        FlagOp::OpenAppend => fs.open_for(&Ctx::root(), f.ino, 2, true, false).map(|_| ()),
+        FlagOp::OpenRead => fs.open_for(&Ctx::root(), f.ino, 4, false, false).map(|_| ()),
+        FlagOp::CreateIn => fs.create(d.ino, b"n", 0o644).map(|_| ()),
+        FlagOp::UnlinkIn => fs.unlink(d.ino, b"c"),
+    };
+    r.err()
+}
+
+/// chattr's immutable and append-only flags: every operation the
+/// embedded engine refuses on them, the shared namespace refuses with the
+/// same errno, and what one allows the other does (`rules::flags`). Before
+/// (issue 45): a shared namespace kept no flags at all.
+#[test]
+fn chattr_flags_get_the_same_answers_in_both_modes() {
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE, NOATIME, NODUMP};
+    for flags in [IMMUTABLE, APPEND, NOATIME | NODUMP, 0] {
+        for op in FLAG_OPS {
+            let e = flag_op_engine(&engine(), op, flags);
+            let s = flag_op_shared(&shared(), op, flags);
+            assert_eq!(e, s, "{op:?} with flags {flags:#x}");
+            if flags & (IMMUTABLE | APPEND) == 0 {
+                assert_eq!(s, None, "{op:?} with flags {flags:#x}");
+            }
+        }
+    }
+    // What flags are kept, and on what.
+    let fs = shared();
+    let e = engine();
+    let root = Ctx::root();
+    let l = fs
+        .mknod(
+            &root,
+            ROOT_INO,
+            b"l",
+            &ns::NewNode {
+                kind: shoal_core::Kind::Symlink,
+                perm: 0o777,
+                rdev: 0,
+                target: b"t",
+            },
+        )
+        .unwrap();
+    let el = e.symlink(&root, ROOT_INO, b"l", b"t").unwrap();
+    assert_eq!(
+        fs.set_flags(&root, l.ino, NODUMP).err(),
+        e.set_flags(&root, el.ino, NODUMP).err()
+    );
+    let f = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let ef = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    assert_eq!(
+        fs.set_flags(&root, f.ino, 0x4).err(),
+        e.set_flags(&root, ef.ino, 0x4).err()
+    );
+    assert_eq!(
+        fs.set_flags(&root, f.ino, 0x4).err(),
+        Some(Error::NotSupported)
+    );
+}
+
+/// O_TMPFILE in both modes: an unnamed file with no links, which link
+/// names once; a file unlinked while open is not linkable (above). Before
+/// (issue 45): a shared namespace had no O_TMPFILE (EOPNOTSUPP).
+#[test]
+fn an_o_tmpfile_is_named_by_link_in_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let et = e.tmpfile(&root, ROOT_INO, 0o600).unwrap();
+    let st = fs.tmpfile(&root, ROOT_INO, 0o600).unwrap();
+    assert_eq!((et.nlink, et.perm), (st.nlink, st.perm));
+    assert_eq!(st.nlink, 0);
+    e.link(&root, et.ino, ROOT_INO, b"t").unwrap();
+    fs.link(st.ino, ROOT_INO, b"t").unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"t").unwrap().nlink, 1);
+    e.release(et.ino).unwrap();
+    fs.release(st.ino).unwrap();
+    // Named: it stays after its last close.
+    assert_eq!(fs.lookup(ROOT_INO, b"t").unwrap().ino, st.ino);
+    assert_eq!(e.lookup(&root, ROOT_INO, b"t").unwrap().ino, et.ino);
+}
+
+/// renameat2's EXCHANGE and WHITEOUT in both modes. Before (issue 45): a
+/// shared namespace took NOREPLACE only (the etcd adapter said EINVAL).
+#[test]
+fn rename_exchange_and_whiteout_answer_alike_in_both_modes() {
+    use shoal_core::{Kind, RENAME_EXCHANGE};
+    const WHITEOUT: u32 = shoal_core::engine::RENAME_WHITEOUT;
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    for flags in [
+        RENAME_EXCHANGE,
+        RENAME_EXCHANGE | RENAME_NOREPLACE,
+        RENAME_EXCHANGE | WHITEOUT,
+        8,
+    ] {
+        // No target: ENOENT for an exchange; bad flags EINVAL.
+        e.create(&root, ROOT_INO, b"a", 0o644).unwrap();
+        fs.create(ROOT_INO, b"a", 0o644).unwrap();
+        assert_eq!(
+            e.rename(&root, ROOT_INO, b"a", ROOT_INO, b"zz", flags)
+                .err(),
+            fs.rename_as(&root, ROOT_INO, b"a", ROOT_INO, b"zz", flags)
+                .err(),
+            "flags {flags:#x}"
+        );
+        e.unlink(&root, ROOT_INO, b"a").unwrap();
+        fs.unlink(ROOT_INO, b"a").unwrap();
+    }
+    // A file and a directory exchanged across directories.
+    let ea = e.create(&root, ROOT_INO, b"a", 0o644).unwrap();
+    let sa = fs.create(ROOT_INO, b"a", 0o644).unwrap();
+    let ed = e.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
+    let sd = fs.mkdir(ROOT_INO, b"d", 0o755).unwrap();
+    let eb = e.mkdir(&root, ed.ino, b"b", 0o755).unwrap();
+    let sb = fs.mkdir(sd.ino, b"b", 0o755).unwrap();
+    e.rename(&root, ROOT_INO, b"a", ed.ino, b"b", RENAME_EXCHANGE)
+        .unwrap();
+    fs.rename_as(&root, ROOT_INO, b"a", sd.ino, b"b", RENAME_EXCHANGE)
+        .unwrap();
+    assert_eq!(e.lookup(&root, ROOT_INO, b"a").unwrap().ino, eb.ino);
+    assert_eq!(e.lookup(&root, ed.ino, b"b").unwrap().ino, ea.ino);
+    assert_eq!(fs.lookup(ROOT_INO, b"a").unwrap().ino, sb.ino);
+    assert_eq!(fs.lookup(sd.ino, b"b").unwrap().ino, sa.ino);
+    // The directory moved: its parent is the root now.
+    assert_eq!(fs.lookup(sb.ino, b"..").unwrap().ino, ROOT_INO);
+    // A directory exchanged into its own subtree: EINVAL.
+    let ec = e.mkdir(&root, eb.ino, b"c", 0o755).unwrap();
+    let sc = fs.mkdir(sb.ino, b"c", 0o755).unwrap();
+    e.create(&root, ec.ino, b"x", 0o644).unwrap();
+    fs.create(sc.ino, b"x", 0o644).unwrap();
+    assert_eq!(
+        e.rename(&root, ROOT_INO, b"a", ec.ino, b"x", RENAME_EXCHANGE)
+            .err(),
+        Some(Error::Invalid)
+    );
+    assert_eq!(
+        fs.rename_as(&root, ROOT_INO, b"a", sc.ino, b"x", RENAME_EXCHANGE)
+            .err(),
+        Some(Error::Invalid)
+    );
+    // A whiteout: the old name a character device 0:0, the file moved.
+    e.create(&root, ROOT_INO, b"w", 0o644).unwrap();
+    let sw = fs.create(ROOT_INO, b"w", 0o644).unwrap();
+    e.rename(&root, ROOT_INO, b"w", ROOT_INO, b"w2", WHITEOUT)
+        .unwrap();
+    fs.rename_as(&root, ROOT_INO, b"w", ROOT_INO, b"w2", WHITEOUT)
+        .unwrap();
+    let ew = e.lookup(&root, ROOT_INO, b"w").unwrap();
+    let sww = fs.lookup(ROOT_INO, b"w").unwrap();
+    assert_eq!(
+        (ew.kind, ew.rdev, ew.perm, ew.nlink),
+        (sww.kind, sww.rdev, sww.perm, sww.nlink)
+    );
+    assert_eq!(sww.kind, Kind::CharDev);
+    assert_eq!(fs.lookup(ROOT_INO, b"w2").unwrap().ino, sw.ino);
+}
+
+/// fallocate(2) in both modes: the sizes and bytes after a growth, a
+/// KEEP_SIZE allocation, a punched hole and a zeroed range, and the
+/// errors of chattr's flags and of the largest file. Before (issue 45): an
+/// etcd mount had no fallocate (EOPNOTSUPP).
+#[test]
+fn fallocate_answers_alike_in_both_modes() {
+    use shoal_core::engine::{
+        FALLOC_KEEP_SIZE as K, FALLOC_PUNCH_HOLE as P, FALLOC_ZERO_RANGE as Z,
+    };
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE};
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    let ef = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let sf = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let both = |off: u64, len: u64, mode: u32| {
+        let a = e.fallocate(ef.ino, off, len, mode).err();
+        let b = fs.fallocate(sf.ino, off, len, mode).err();
+        assert_eq!(a, b, "fallocate {off} {len} {mode:#x}");
+        let ea = e.getattr(ef.ino).unwrap().size;
+        let sa = fs.getattr(sf.ino).unwrap().size;
+        assert_eq!(ea, sa, "size after fallocate {off} {len} {mode:#x}");
+        let er = e.read(ef.ino, 0, ea as u32).unwrap();
+        let sr = fs.read(sf.ino, 0, sa as u32).unwrap();
+        assert_eq!(er, sr, "bytes after fallocate {off} {len} {mode:#x}");
+        b
+    };
+    e.write(ef.ino, 0, &[7u8; 3000]).unwrap();
+    fs.write(sf.ino, 0, &[7u8; 3000]).unwrap();
+    assert_eq!(both(0, 2000, K), None);
+    assert_eq!(both(1000, 3000, 0), None);
+    assert_eq!(both(100, 200, P | K), None);
+    assert_eq!(both(3900, 150, Z), None);
+    assert_eq!(both(0, 10, P), Some(Error::NotSupported));
+    assert_eq!(both(0, 0, 0), Some(Error::Invalid));
+    assert_eq!(both(1 << 50, 1, 0), Some(Error::FileTooBig));
+    e.set_flags(&root, ef.ino, APPEND).unwrap();
+    fs.set_flags(&root, sf.ino, APPEND).unwrap();
+    // vfs_fallocate: on an append-only file, only modes without bits
+    // but KEEP_SIZE.
+    assert_eq!(both(0, 10, K), None);
+    assert_eq!(both(0, 10, 0), None);
+    assert_eq!(both(0, 10, Z), Some(Error::NotPermitted));
+    e.set_flags(&root, ef.ino, IMMUTABLE).unwrap();
+    fs.set_flags(&root, sf.ino, IMMUTABLE).unwrap();
+    assert_eq!(both(0, 10, K), Some(Error::NotPermitted));
+}

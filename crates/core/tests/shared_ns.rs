@@ -441,3 +441,70 @@ fn an_open_file_is_held_while_the_change_stream_stalls() {
     );
     assert_clean(&*s);
 }
+
+#[test]
+fn flags_hold_across_daemons() {
+    let (s, fss) = daemons(2);
+    checks::flags_hold_across_daemons(&fss, &*s);
+}
+
+#[test]
+fn tmpfiles_are_named_by_link() {
+    let (s, fss) = daemons(2);
+    checks::tmpfiles_are_named_by_link(&fss, &*s);
+}
+
+#[test]
+fn rename_exchange_and_whiteout() {
+    let (s, fss) = daemons(2);
+    checks::rename_exchange_and_whiteout(&fss, &*s);
+}
+
+/// An O_TMPFILE left open by a daemon that dies is reclaimed by the next
+/// daemon that joins, as a file it unlinked while open is (its orphan key
+/// outlives its session).
+#[test]
+fn a_dead_daemons_tmpfile_is_reclaimed() {
+    let (s, open) = graced(Duration::from_millis(300));
+    let (a, b) = (open(), open());
+    let t = a
+        .tmpfile(&shoal_core::Ctx::root(), ROOT_INO, 0o600)
+        .unwrap();
+    a.write(t.ino, 0, b"never named").unwrap();
+    assert_clean(&*s);
+    a.stop_renewing();
+    s.advance(Duration::from_secs(60));
+    assert_eq!(b.getattr(t.ino).unwrap().nlink, 0);
+    let c = open();
+    shoal_testkit::shared_ns::soon(
+        "a dead daemon's tmpfile after a join",
+        Err(Error::NotFound),
+        || c.getattr(t.ino).map(|a| a.nlink),
+    );
+    assert_clean(&*s);
+}
+
+/// statfs from the stores' figures: without an object store, the blocks
+/// are the metadata store's quota and what is left of it; the inodes are
+/// those in use and those that fit in the rest. Before (issue 45): the
+/// etcd adapter answered constants (16M blocks, 16M inodes, all free).
+#[test]
+fn statfs_comes_from_the_stores() {
+    let s = SimStore::new();
+    ns::mkfs(&*s).unwrap();
+    s.set_quota(Some(1 << 20));
+    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    for i in 0..50 {
+        a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
+            .unwrap();
+    }
+    a.fsyncdir().unwrap();
+    let st = a.statfs().unwrap();
+    let used = s.space().unwrap().unwrap().used;
+    assert_eq!(st.bsize, 4096);
+    assert_eq!(st.blocks, (1 << 20) / 4096);
+    assert_eq!(st.bfree, ((1 << 20) - used) / 4096);
+    // 51 inodes in use (the root and the files).
+    assert_eq!(st.files - st.ffree, 51);
+    assert!(st.ffree > 0 && st.ffree < (1 << 20) / 512, "{st:?}");
+}

@@ -517,6 +517,25 @@ impl SharedStore for EtcdStore {
         }))
     }
 
+    fn count(&self, lo: &[u8], hi: &[u8]) -> KvResult<u64> {
+        let mut c = self.client();
+        let k = self.key(lo);
+        let opts = GetOptions::new().with_range(self.key(hi)).with_count_only();
+        let r = self.call(false, async move { c.get(k, Some(opts)).await })?;
+        Ok(r.count() as u64)
+    }
+
+    /// The member's database size; its quota where it reports one (etcd
+    /// 3.6's `dbSizeQuota`; 3.4 and 3.5 do not, and then it is None).
+    fn space(&self) -> KvResult<Option<shoal_core::shared::StoreSpace>> {
+        let mut c = self.client();
+        let r = self.call(false, async move { c.status().await })?;
+        Ok(Some(shoal_core::shared::StoreSpace {
+            used: r.db_size().max(0) as u64,
+            quota: (r.db_size_quota() > 0).then(|| r.db_size_quota() as u64),
+        }))
+    }
+
     fn revision(&self) -> KvResult<Rev> {
         let mut c = self.client();
         // A linearizable read of one key: its header carries the revision.

@@ -99,6 +99,11 @@ fn shared_namespace_on_etcd() {
     checks::a_queued_create_is_changed_in_memory(&fss, &*s);
     checks::a_directory_made_here_is_leased_at_its_first_create(&fss, &*s);
     println!("etcd: directory leases taken, given back, taken in turns, split between daemons, one winner per name: ok");
+    let (s, fss) = daemons(&f, "posix-more", 2, ttl);
+    checks::flags_hold_across_daemons(&fss, &*s);
+    checks::tmpfiles_are_named_by_link(&fss, &*s);
+    checks::rename_exchange_and_whiteout(&fss, &*s);
+    println!("etcd: chattr flags across daemons, O_TMPFILE, RENAME_EXCHANGE and WHITEOUT: ok");
 
     // Fencing with a real lease: A stops renewing, its 2 s lease ends, and
     // its commits are refused while B's go on.

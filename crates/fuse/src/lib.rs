@@ -1655,24 +1655,9 @@ impl Filesystem for ShoalFs {
         reply: ReplyEmpty,
     ) {
         self.requests.count(req::FALLOCATE);
-        let m = mode as u32;
-        let mut em = 0;
-        if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_KEEP_SIZE;
-        }
-        if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
-        }
-        if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
-            em |= shoal_core::engine::FALLOC_ZERO_RANGE;
-        }
-        if m & !(libc::FALLOC_FL_KEEP_SIZE
-            | libc::FALLOC_FL_PUNCH_HOLE
-            | libc::FALLOC_FL_ZERO_RANGE) as u32
-            != 0
-        {
+        let Some(em) = falloc_mode(mode) else {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-        }
+        };
         if let Err(e) = self.drop_privileges(req, ino.0) {
             return reply.error(errno(&e));
         }
@@ -1711,12 +1696,7 @@ impl Filesystem for ShoalFs {
         out_size: u32,
         reply: ReplyIoctl,
     ) {
-        use shoal_core::engine::flags;
         self.requests.count(req::IOCTL);
-        let word = |b: &[u8], at: usize| {
-            b.get(at..at + 4)
-                .map(|w| u32::from_ne_bytes(w.try_into().unwrap()))
-        };
         let set = |f: u32| {
             let r = self.engine.set_flags(&self.ctx(req), ino.0, f);
             if r.is_ok() {
@@ -1727,56 +1707,102 @@ impl Filesystem for ShoalFs {
             }
             r
         };
-        match cmd as libc::c_ulong {
-            libc::FS_IOC_GETFLAGS => match self.engine.flags(ino.0) {
-                Ok(f) => {
-                    let b = f.to_ne_bytes();
-                    reply.ioctl(0, &b[..b.len().min(out_size as usize)])
-                }
-                Err(e) => reply.error(errno(&e)),
-            },
-            libc::FS_IOC_SETFLAGS => match word(in_data, 0) {
-                Some(f) => match set(f) {
-                    Ok(()) => reply.ioctl(0, &[]),
-                    Err(e) => reply.error(errno(&e)),
-                },
-                None => reply.error(Errno::from_i32(libc::EINVAL)),
-            },
-            FS_IOC_FSGETXATTR => match self.engine.flags(ino.0) {
-                Ok(f) => {
-                    // struct fsxattr: xflags, extsize, nextents, projid,
-                    // cowextsize, 8 bytes of padding.
-                    let mut b = [0u8; FSXATTR_SIZE];
-                    b[..4].copy_from_slice(&flags::to_xflags(f).to_ne_bytes());
-                    reply.ioctl(0, &b[..b.len().min(out_size as usize)])
-                }
-                Err(e) => reply.error(errno(&e)),
-            },
-            FS_IOC_FSSETXATTR => {
-                let (Some(x), Some(ext), Some(proj), Some(cow)) = (
-                    word(in_data, 0),
-                    word(in_data, 4),
-                    word(in_data, 12),
-                    word(in_data, 16),
-                ) else {
-                    return reply.error(Errno::from_i32(libc::EINVAL));
-                };
-                // No extent size hints or project ids to keep.
-                if ext != 0 || proj != 0 || cow != 0 {
-                    return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-                }
-                let r = self
-                    .engine
-                    .flags(ino.0)
-                    .and_then(|old| flags::from_xflags(x, old))
-                    .and_then(set);
-                match r {
-                    Ok(()) => reply.ioctl(0, &[]),
-                    Err(e) => reply.error(errno(&e)),
-                }
+        flags_ioctl(
+            cmd,
+            in_data,
+            out_size,
+            reply,
+            || self.engine.flags(ino.0),
+            set,
+        )
+    }
+}
+
+/// fallocate(2)'s mode as shoal's (`FALLOC_*`), for both modes; None for
+/// a mode shoal does not take (EOPNOTSUPP).
+fn falloc_mode(mode: i32) -> Option<u32> {
+    let m = mode as u32;
+    let mut em = 0;
+    if m & libc::FALLOC_FL_KEEP_SIZE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_KEEP_SIZE;
+    }
+    if m & libc::FALLOC_FL_PUNCH_HOLE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_PUNCH_HOLE;
+    }
+    if m & libc::FALLOC_FL_ZERO_RANGE as u32 != 0 {
+        em |= shoal_core::engine::FALLOC_ZERO_RANGE;
+    }
+    let known = (libc::FALLOC_FL_KEEP_SIZE
+        | libc::FALLOC_FL_PUNCH_HOLE
+        | libc::FALLOC_FL_ZERO_RANGE) as u32;
+    (m & !known == 0).then_some(em)
+}
+
+/// The chattr ioctls, as both modes answer them: `FS_IOC_GETFLAGS` and
+/// `SETFLAGS`, `FS_IOC_FSGETXATTR` and `FSSETXATTR` (xfs_io's; the flags
+/// as `fsx_xflags`, `rules::flags::to_xflags`), with `get` reading an
+/// inode's flags and `set` setting them all at once. Any other ioctl:
+/// ENOTTY, as for a file that has none.
+fn flags_ioctl(
+    cmd: u32,
+    in_data: &[u8],
+    out_size: u32,
+    reply: ReplyIoctl,
+    get: impl Fn() -> shoal_core::Result<u32>,
+    set: impl Fn(u32) -> shoal_core::Result<()>,
+) {
+    use shoal_core::rules::flags;
+    let word = |b: &[u8], at: usize| {
+        b.get(at..at + 4)
+            .map(|w| u32::from_ne_bytes(w.try_into().unwrap()))
+    };
+    match cmd as libc::c_ulong {
+        libc::FS_IOC_GETFLAGS => match get() {
+            Ok(f) => {
+                let b = f.to_ne_bytes();
+                reply.ioctl(0, &b[..b.len().min(out_size as usize)])
             }
-            _ => reply.error(Errno::from_i32(libc::ENOTTY)),
+            Err(e) => reply.error(errno(&e)),
+        },
+        libc::FS_IOC_SETFLAGS => match word(in_data, 0) {
+            Some(f) => match set(f) {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(errno(&e)),
+            },
+            None => reply.error(Errno::from_i32(libc::EINVAL)),
+        },
+        FS_IOC_FSGETXATTR => match get() {
+            Ok(f) => {
+                // struct fsxattr: xflags, extsize, nextents, projid,
+                // cowextsize, 8 bytes of padding.
+                let mut b = [0u8; FSXATTR_SIZE];
+                b[..4].copy_from_slice(&flags::to_xflags(f).to_ne_bytes());
+                reply.ioctl(0, &b[..b.len().min(out_size as usize)])
+            }
+            Err(e) => reply.error(errno(&e)),
+        },
+        FS_IOC_FSSETXATTR => {
+            let (Some(x), Some(ext), Some(proj), Some(cow)) = (
+                word(in_data, 0),
+                word(in_data, 4),
+                word(in_data, 12),
+                word(in_data, 16),
+            ) else {
+                return reply.error(Errno::from_i32(libc::EINVAL));
+            };
+            // No extent size hints or project ids to keep.
+            if ext != 0 || proj != 0 || cow != 0 {
+                return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+            }
+            match get()
+                .and_then(|old| flags::from_xflags(x, old))
+                .and_then(set)
+            {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(errno(&e)),
+            }
         }
+        _ => reply.error(Errno::from_i32(libc::ENOTTY)),
     }
 }
 

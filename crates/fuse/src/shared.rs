@@ -17,9 +17,9 @@
 use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use shoal_core::shared::locks::{Lock, Want};
 use shoal_core::shared::ns::{NewNode, SharedFs};
@@ -628,6 +628,32 @@ impl Filesystem for SharedFuse {
         }
     }
 
+    /// statx(2) (FUSE_STATX: the kernel asks when a caller wants the birth
+    /// time): the attributes with the creation time, and chattr's flags as
+    /// `stx_attributes`, as on an embedded mount.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        _flags: u32,
+        _mask: u32,
+        reply: fuser::ReplyStatx,
+    ) {
+        use shoal_core::rules::flags;
+        let _t = self.fs.stats.op_stats.start(Op::Getattr);
+        // STATX_ATTR_IMMUTABLE, _APPEND, _NODUMP: the same bits as the flags'.
+        let known = (flags::IMMUTABLE | flags::APPEND | flags::NODUMP) as u64;
+        match self
+            .fs
+            .getattr(ino.0)
+            .and_then(|a| Ok((a, self.fs.flags(ino.0)?)))
+        {
+            Ok((a, f)) => reply.statx(&self.opts.ttl, &self.attr(&a), f as u64 & known, known),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn setattr(
         &self,
         req: &Request,
@@ -729,6 +755,7 @@ impl Filesystem for SharedFuse {
         reply: ReplyEntry,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Create);
+        // No directory or symlink through mknod (`rules::new_inode`).
         let kind = match shoal_core::rules::new_inode::mknod_kind(mode) {
             Ok(k) => k,
             Err(e) => return reply.error(errno(&e)),
@@ -834,24 +861,31 @@ impl Filesystem for SharedFuse {
         reply: ReplyEmpty,
     ) {
         let _t = self.fs.stats.op_stats.start(Op::Rename);
-        let noreplace = flags.bits() & libc::RENAME_NOREPLACE != 0;
-        if flags.bits() & !libc::RENAME_NOREPLACE != 0 {
-            return reply.error(errno(&Error::Invalid));
-        }
+        let flags = flags.bits();
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let r = self.fs.rename_as(
             &self.ctx_of(req),
             parent.0,
             name.as_bytes(),
             newparent.0,
             newname.as_bytes(),
-            noreplace,
+            flags,
         );
         if r.is_ok() {
-            // The kernel moves its entry: so does `handed`.
+            // The kernel moves its entries: so does `handed` (an exchange
+            // swaps the two; a whiteout is a new inode at the old name).
             let mut h = self.handed.lock();
+            let (old, new) = (
+                h.ino_of(parent.0, name.as_bytes()),
+                h.ino_of(newparent.0, newname.as_bytes()),
+            );
             h.forget_name(newparent.0, newname.as_bytes());
-            if let Some(ino) = h.ino_of(parent.0, name.as_bytes()) {
+            h.forget_name(parent.0, name.as_bytes());
+            if let Some(ino) = old {
                 h.insert(ino, newparent.0, newname.as_bytes());
+            }
+            if let Some(ino) = new.filter(|_| exchange) {
+                h.insert(ino, parent.0, name.as_bytes());
             }
         }
         Self::empty(reply, r)
@@ -879,7 +913,12 @@ impl Filesystem for SharedFuse {
             libc::O_RDWR => 6,
             _ => 4,
         } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
-        match self.fs.open_as(&self.ctx_of(req), ino.0, mask) {
+        // chattr's immutable and append-only (`rules::flags::may_open`).
+        let (append, trunc) = (flags.0 & libc::O_APPEND != 0, flags.0 & libc::O_TRUNC != 0);
+        match self
+            .fs
+            .open_for(&self.ctx_of(req), ino.0, mask, append, trunc)
+        {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
@@ -1226,10 +1265,112 @@ impl Filesystem for SharedFuse {
         self.lock(req, ino, lk, typ, sleep, reply)
     }
 
+    /// open(2) with O_TMPFILE: an unnamed file, open, with nlink 0, which
+    /// linkat may name (`shoal_core::shared::SharedFs::tmpfile`).
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Create);
+        let ctx = Ctx {
+            umask,
+            ..self.ctx_of(req)
+        };
+        let r = self.fs.tmpfile(&ctx, parent.0, (mode & 0o7777) as u16);
+        match r {
+            Ok(a) => reply.created(
+                &self.opts.ttl,
+                &self.attr(&a),
+                Generation(0),
+                self.new_fh(),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// fallocate(2), as on an embedded mount (`SharedFs::fallocate`).
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Write);
+        let Some(m) = crate::falloc_mode(mode) else {
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        };
+        Self::empty(reply, self.fs.fallocate(ino.0, offset, length, m))
+    }
+
+    /// SEEK_DATA and SEEK_HOLE (the kernel does SEEK_SET, SEEK_CUR and
+    /// SEEK_END itself).
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        if offset < 0 {
+            return reply.error(Errno::from_i32(libc::ENXIO));
+        }
+        match self.fs.seek(ino.0, offset as u64, data) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// File flags (chattr, lsattr, xfs_io chattr), as on an embedded
+    /// mount (`crate::flags_ioctl`); kept in the inode record, so a flag
+    /// set on one mount holds on every other.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let _t = self.fs.stats.op_stats.start(Op::Setattr);
+        crate::flags_ioctl(
+            cmd,
+            in_data,
+            out_size,
+            reply,
+            || self.fs.flags(ino.0),
+            |f| self.fs.set_flags(&self.ctx_of(req), ino.0, f).map(|_| ()),
+        )
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _t = self.fs.stats.op_stats.start(Op::Statfs);
-        // etcd's quota is the bound (2 GiB by default); not read here.
-        reply.statfs(1 << 24, 1 << 24, 1 << 24, 1 << 24, 1 << 24, 4096, 255, 4096)
+        // The stores' own figures (`shoal_core::shared::space`).
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 }
 

@@ -38,6 +38,9 @@ pub struct ObjectBlobs {
     prefix: String,
     rt: tokio::runtime::Runtime,
     url: String,
+    /// A `file:///DIR` store's directory (its filesystem's room is the
+    /// store's: `Blobs::space`).
+    local: Option<std::path::PathBuf>,
 }
 
 /// What an `s3://` URL says.
@@ -412,6 +415,7 @@ impl ObjectBlobs {
             prefix,
             rt,
             url: shown,
+            local: url.strip_prefix("file://").map(std::path::PathBuf::from),
         })
     }
 
@@ -498,6 +502,20 @@ impl Blobs for ObjectBlobs {
             .into_iter()
             .map(|m| (m.location.as_ref()[skip..].to_string(), m.size))
             .collect())
+    }
+    /// A directory's: its filesystem's size and the room left to
+    /// unprivileged writers (statvfs). S3: None (it has no such call).
+    fn space(&self) -> Option<(u64, u64)> {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::ffi::CString::new(self.local.as_ref()?.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `dir` is a NUL-terminated path and `s` a statvfs the
+        // call fills; nothing is kept past it.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(dir.as_ptr(), &mut s) } != 0 {
+            return None;
+        }
+        let f = s.f_frsize as u64;
+        Some((s.f_blocks as u64 * f, s.f_bavail as u64 * f))
     }
 }
 

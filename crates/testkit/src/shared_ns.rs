@@ -1089,3 +1089,134 @@ pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
     }
     assert_clean(s);
 }
+
+/// chattr flags set on one daemon hold on another from the commit that
+/// set them (each check reads the record in its transaction): immutable
+/// refuses every change to the file and every name added to or removed
+/// from the directory, append-only allows appends and new names only; a
+/// flag cleared frees them again. The other daemon reads the flags too
+/// (`FS_IOC_GETFLAGS`), once its record cache follows.
+pub fn flags_hold_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE};
+    use shoal_core::{Ctx, SetAttr};
+    let (a, b) = (&fss[0], &fss[1]);
+    let root = Ctx::root();
+    let d = a.mkdir(ROOT_INO, b"fl", 0o755).unwrap();
+    let f = a.create(d.ino, b"f", 0o644).unwrap();
+    a.write(f.ino, 0, b"x").unwrap();
+    a.set_flags(&root, f.ino, IMMUTABLE).unwrap();
+    let perm = Err(Error::NotPermitted);
+    assert_eq!(b.unlink(d.ino, b"f"), perm);
+    assert_eq!(b.rename(d.ino, b"f", d.ino, b"g"), perm);
+    assert_eq!(b.link(f.ino, d.ino, b"g").map(|_| ()), perm);
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    assert_eq!(b.setattr(f.ino, &chmod).map(|_| ()), perm);
+    assert_eq!(b.setxattr(f.ino, b"user.x", b"1", 0), perm);
+    assert_eq!(b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()), perm);
+    assert_eq!(b.write(f.ino, 0, b"y").map(|_| ()), perm);
+    b.open_for(&Ctx::root(), f.ino, 4, false, false).unwrap();
+    b.release(f.ino).unwrap();
+    soon("b's flags of f", Ok(IMMUTABLE), || b.flags(f.ino));
+    // An immutable directory: no name in, none out.
+    a.set_flags(&root, f.ino, 0).unwrap();
+    a.set_flags(&root, d.ino, IMMUTABLE).unwrap();
+    assert_eq!(b.create(d.ino, b"n", 0o644).map(|_| ()), perm);
+    assert_eq!(b.unlink(d.ino, b"f"), perm);
+    assert_eq!(b.rename(d.ino, b"f", ROOT_INO, b"f"), perm);
+    // Append-only: new names and appends, nothing removed or rewritten.
+    a.set_flags(&root, d.ino, APPEND).unwrap();
+    a.set_flags(&root, f.ino, APPEND).unwrap();
+    b.create(d.ino, b"n", 0o644).unwrap();
+    assert_eq!(b.unlink(d.ino, b"n"), perm);
+    b.open_for(&Ctx::root(), f.ino, 2, true, false).unwrap();
+    b.release(f.ino).unwrap();
+    assert_eq!(b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()), perm);
+    let trunc = SetAttr {
+        size: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(b.setattr(f.ino, &trunc).map(|_| ()), perm);
+    // Cleared on b: a may change them again.
+    b.set_flags(&root, d.ino, 0).unwrap();
+    b.set_flags(&root, f.ino, 0).unwrap();
+    a.unlink(d.ino, b"n").unwrap();
+    a.unlink(d.ino, b"f").unwrap();
+    a.rmdir(ROOT_INO, b"fl").unwrap();
+    assert_clean(s);
+}
+
+/// O_TMPFILE across daemons: an unnamed file made on one daemon, named by
+/// link there and then seen on the other; one never named goes at its
+/// last close; an unlinked-while-open file is not linkable.
+pub fn tmpfiles_are_named_by_link(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::Ctx;
+    let (a, b) = (&fss[0], &fss[1]);
+    let root = Ctx::root();
+    let t = a.tmpfile(&root, ROOT_INO, 0o640).unwrap();
+    assert_eq!((t.nlink, t.perm, t.kind), (0, 0o640, Kind::File));
+    a.write(t.ino, 0, b"made unnamed").unwrap();
+    a.link(t.ino, ROOT_INO, b"named").unwrap();
+    a.release(t.ino).unwrap();
+    soon("B's named tmpfile", Ok(1), || {
+        b.lookup(ROOT_INO, b"named").map(|a| a.nlink)
+    });
+    b.open_file(t.ino).unwrap();
+    assert_eq!(b.read(t.ino, 0, 100).unwrap(), b"made unnamed");
+    b.release(t.ino).unwrap();
+    // Named once: unlinked while open, it is not linkable again.
+    a.open_file(t.ino).unwrap();
+    a.unlink(ROOT_INO, b"named").unwrap();
+    assert_eq!(
+        a.link(t.ino, ROOT_INO, b"again").err(),
+        Some(Error::NotFound)
+    );
+    a.release(t.ino).unwrap();
+    // Never named: gone at its last close.
+    let u = a.tmpfile(&root, ROOT_INO, 0o600).unwrap();
+    a.release(u.ino).unwrap();
+    assert_eq!(a.getattr(u.ino).err(), Some(Error::NotFound));
+    assert_eq!(b.link(u.ino, ROOT_INO, b"u").err(), Some(Error::NotFound));
+    assert_clean(s);
+}
+
+/// renameat2's EXCHANGE and WHITEOUT in one transaction each, seen by the
+/// other daemon: names swapped (a directory's parent too), a whiteout
+/// (character device 0:0) at the old name.
+pub fn rename_exchange_and_whiteout(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::{Ctx, RENAME_EXCHANGE};
+    let (a, b) = (&fss[0], &fss[1]);
+    let root = Ctx::root();
+    let x = a.mkdir(ROOT_INO, b"ex", 0o755).unwrap();
+    let f = a.create(ROOT_INO, b"exf", 0o644).unwrap();
+    let y = a.mkdir(x.ino, b"y", 0o755).unwrap();
+    a.rename_as(&root, ROOT_INO, b"exf", x.ino, b"y", RENAME_EXCHANGE)
+        .unwrap();
+    // (B's record cache follows the change stream.)
+    soon("B's exf", Ok(y.ino), || {
+        b.lookup(ROOT_INO, b"exf").map(|a| a.ino)
+    });
+    soon("B's ex/y", Ok(f.ino), || {
+        b.lookup(x.ino, b"y").map(|a| a.ino)
+    });
+    soon("B's y/..", Ok(ROOT_INO), || {
+        b.lookup(y.ino, b"..").map(|a| a.ino)
+    });
+    assert_eq!(
+        b.rename_as(&root, ROOT_INO, b"exf", x.ino, b"none", RENAME_EXCHANGE)
+            .err(),
+        Some(Error::NotFound)
+    );
+    let w = shoal_core::engine::RENAME_WHITEOUT;
+    b.rename_as(&root, x.ino, b"y", ROOT_INO, b"moved", w)
+        .unwrap();
+    soon("A's whiteout", Ok((Kind::CharDev, 0, 0)), || {
+        a.lookup(x.ino, b"y").map(|w| (w.kind, w.rdev, w.perm))
+    });
+    soon("A's moved", Ok(f.ino), || {
+        a.lookup(ROOT_INO, b"moved").map(|a| a.ino)
+    });
+    assert_clean(s);
+}

@@ -75,6 +75,11 @@ pub const DIFFERENCES: &[Difference] = &[
         embedded: "orphan record, reclaimed at mount",
         shared: "a hold on the session lease, removed after a grace",
     },
+    Difference {
+        rule: "statfs figures",
+        embedded: "the store's filesystem; 2^32 inodes free",
+        shared: "the object store's room; inodes as etcd's quota fits",
+    },
 ];
 
 #[cfg(test)]

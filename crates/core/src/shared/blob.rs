@@ -30,6 +30,12 @@ pub trait Blobs: Send + Sync + 'static {
     fn delete(&self, name: &str) -> Result<()>;
     /// Every object: (name, size).
     fn list(&self) -> Result<Vec<(String, u64)>>;
+    /// The room for objects, (total, available) bytes, where the store can
+    /// tell cheaply (a directory: its filesystem's); None where it cannot
+    /// (S3 has no such call).
+    fn space(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// Objects in memory, with counts of the calls (for the tests).

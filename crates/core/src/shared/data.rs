@@ -336,6 +336,8 @@ impl SharedFs {
         let end = off
             .checked_add(data.len() as u64)
             .ok_or(Error::FileTooBig)?;
+        // The largest file, as on the embedded mount.
+        crate::rules::link::check_size(end)?;
         if end <= SHARED_INLINE_MAX && self.buffered(ino).is_none() {
             match self.write_inline(ino, off, data) {
                 Err(Error::FileTooBig) => {}
@@ -343,6 +345,9 @@ impl SharedFs {
             }
         }
         self.blobs()?;
+        // Through a handle opened before chattr +i too (as Linux since
+        // 5.3), as far as the record cache knows; the commit checks again.
+        self.may_write_known(ino)?;
         let buf = {
             let mut m = self.bufs.lock();
             m.entry(ino).or_default().clone()
@@ -494,6 +499,7 @@ impl SharedFs {
             if n.attr.kind != Kind::File {
                 return Err(Error::IsDir);
             }
+            Self::may_write(n)?;
             if n.attr.size > SHARED_INLINE_MAX {
                 return Err(Error::FileTooBig);
             }
@@ -729,6 +735,8 @@ impl SharedFs {
         }
         let t = b.mtime.unwrap();
         let point = |n: &mut Node| -> Result<Vec<Piece>> {
+            // Made immutable (on any mount) since these writes were taken.
+            Self::may_write(n)?;
             let mut table = Table::of(n)?;
             let mut gone = vec![];
             for p in &pieces {

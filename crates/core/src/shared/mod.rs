@@ -29,17 +29,21 @@
 //!
 //! [`Store`]: crate::store::Store
 
+mod alloc;
 pub mod blob;
 mod cache;
 pub mod data;
+mod flags;
 mod holds;
 mod lease;
 pub mod locks;
 pub mod ns;
 pub mod pinned;
 pub mod sim;
+pub mod space;
 pub mod status;
 mod stream;
+mod tmpfile;
 
 use std::fmt;
 use std::time::Duration;
@@ -276,4 +280,24 @@ pub trait SharedStore: Send + Sync + 'static {
     fn scan_at(&self, _lo: &[u8], _hi: &[u8], _limit: usize, _rev: Rev) -> KvResult<Scan> {
         Err(KvError::Unsupported("reads at a past revision"))
     }
+    /// How many keys `[lo, hi)` holds now (etcd: a count-only range, no
+    /// values sent).
+    fn count(&self, lo: &[u8], hi: &[u8]) -> KvResult<u64> {
+        Ok(self.scan(lo, hi, usize::MAX)?.0.len() as u64)
+    }
+    /// The store's size against its quota, if it tells (statfs).
+    fn space(&self) -> KvResult<Option<StoreSpace>> {
+        Ok(None)
+    }
+}
+
+/// A store's size (`SharedStore::space`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreSpace {
+    /// Bytes the store's database takes (etcd: its file, which its quota
+    /// is compared with; compaction and defragmentation shrink it).
+    pub used: u64,
+    /// The most it may take before commits fail with `NoSpace` (etcd's
+    /// `--quota-backend-bytes`), if the store says.
+    pub quota: Option<u64>,
 }

@@ -173,11 +173,14 @@ pub struct Node {
     /// Extended attributes (`user.`, `trusted.`, `security.` and the two
     /// POSIX ACLs), in the inode's record as the embedded engine keeps them.
     pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// chattr flags (`rules::flags`; `super::flags`), in the record's
+    /// trailer as the embedded engine keeps them; 0 for almost every inode.
+    pub flags: u32,
 }
 
 impl Node {
     pub(super) fn encode(&self) -> Vec<u8> {
-        encode_inode(&self.attr, &self.blob, &self.xattrs, None, 0)
+        encode_inode(&self.attr, &self.blob, &self.xattrs, None, self.flags)
     }
     pub(super) fn decode(ino: Ino, v: &[u8]) -> Result<Node> {
         let (attr, extra) = decode_inode(ino, v)?;
@@ -185,6 +188,7 @@ impl Node {
             attr,
             blob: extra.blob,
             xattrs: extra.xattrs,
+            flags: extra.flags,
         })
     }
     pub fn parent(&self) -> Ino {
@@ -370,30 +374,32 @@ impl Tx<'_> {
             .map(|v| dec_entry(&v.value))
             .transpose()
     }
-    fn dir(&mut self, ino: Ino) -> Result<Node> {
+    pub(super) fn dir(&mut self, ino: Ino) -> Result<Node> {
         let n = self.node(ino)?;
         if n.attr.kind != Kind::Dir {
             return Err(Error::NotDir);
         }
         Ok(n)
     }
-    /// Directory `parent`'s attributes, its entry `name` and, if `guess` is the inode
-    /// that entry names (the record cache's word), that inode: one round
-    /// trip where `dir`, `entry` and `node` take three. A wrong guess reads
-    /// the inode apart (its record, absent or not, is one more condition,
-    /// which no commit of the operation depends on).
+    /// Directory `parent`'s record (its attributes for the permission
+    /// rules, its flags for the flag rules), its entry `name` and, if
+    /// `guess` is the inode that entry names (the record cache's word),
+    /// that inode: one round trip where `dir`, `entry` and `node` take
+    /// three. A wrong guess reads the inode apart (its record, absent or
+    /// not, is one more condition, which no commit of the operation depends
+    /// on).
     fn dir_entry_node(
         &mut self,
         parent: Ino,
         name: &[u8],
         guess: Option<Ino>,
-    ) -> Result<(Attr, Option<Named>)> {
+    ) -> Result<(Node, Option<Named>)> {
         let mut keys = vec![ikey(parent), ekey(parent, name)];
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
         let p = vs.next().flatten().ok_or(Error::NotFound)?;
-        let p = Node::decode(parent, &p.value)?.attr;
-        if p.kind != Kind::Dir {
+        let p = Node::decode(parent, &p.value)?;
+        if p.attr.kind != Kind::Dir {
             return Err(Error::NotDir);
         }
         let Some(e) = vs.next().flatten() else {
@@ -511,6 +517,10 @@ pub struct SharedFs {
     )>,
     /// Inodes this daemon made orphans (their last close removes them).
     orphaned: PlainMutex<std::collections::HashSet<Ino>>,
+    /// The last statfs figures and when they were read (`super::space`).
+    pub(super) statfs_seen: PlainMutex<Option<(Instant, crate::types::StatFs)>>,
+    /// O_TMPFILEs of this daemon not named yet (`super::tmpfile`).
+    pub(super) linkable: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
     pub(super) blobs: Option<Arc<dyn Blobs>>,
     /// Files with writes not yet committed (`super::data`).
@@ -620,6 +630,7 @@ pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()>
         attr: Attr::root(t),
         blob: ROOT_INO.to_le_bytes().to_vec(),
         xattrs: vec![],
+        flags: 0,
     };
     let ops = vec![
         Op::Put(
@@ -774,6 +785,8 @@ impl SharedFs {
             opens: PlainMutex::new(HashMap::new()),
             locks: Default::default(),
             orphaned: PlainMutex::new(Default::default()),
+            linkable: PlainMutex::new(Default::default()),
+            statfs_seen: PlainMutex::new(None),
             own: PlainMutex::new(Default::default()),
             blobs,
             bufs: PlainMutex::new(HashMap::new()),
@@ -948,7 +961,7 @@ impl SharedFs {
 
     /// A new inode number from this daemon's chunk; claims the next chunk
     /// by compare-and-swap when it is used up.
-    fn new_ino(&self) -> Result<Ino> {
+    pub(super) fn new_ino(&self) -> Result<Ino> {
         let mut c = self.chunk.lock();
         if c.0 >= c.1 {
             let since = Instant::now();
@@ -1424,7 +1437,8 @@ impl SharedFs {
     /// A new inode's record, in directory `p` (its owner and mode:
     /// `rules::new_inode`, on the parent's record as the transaction or the
     /// lease read it).
-    fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Result<Node> {
+    pub(super) fn new_node(ctx: &Ctx, p: &Node, ino: Ino, new: &NewNode, t: Ts) -> Result<Node> {
+        rules::flags::may_add(p.flags)?;
         let (kind, perm, target) = (new.kind, new.perm, new.target);
         let parent = rules::new_inode::Parent {
             gid: p.attr.gid,
@@ -1459,7 +1473,33 @@ impl SharedFs {
             attr: a,
             blob,
             xattrs,
+            flags: 0,
         })
+    }
+
+    /// The whiteout a RENAME_WHITEOUT leaves at the old name in directory
+    /// `p`: a character device 0:0, mode 0, owned by the caller (the
+    /// directory's group under setgid), as the embedded engine makes it.
+    fn whiteout_node(ctx: &Ctx, p: &Node, ino: Ino, t: Ts) -> Node {
+        let mut a = Attr::root(t);
+        a.ino = ino;
+        a.kind = Kind::CharDev;
+        a.perm = 0;
+        a.uid = ctx.uid;
+        a.gid = if p.attr.perm & 0o2000 != 0 {
+            p.attr.gid
+        } else {
+            ctx.gid
+        };
+        a.nlink = 1;
+        a.rdev = 0;
+        a.size = 0;
+        Node {
+            attr: a,
+            blob: vec![],
+            xattrs: vec![],
+            flags: 0,
+        }
     }
 
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr> {
@@ -1497,7 +1537,11 @@ impl SharedFs {
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
-            rules::perm::may_delete(ctx, &p, &n.attr)?;
+            // The engine's order (Linux's): the directory's flags, the
+            // caller's rights, the inode's flags.
+            rules::flags::may_remove(p.flags, None)?;
+            rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
+            rules::flags::may_remove(p.flags, Some(n.flags))?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
@@ -1553,7 +1597,9 @@ impl SharedFs {
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
-            rules::perm::may_delete(ctx, &p, &n.attr)?;
+            rules::flags::may_remove(p.flags, None)?;
+            rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
+            rules::flags::may_remove(p.flags, Some(n.flags))?;
             if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
@@ -1573,24 +1619,41 @@ impl SharedFs {
     /// `link` by `ctx` (`rules::perm::may_add` on the directory's record).
     pub fn link_as(&self, ctx: &Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr> {
         names::check(NameOp::Create, name)?;
-        self.run(|tx| {
+        // An O_TMPFILE of this daemon not named yet (`super::tmpfile`).
+        let linkable = self.is_linkable(ino);
+        let a = self.run(|tx| {
             let mut n = tx.node(ino)?;
             let p = tx.dir(parent)?;
+            // The engine's order: the caller's rights on the directory
+            // before the name (Linux answers EEXIST first; docs/rules.md,
+            // "Not yet the same").
             rules::perm::may_add(ctx, &p.attr)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
+            rules::flags::may_add(p.flags)?;
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             // A directory EPERM, LINK_MAX names EMLINK, and a file with no
-            // name left (unlinked while open here or on another daemon;
-            // there is no O_TMPFILE on a shared namespace) ENOENT.
-            rules::link::may_link(n.attr.kind, n.attr.nlink, false)?;
+            // name left ENOENT (unlinked while open here or on another
+            // daemon), unless it is an O_TMPFILE.
+            rules::link::may_link(n.attr.kind, n.attr.nlink, linkable)?;
+            if n.attr.nlink == 0 {
+                // Named: no longer an orphan of this session.
+                tx.del(okey(self.sid, ino));
+            }
             n.attr.nlink += 1;
             n.attr.ctime = Ts::now();
             tx.put_node(&mut n)?;
             tx.put_entry(parent, name, ino, n.attr.kind)?;
             tx.touch_dir(parent, n.attr.ctime);
             Ok(n.attr)
-        })
+        })?;
+        if linkable {
+            self.named(ino);
+        }
+        Ok(a)
     }
 
     /// rename(2) without flags: replaces a file, or an empty directory with
@@ -1608,13 +1671,24 @@ impl SharedFs {
         n2: &[u8],
         noreplace: bool,
     ) -> Result<()> {
-        self.rename_as(&Ctx::root(), p1, n1, p2, n2, noreplace)
+        let flags = if noreplace {
+            crate::RENAME_NOREPLACE
+        } else {
+            0
+        };
+        self.rename_as(&Ctx::root(), p1, n1, p2, n2, flags)
     }
 
-    /// `rename_flags` by `ctx`: `rules::perm::may_delete` of the source
-    /// and of a replaced target, `may_add` in the destination, on the
-    /// records the transaction read (the source's and the target's only
-    /// when the check needs their owner: a sticky directory).
+    /// renameat2(2) by `ctx`, in one transaction: RENAME_NOREPLACE,
+    /// RENAME_EXCHANGE (both names must exist; each inode takes the other's
+    /// name) and RENAME_WHITEOUT (the old name becomes a character device
+    /// 0:0 owned by `ctx`, overlayfs's whiteout, in the same commit). The
+    /// flags' rules are `rules::rename`; with `check_perms`,
+    /// `rules::perm::may_delete` of the source and of a replaced target and
+    /// `may_add` in the destination, on the records the transaction read
+    /// (the source's and the target's only when the check needs their
+    /// owner: a sticky directory); a directory cannot move under itself;
+    /// chattr flags as `rules::flags` says.
     pub fn rename_as(
         &self,
         ctx: &Ctx,
@@ -1622,46 +1696,73 @@ impl SharedFs {
         n1: &[u8],
         p2: Ino,
         n2: &[u8],
-        noreplace: bool,
+        flags: u32,
     ) -> Result<()> {
+        rules::rename::check_flags(flags)?;
         names::check(NameOp::Rename, n1)?;
         names::check(NameOp::Rename, n2)?;
+        let exchange = flags & crate::RENAME_EXCHANGE != 0;
+        // The whiteout's inode number, the same on every try.
+        let whiteout = if flags & crate::engine::RENAME_WHITEOUT != 0 {
+            Some(self.new_ino()?)
+        } else {
+            None
+        };
         self.run(|tx| {
-            let d1 = tx.dir(p1)?.attr;
-            let d2 = tx.dir(p2)?.attr;
+            let d1 = tx.dir(p1)?;
+            let d2 = tx.dir(p2)?;
             let (ino, kind) = tx.entry(p1, n1)?.ok_or(Error::NotFound)?;
             let target = tx.entry(p2, n2)?;
-            if rules::perm::may_delete_in(ctx, &d1)? {
+            if rules::perm::may_delete_in(ctx, &d1.attr)? {
                 rules::perm::sticky(ctx, tx.node(ino)?.attr.uid)?;
             }
-            rules::perm::may_add(ctx, &d2)?;
-            let flags = if noreplace {
-                crate::RENAME_NOREPLACE
-            } else {
-                0
-            };
+            rules::perm::may_add(ctx, &d2.attr)?;
             rules::rename::check_target(flags, target.is_some())?;
             if target.is_some_and(|(t, _)| t == ino) {
                 return Ok(());
             }
             if let Some((t, _)) = target {
-                if rules::perm::may_delete_in(ctx, &d2)? {
+                if rules::perm::may_delete_in(ctx, &d2.attr)? {
                     rules::perm::sticky(ctx, tx.node(t)?.attr.uid)?;
                 }
             }
-            if kind == Kind::Dir && p1 != p2 {
-                // Not into its own subtree: walk the destination's
-                // ancestors (each read is a condition, so a concurrent
-                // rename that changes them conflicts).
-                let mut a = p2;
-                while a != ROOT_INO {
-                    if a == ino {
-                        return Err(Error::Invalid);
-                    }
-                    a = tx.dir(a)?.parent();
+            let mut n = tx.node(ino)?;
+            let tnode = match target {
+                Some((t, _)) => Some(tx.node(t)?),
+                None => None,
+            };
+            // Moving out of `p1` removes a name, into `p2` adds one (and
+            // removes the replaced one's); an exchange does both both ways.
+            rules::flags::may_remove(d1.flags, Some(n.flags))?;
+            rules::flags::may_add(d2.flags)?;
+            if let Some(tn) = &tnode {
+                rules::flags::may_remove(d2.flags, Some(tn.flags))?;
+                if exchange {
+                    rules::flags::may_add(d1.flags)?;
                 }
             }
-            if let Some((t, Kind::Dir)) = target.filter(|_| p1 != p2) {
+            if p1 != p2 {
+                // Not into its own subtree: walk the destination's
+                // ancestors (each read is a condition, so a concurrent
+                // rename that changes them conflicts); an exchanged
+                // directory not into the source's either.
+                for (moved, mkind, into) in [(ino, kind, p2)]
+                    .into_iter()
+                    .chain(target.filter(|_| exchange).map(|(t, k)| (t, k, p1)))
+                {
+                    if mkind != Kind::Dir {
+                        continue;
+                    }
+                    let mut a = into;
+                    while a != ROOT_INO {
+                        if a == moved {
+                            return Err(Error::Invalid);
+                        }
+                        a = tx.dir(a)?.parent();
+                    }
+                }
+            }
+            if let Some((t, Kind::Dir)) = target.filter(|_| p1 != p2 && !exchange) {
                 // The target is an ancestor of the source (Linux's "trap"):
                 // ENOTEMPTY before the kinds, as the engine answers. Each
                 // read is a condition, as for the walk above.
@@ -1673,34 +1774,49 @@ impl SharedFs {
                     a = tx.dir(a)?.parent();
                 }
             }
-            if let Some((t, tkind)) = target {
-                rules::rename::check_kinds(flags, kind, tkind)?;
-                match (kind == Kind::Dir, tkind == Kind::Dir) {
-                    (true, false) | (false, true) => unreachable!("rules::rename::check_kinds"),
-                    (true, true) => {
-                        tx.dir(t)?;
-                        if !tx.require_empty(t)? {
+            let t = Ts::now();
+            if exchange {
+                let (tino, tkind) = target.expect("rules::rename::check_target");
+                let mut tn = tnode.expect("read with the target");
+                for (node, newp) in [(&mut n, p2), (&mut tn, p1)] {
+                    node.attr.ctime = t;
+                    if node.attr.kind == Kind::Dir && p1 != p2 {
+                        node.blob = newp.to_le_bytes().to_vec();
+                    }
+                    tx.put_node(node)?;
+                }
+                // Two puts: etcd refuses a key twice in one transaction.
+                tx.put_entry(p1, n1, tino, tkind)?;
+                tx.put_entry(p2, n2, ino, kind)?;
+            } else {
+                if let (Some((tino, tkind)), Some(mut tn)) = (target, tnode) {
+                    rules::rename::check_kinds(flags, kind, tkind)?;
+                    if tkind == Kind::Dir {
+                        if !tx.require_empty(tino)? {
                             return Err(Error::NotEmpty);
                         }
-                        tx.del(ikey(t));
-                        tx.del(tkey(t));
-                        tx.del(pkey(t));
-                    }
-                    (false, false) => {
-                        let mut tn = tx.node(t)?;
+                        tx.del(ikey(tino));
+                        tx.del(tkey(tino));
+                        tx.del(pkey(tino));
+                    } else {
                         self.drop_link(tx, &mut tn)?;
                     }
                 }
+                n.attr.ctime = t;
+                if kind == Kind::Dir && p1 != p2 {
+                    n.blob = p2.to_le_bytes().to_vec();
+                }
+                tx.put_node(&mut n)?;
+                match whiteout {
+                    Some(w) => {
+                        let mut wn = Self::whiteout_node(ctx, &d1, w, t);
+                        tx.put_node(&mut wn)?;
+                        tx.put_entry(p1, n1, w, Kind::CharDev)?;
+                    }
+                    None => tx.del_entry(p1, n1)?,
+                }
+                tx.put_entry(p2, n2, ino, kind)?;
             }
-            let mut n = tx.node(ino)?;
-            let t = Ts::now();
-            n.attr.ctime = t;
-            if kind == Kind::Dir && p1 != p2 {
-                n.blob = p2.to_le_bytes().to_vec();
-            }
-            tx.put_node(&mut n)?;
-            tx.del_entry(p1, n1)?;
-            tx.put_entry(p2, n2, ino, kind)?;
             tx.touch_dir(p1, t);
             if p2 != p1 {
                 tx.touch_dir(p2, t);
@@ -1741,6 +1857,8 @@ impl SharedFs {
         // A file created from memory and not committed yet: changed there.
         if sa.size.is_none() {
             if let Some(r) = self.amend_queued(ino, |n| {
+                // Linux's order: the flags (EPERM), then who may.
+                rules::flags::may_setattr(n.flags, sa)?;
                 rules::perm::may_setattr(ctx, &n.attr, sa)?;
                 Self::set_attrs(ctx, n, sa, Ts::now())?;
                 Ok(n.attr)
@@ -1763,6 +1881,7 @@ impl SharedFs {
                     _ => return Err(Error::Invalid),
                 }
             }
+            rules::flags::may_setattr(n.flags, sa)?;
             rules::perm::may_setattr(ctx, &n.attr, sa)?;
             let t = Ts::now();
             if let Some(size) = sa.size {
@@ -1857,6 +1976,10 @@ impl SharedFs {
         };
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            // xattr_permission's order: the flags (EPERM), then who may.
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             rules::xattr::may_access(ctx, &n.attr, name, true)?;
             let mut remove = false;
             if let Some(a) = &parsed {
@@ -1925,6 +2048,10 @@ impl SharedFs {
         rules::xattr::check_name(ctx, name)?;
         self.run(|tx| {
             let mut n = tx.node(ino)?;
+            // xattr_permission's order: the flags (EPERM), then who may.
+            if rules::flags::pinned(n.flags) {
+                return Err(Error::NotPermitted);
+            }
             rules::xattr::may_access(ctx, &n.attr, name, true)?;
             let pos = n
                 .xattrs
@@ -2011,6 +2138,11 @@ impl SharedFs {
         self.orphaned.lock().insert(ino);
     }
 
+    /// `ino` got a name again (`super::tmpfile`): its last close keeps it.
+    pub(super) fn forget_orphan(&self, ino: Ino) {
+        self.orphaned.lock().remove(&ino);
+    }
+
     /// A handle to `ino` opened on this daemon.
     pub fn open_file(&self, ino: Ino) -> Result<Attr> {
         self.open_as(&Ctx::root(), ino, 0)
@@ -2043,6 +2175,7 @@ impl SharedFs {
             }
             o.remove(&ino);
         }
+        self.closed_unnamed(ino);
         if self.holds_open(ino) {
             self.unhold(ino)?;
         }

@@ -298,6 +298,16 @@ impl SharedStore for SimStore {
         Ok((v, s.rev))
     }
 
+    /// Keys and values in bytes against the quota (`set_quota`).
+    fn space(&self) -> KvResult<Option<super::StoreSpace>> {
+        let s = self.lock();
+        let used: usize = s.kv.iter().map(|(k, e)| k.len() + e.value.len()).sum();
+        Ok(Some(super::StoreSpace {
+            used: used as u64,
+            quota: s.quota.map(|q| q as u64),
+        }))
+    }
+
     fn commit(&self, conds: &[Cond], ops: &[Op]) -> KvResult<Outcome> {
         self.limits.check(conds, ops)?;
         self.wait();

@@ -1,0 +1,92 @@
+//! fallocate(2) and SEEK_DATA/SEEK_HOLE on a shared namespace, with the
+//! embedded engine's answers (`engine/data.rs`, `fallocate`): a range past
+//! the end grows the file unless KEEP_SIZE; PUNCH_HOLE (with KEEP_SIZE)
+//! and ZERO_RANGE make the range read as zeros; the largest file, the
+//! kind of inode and chattr's flags (`rules::flags::may_fallocate`) as
+//! there. The object store keeps no holes: zeros are written (as new
+//! objects of the chunks touched, committed at close or fsync like any
+//! write), and a growth is the size's alone (chunks never written read as
+//! zeros). A file has no holes that SEEK_HOLE finds before its end, as
+//! on a filesystem that does not track them (the VFS's default answer).
+
+use super::ns::SharedFs;
+use crate::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
+use crate::error::{Error, Result};
+use crate::rules;
+use crate::types::{Ino, Kind};
+use crate::SetAttr;
+
+/// Zeros written at once by a punch or a zeroing.
+const ZEROS: u64 = 1 << 20;
+
+impl SharedFs {
+    /// fallocate(2): `mode` of `FALLOC_KEEP_SIZE`, `FALLOC_PUNCH_HOLE`
+    /// (with KEEP_SIZE) and `FALLOC_ZERO_RANGE`; any other EOPNOTSUPP.
+    pub fn fallocate(&self, ino: Ino, off: u64, len: u64, mode: u32) -> Result<()> {
+        let end = off.checked_add(len).ok_or(Error::FileTooBig)?;
+        if len == 0 {
+            return Err(Error::Invalid);
+        }
+        rules::link::check_size(end)?;
+        // From the store: the flags as another mount may have just set them.
+        let n = self.load_known(ino, true)?;
+        if n.attr.kind != Kind::File {
+            return Err(if n.attr.kind == Kind::Dir {
+                Error::IsDir
+            } else {
+                Error::NotSupported
+            });
+        }
+        rules::flags::may_fallocate(n.flags, mode & !FALLOC_KEEP_SIZE == 0)?;
+        let size = self.getattr(ino)?.size;
+        let keep = mode & FALLOC_KEEP_SIZE != 0;
+        let grow = || -> Result<()> {
+            if !keep && end > size {
+                let sa = SetAttr {
+                    size: Some(end),
+                    ..Default::default()
+                };
+                self.setattr(ino, &sa)?;
+            }
+            Ok(())
+        };
+        match mode & !FALLOC_KEEP_SIZE {
+            0 => {
+                // A request the object store cannot hold fails now, as on
+                // ext4, where it tells its room (`Blobs::space`).
+                let free = self.blobs.as_ref().and_then(|b| b.space()).map(|s| s.1);
+                if free.is_some_and(|f| end.saturating_sub(if keep { 0 } else { size }) > f) {
+                    return Err(Error::NoSpace);
+                }
+                grow()
+            }
+            FALLOC_PUNCH_HOLE if keep => self.zero_range(ino, off, end.min(size)),
+            FALLOC_ZERO_RANGE => {
+                self.zero_range(ino, off, end.min(size))?;
+                grow()
+            }
+            _ => Err(Error::NotSupported),
+        }
+    }
+
+    /// `off..end` reads as zeros: written, `ZEROS` at a time.
+    fn zero_range(&self, ino: Ino, off: u64, end: u64) -> Result<()> {
+        let mut at = off;
+        while at < end {
+            let n = (end - at).min(ZEROS);
+            self.write(ino, at, &vec![0u8; n as usize])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// lseek(2)'s SEEK_DATA (`data`) or SEEK_HOLE from `off`: data
+    /// everywhere before the end, the one hole at it; past it ENXIO.
+    pub fn seek(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
+        let size = self.getattr(ino)?.size;
+        if off >= size {
+            return Err(Error::PastEnd);
+        }
+        Ok(if data { off } else { size })
+    }
+}
