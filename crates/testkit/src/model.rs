@@ -432,7 +432,8 @@ pub fn run(t: &dyn Target, op: &Op) -> R<()> {
 
 // ------------------------------------------------------------------ targets
 
-/// The engine through its library API (paths resolved by lookups).
+/// The engine, driven as `NsTarget` drives either mode (through
+/// `shoal_core::Namespace`, as root; paths resolved by lookups).
 pub struct EngineTarget<'a> {
     pub e: &'a shoal_core::Engine,
 }
@@ -452,116 +453,53 @@ fn ee(e: shoal_core::Error) -> E {
 }
 
 impl EngineTarget<'_> {
-    fn ctx() -> shoal_core::Ctx {
-        shoal_core::Ctx::root()
+    /// The engine through the one namespace surface, as root: the same
+    /// driver as for a shared namespace (`NsTarget`).
+    fn ns(&self) -> NsTarget<'_> {
+        NsTarget {
+            ns: self.e,
+            ctx: shoal_core::Ctx::root(),
+        }
     }
     /// The inode number at path `p`.
     pub fn resolve(&self, p: &str) -> R<u64> {
-        let mut ino = shoal_core::ROOT_INO;
-        for c in p.split('/').filter(|c| !c.is_empty()) {
-            ino = self
-                .e
-                .lookup(&Self::ctx(), ino, c.as_bytes())
-                .map_err(ee)?
-                .ino;
-        }
-        Ok(ino)
-    }
-    fn parent(&self, p: &str) -> R<(u64, String)> {
-        let (d, n) = split(p);
-        Ok((self.resolve(d)?, n.to_string()))
+        self.ns().resolve(p)
     }
 }
 
 impl Target for EngineTarget<'_> {
     fn create(&self, p: &str) -> R<()> {
-        let (d, n) = self.parent(p)?;
-        self.e
-            .create(&Self::ctx(), d, n.as_bytes(), 0o644)
-            .map(|_| ())
-            .map_err(ee)
+        self.ns().create(p)
     }
     fn mkdir(&self, p: &str) -> R<()> {
-        let (d, n) = self.parent(p)?;
-        self.e
-            .mkdir(&Self::ctx(), d, n.as_bytes(), 0o755)
-            .map(|_| ())
-            .map_err(ee)
+        self.ns().mkdir(p)
     }
     fn unlink(&self, p: &str) -> R<()> {
-        let (d, n) = self.parent(p)?;
-        self.e.unlink(&Self::ctx(), d, n.as_bytes()).map_err(ee)
+        self.ns().unlink(p)
     }
     fn rmdir(&self, p: &str) -> R<()> {
-        let (d, n) = self.parent(p)?;
-        self.e.rmdir(&Self::ctx(), d, n.as_bytes()).map_err(ee)
+        self.ns().rmdir(p)
     }
     fn rename(&self, a: &str, b: &str) -> R<()> {
-        let (da, na) = self.parent(a)?;
-        let (db, nb) = self.parent(b)?;
-        self.e
-            .rename(&Self::ctx(), da, na.as_bytes(), db, nb.as_bytes(), 0)
-            .map_err(ee)
+        self.ns().rename(a, b)
     }
     fn link(&self, a: &str, b: &str) -> R<()> {
-        let ino = self.resolve(a)?;
-        let (db, nb) = self.parent(b)?;
-        self.e
-            .link(&Self::ctx(), ino, db, nb.as_bytes())
-            .map(|_| ())
-            .map_err(ee)
+        self.ns().link(a, b)
     }
     fn write(&self, p: &str, off: u64, data: &[u8]) -> R<()> {
-        let ino = self.resolve(p)?;
-        self.e.write(ino, off, data).map(|_| ()).map_err(ee)
+        self.ns().write(p, off, data)
     }
     fn truncate(&self, p: &str, size: u64) -> R<()> {
-        let ino = self.resolve(p)?;
-        self.e
-            .setattr(
-                &Self::ctx(),
-                ino,
-                &shoal_core::SetAttr {
-                    size: Some(size),
-                    ..Default::default()
-                },
-            )
-            .map(|_| ())
-            .map_err(ee)
+        self.ns().truncate(p, size)
     }
     fn fsync(&self, p: &str) -> R<()> {
-        let ino = self.resolve(p)?;
-        self.e.fsync(ino).map_err(ee)
+        self.ns().fsync(p)
     }
     fn read_all(&self, p: &str) -> R<Vec<u8>> {
-        let ino = self.resolve(p)?;
-        let size = self.e.getattr(ino).map_err(ee)?.size;
-        self.e.read(ino, 0, size as u32).map_err(ee)
+        self.ns().read_all(p)
     }
     fn list(&self, dir: &str) -> R<Vec<(String, K, u32)>> {
-        let ino = self.resolve(dir)?;
-        let mut out = Vec::new();
-        let mut cookie = 0;
-        loop {
-            let ents = self.e.readdir(ino, cookie, 100).map_err(ee)?;
-            if ents.is_empty() {
-                return Ok(out);
-            }
-            for en in ents {
-                cookie = en.cookie;
-                let a = self.e.getattr(en.ino).map_err(ee)?;
-                let k = if en.kind == shoal_core::Kind::Dir {
-                    K::Dir
-                } else {
-                    K::File
-                };
-                out.push((
-                    String::from_utf8_lossy(&en.name).into_owned(),
-                    k,
-                    if k == K::Dir { 0 } else { a.nlink },
-                ));
-            }
-        }
+        self.ns().list(dir)
     }
 }
 
