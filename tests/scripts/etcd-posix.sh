@@ -37,7 +37,10 @@ refused() { local what=$1; shift; local out; out=$("$@" 2>&1) && fail "$what: al
 
 # chattr flags: set on A, enforced on B (chattr +i failed with ENOTTY).
 mkdir "$A/fl"; echo data > "$A/fl/f"; mkdir "$A/fl/d"
+c0=$(stat -c %Z.%z "$A/fl/f"); sleep 1.1
 chattr +i "$A/fl/f" || fail "chattr +i on an etcd mount"
+# The new ctime at once, not after the kernel's attribute time (generic/277).
+[ "$(stat -c %Z.%z "$A/fl/f")" != "$c0" ] || fail "ctime not updated after chattr: $c0"
 within 2 test -e "$B/fl/f" || fail "B does not see the file"
 lsattr "$B/fl/f" | grep -q '^----i' || fail "lsattr on B: $(lsattr "$B/fl/f")"
 xfs_io -r -c 'lsattr -v' "$B/fl/f" | grep -q immutable || fail "xfs_io lsattr on B: $(xfs_io -r -c 'lsattr -v' "$B/fl/f" 2>&1)"

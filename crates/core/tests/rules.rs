@@ -767,3 +767,48 @@ fn fallocate_answers_alike_in_both_modes() {
     fs.set_flags(&root, sf.ino, IMMUTABLE).unwrap();
     assert_eq!(both(0, 10, K), Some(Error::NotPermitted));
 }
+
+/// The limits the review found only in the embedded engine (issue 45),
+/// answered alike by both modes: a symlink's target (empty ENOENT, past
+/// 4095 bytes ENAMETOOLONG), the largest file (a write or truncate past
+/// 2^50 EFBIG), LINK_MAX (ext4's 65000; the shared namespace's count is
+/// set in the record, as no test makes 65000 names).
+#[test]
+fn symlink_targets_and_the_largest_file_answer_alike_in_both_modes() {
+    use shoal_core::Kind;
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    for target in [vec![], vec![b'a'; 4096], vec![b'a'; 4095]] {
+        let new = ns::NewNode {
+            kind: Kind::Symlink,
+            perm: 0o777,
+            rdev: 0,
+            target: &target,
+        };
+        assert_eq!(
+            e.symlink(&root, ROOT_INO, b"l", &target).map(|_| ()),
+            fs.mknod(&root, ROOT_INO, b"l", &new).map(|_| ()),
+            "a symlink to {} bytes",
+            target.len()
+        );
+    }
+    let ef = e.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    let sf = fs.create(ROOT_INO, b"f", 0o644).unwrap();
+    let past = SetAttr {
+        size: Some((1 << 50) + 1),
+        ..Default::default()
+    };
+    assert_eq!(
+        e.setattr(&root, ef.ino, &past).err(),
+        fs.setattr(sf.ino, &past).err()
+    );
+    assert_eq!(
+        e.write(ef.ino, 1 << 50, b"x").err(),
+        fs.write(sf.ino, 1 << 50, b"x").err()
+    );
+    assert_eq!(
+        fs.write(sf.ino, 1 << 50, b"x").err(),
+        Some(Error::FileTooBig)
+    );
+}

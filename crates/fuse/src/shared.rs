@@ -93,6 +93,9 @@ pub struct SharedFuse {
     /// under, and the way to drop a stale one from it (`fresh_name`).
     handed: Arc<Mutex<Handed>>,
     drop_name: Mutex<Option<std::sync::mpsc::Sender<DropName>>>,
+    /// The session's notifier (set at mount): a change the kernel cannot
+    /// see in its reply (chattr's new ctime) drops its cached attributes.
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 /// Files' names as the kernel was last told them: by inode, and by
@@ -189,6 +192,7 @@ impl SharedFuse {
             lock_waits: Mutex::new(HashMap::new()),
             handed: Arc::default(),
             drop_name: Mutex::default(),
+            notifier: Arc::default(),
         }
     }
 
@@ -476,7 +480,9 @@ impl SharedFuse {
         let changes = fs.subscribe();
         let (drop_tx, drop_rx) = std::sync::mpsc::channel::<DropName>();
         *self.drop_name.lock() = Some(drop_tx);
+        let notify = self.notifier.clone();
         let session = fuser::Session::new(self, mountpoint, &cfg)?;
+        let _ = notify.set(session.notifier());
         let notifier = session.notifier();
         // Stale names dropped for lookups (`fresh_name`), on a thread of
         // their own: each may wait for a rename's directory locks.
@@ -1358,7 +1364,15 @@ impl Filesystem for SharedFuse {
             out_size,
             reply,
             || self.fs.flags(ino.0),
-            |f| self.fs.set_flags(&self.ctx_of(req), ino.0, f).map(|_| ()),
+            |f| {
+                self.fs.set_flags(&self.ctx_of(req), ino.0, f)?;
+                // The new ctime: the kernel keeps attributes for the ttl
+                // (generic/277 saw the old one).
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
+                Ok(())
+            },
         )
     }
 

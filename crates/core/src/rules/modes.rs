@@ -76,6 +76,11 @@ pub const DIFFERENCES: &[Difference] = &[
         shared: "a hold on the session lease, removed after a grace",
     },
     Difference {
+        rule: "file locks",
+        embedded: "the kernel's, on one mount (in /proc/locks)",
+        shared: "in etcd, across mounts (not in /proc/locks)",
+    },
+    Difference {
         rule: "statfs figures",
         embedded: "the store's filesystem; 2^32 inodes free",
         shared: "the object store's room; inodes as etcd's quota fits",
