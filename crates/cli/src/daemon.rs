@@ -351,6 +351,17 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     };
     let info = crate::status::daemon_info(&mnt, &a.options, parsed.cfg.read_only);
     crate::control::serve(engine.clone(), snap.clone(), info, &run);
+    // Programs that reach the daemon without FUSE (docs/client.md).
+    let clients = Arc::new(crate::clients::Server::new(
+        engine.clone(),
+        fs.notifier(),
+        parsed.fuse.squash,
+        parsed.allow_other,
+        mnt.clone(),
+    ));
+    if let Err(e) = clients.listen(&run) {
+        tracing::warn!("no client socket in {}: {e}", run.display());
+    }
     if let Some(m) = metrics {
         m.start(snap);
     }
@@ -375,6 +386,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     });
     let _ = std::fs::remove_file(run.join("daemon.pid"));
     let _ = std::fs::remove_file(run.join(crate::control::SOCKET));
+    let _ = std::fs::remove_file(run.join(crate::clients::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     fin.map_err(|e| store_error(&store_path, e))?;
     if !parsed.cfg.read_only {

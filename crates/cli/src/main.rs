@@ -2,6 +2,7 @@
 //! in its own module. Errors print as one line, never a panic trace.
 
 mod args;
+mod clients;
 mod control;
 mod daemon;
 mod dump;
