@@ -151,7 +151,7 @@ impl Conn {
         let ok = self.region.wait_for(
             ANSWER,
             CLIENT_SLEEPS,
-            CLIENT_SPIN_NS,
+            spin_ns(false),
             Duration::from_millis(CLIENT_POLL_MS),
             || region::peer_alive(sock),
         );

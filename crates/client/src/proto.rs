@@ -49,6 +49,25 @@ pub const HELLO: usize = 12;
 /// a 2-core machine the spinning client takes the CPU the server needs.
 pub const CLIENT_SPIN_NS: u64 = 4_000;
 pub const SERVER_SPIN_NS: u64 = 20_000;
+
+/// A spin time, or `SHOAL_CLIENT_SPIN_NS` / `SHOAL_SERVER_SPIN_NS` from
+/// the environment when set (for benchmarks: scripts/bench-client.sh
+/// compares them), read once.
+pub fn spin_ns(server: bool) -> u64 {
+    use std::sync::OnceLock;
+    static SPIN: [OnceLock<u64>; 2] = [OnceLock::new(), OnceLock::new()];
+    *SPIN[server as usize].get_or_init(|| {
+        let (var, default) = if server {
+            ("SHOAL_SERVER_SPIN_NS", SERVER_SPIN_NS)
+        } else {
+            ("SHOAL_CLIENT_SPIN_NS", CLIENT_SPIN_NS)
+        };
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    })
+}
 /// A sleeping client looks for a hang-up of the daemon this often.
 pub const CLIENT_POLL_MS: u64 = 50;
 /// A sleeping server thread looks for a hang-up of its client this often.
@@ -213,6 +232,29 @@ impl Request {
             s,
         })
     }
+}
+
+/// How many bytes of the slot the request in `b` (a copy of its start)
+/// takes: `Ok(n)` when `b` holds all of it (n <= b.len()), `Err(Some(m))`
+/// when the lengths read so far need `m` bytes copied, `Err(None)` when
+/// they pass the slot. The server copies the first bytes, then what this
+/// asks for: a request costs its own size to copy, not the slot's.
+pub fn request_size(b: &[u8]) -> Result<usize, Option<usize>> {
+    let mut at = REQ_HEAD;
+    for _ in 0..3 {
+        if b.len() < at + 4 {
+            return Err(Some(at + 4));
+        }
+        let n = u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        at = at + 4 + n;
+        if at > SLOT {
+            return Err(None);
+        }
+    }
+    if b.len() < at {
+        return Err(Some(at));
+    }
+    Ok(at)
 }
 
 /// The bytes a request with these strings takes.
@@ -502,5 +544,16 @@ mod tests {
         assert_eq!(b.len(), entry_len(b"dir"));
         assert_eq!(decode_entries(&b), Ok(vec![e]));
         assert_eq!(decode_entries(&b[..5]), Err(Malformed));
+        // The sizes the server copies in steps.
+        let n = Request::default().encode(&mut slot);
+        assert_eq!(request_size(&slot[..n]), Ok(n));
+        assert_eq!(request_size(&slot[..REQ_HEAD]), Err(Some(REQ_HEAD + 4)));
+        slot[REQ_HEAD..REQ_HEAD + 4].copy_from_slice(&100u32.to_ne_bytes());
+        assert_eq!(
+            request_size(&slot[..REQ_HEAD + 8]),
+            Err(Some(REQ_HEAD + 108))
+        );
+        slot[REQ_HEAD..REQ_HEAD + 4].copy_from_slice(&(SLOT as u32).to_ne_bytes());
+        assert_eq!(request_size(&slot[..REQ_HEAD + 8]), Err(None));
     }
 }
