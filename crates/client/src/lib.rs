@@ -24,6 +24,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub mod capi;
 pub mod proto;
 pub mod region;
 
