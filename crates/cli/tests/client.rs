@@ -375,4 +375,21 @@ fn kill_9_of_the_daemon_gives_enotconn_not_a_hang() {
     // reads and writes its object.
     assert_eq!(errno(c.stat("d")), libc::ENOTCONN);
     f.write_all(b"still here").unwrap();
+    drop(f);
+    // After a remount the same client connects again on its next call,
+    // and what was acknowledged before the kill is there.
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = Command::new("umount").arg("-l").arg(&m.mnt).status();
+    let out = shoal()
+        .args(["mount", "-d", "-o", "allow_other"])
+        .arg(&m.store)
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "remount: {out:?}");
+    assert!(c.stat("d").unwrap().is_dir());
+    assert!(c.stat("d/f").unwrap().is_file());
+    assert!(m.mnt.join("d/f").exists());
 }
