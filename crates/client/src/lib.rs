@@ -592,6 +592,11 @@ impl File {
     pub fn handle(&self) -> u64 {
         self.handle
     }
+    /// The descriptor's number (it stays this `File`'s: closed by `close`).
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.as_raw_fd()
+    }
 }
 
 impl std::fmt::Debug for File {
