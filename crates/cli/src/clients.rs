@@ -484,6 +484,14 @@ impl<N: Namespace> Server<N> {
                 Some(Handle::Dir(_)) => e.sync()?,
                 None => return Err(Error::Invalid.into()),
             },
+            Op::Fstat => match conn.handles.get_mut(&req.a[0]) {
+                Some(Handle::File(f)) => {
+                    e.refresh_from_data(f.ino, &mut f.seen, f.writable)?;
+                    ans.stat = self.stat(&e.getattr(f.ino)?);
+                }
+                Some(Handle::Dir(ino)) => ans.stat = self.stat(&e.getattr(*ino)?),
+                None => return Err(Error::Invalid.into()),
+            },
             Op::Unlink | Op::Rmdir => {
                 let (p, name) = self.parent(conn, req.dir, path)?;
                 // The inode, for its link count in the kernel's cache.
@@ -871,4 +879,35 @@ impl Conn {
         self.handles.insert(id, h);
         id
     }
+}
+
+/// `shoal run MNT -- CMD`: CMD with the preload shim and the mount's
+/// socket in its environment (docs/client.md, "The preload shim"). The
+/// shim is `libshoal_shim.so` beside this binary, or in
+/// /usr/local/lib/shoal.
+pub fn cmd_run(a: &crate::args::RunArgs) -> std::result::Result<i32, String> {
+    use std::os::unix::process::CommandExt;
+    let mnt = std::fs::canonicalize(&a.mountpoint)
+        .map_err(|e| format!("{}: {e}", a.mountpoint.display()))?;
+    let c = shoal_client::Client::for_mount(&mnt).map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let shim = [
+        exe.with_file_name("libshoal_shim.so"),
+        PathBuf::from("/usr/local/lib/shoal/libshoal_shim.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .ok_or("libshoal_shim.so is neither beside shoal nor in /usr/local/lib/shoal")?;
+    let mut preload = shim.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let err = std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("SHOAL_SHIM_MNT", &mnt)
+        .env("SHOAL_CLIENT_SOCK", c.socket())
+        .exec();
+    Err(format!("{}: {err}", a.command[0].to_string_lossy()))
 }

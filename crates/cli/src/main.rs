@@ -55,6 +55,7 @@ fn main() {
         Cmd::Load(a) => dump::cmd_load(&a),
         Cmd::Status(a) => status::cmd_status(&a),
         Cmd::Config(a) => cmd_config(&a),
+        Cmd::Run(a) => clients::cmd_run(&a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -182,6 +182,10 @@ fn changes_through_the_client_are_seen_through_the_mount_at_once_and_back() {
     let mut kf = std::fs::File::open(at("e/y")).unwrap();
     let mut cf = c.open("e/y", libc::O_RDWR, 0).unwrap();
     cf.write_all(b"BBBB").unwrap();
+    // fstat through the client: the file's attributes, not the object's.
+    let fs = cf.fstat().unwrap();
+    let ks = std::fs::metadata(at("e/y")).unwrap();
+    assert_eq!((fs.ino, fs.size, fs.mode), (ks.ino(), 10_000, ks.mode()));
     let mut head = [0u8; 4];
     kf.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"BBBB");

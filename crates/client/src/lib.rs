@@ -79,6 +79,15 @@ fn check(a: &Answer) -> io::Result<()> {
     }
 }
 
+/// Forget this thread's connections without a word to the daemon: in a
+/// child after `fork`, which shares them with its parent (the child
+/// connects again, as its own peer, on its next call). Files and
+/// directories the child inherited must be forgotten too (`File::forget`):
+/// a close would speak on the parent's connection.
+pub fn forget_connections() {
+    CONNS.with(|c| c.borrow_mut().clear());
+}
+
 /// The error of a path that leads out of the mount (an absolute symlink
 /// elsewhere): where to continue, outside (`Outside::of`).
 #[derive(Debug)]
@@ -253,6 +262,11 @@ impl Client {
             io::ErrorKind::NotFound,
             format!("{} is not a shoal mount", mnt.display()),
         ))
+    }
+
+    /// The daemon's socket.
+    pub fn socket(&self) -> &Path {
+        &self.sock
     }
 
     /// The umask applied to what this client creates (the process's when
@@ -582,6 +596,27 @@ impl File {
     }
     pub fn sync_data(&self) -> io::Result<()> {
         self.call(Op::Fsync, 1)
+    }
+    /// fstat: the file's attributes, with what was written through the
+    /// descriptor taken in first.
+    pub fn fstat(&self) -> io::Result<Stat> {
+        let mut a = [0; ARGS];
+        a[0] = self.handle;
+        let (ans, _) = self.conn.lock().unwrap_or_else(|e| e.into_inner()).call(
+            Op::Fstat,
+            0,
+            0,
+            0,
+            a,
+            [b"", b"", b""],
+        )?;
+        check(&ans)?;
+        Ok(ans.stat)
+    }
+    /// Drop this value without closing the daemon's handle or the
+    /// descriptor (a child after `fork`: see `forget_connections`).
+    pub fn forget(self) {
+        std::mem::forget(self)
     }
     /// Close, with the daemon's answer (the drop closes too, silently).
     pub fn close(mut self) -> io::Result<()> {

@@ -124,6 +124,9 @@ pub enum Op {
     Listxattr = 19,
     /// dir, s0, FOLLOW, s1 = name.
     Removexattr = 20,
+    /// a0 = a file's handle: its Stat, with what was written through the
+    /// descriptor taken in first (fstat).
+    Fstat = 21,
 }
 
 impl Op {
@@ -150,6 +153,7 @@ impl Op {
             18 => Setxattr,
             19 => Listxattr,
             20 => Removexattr,
+            21 => Fstat,
             _ => return None,
         })
     }
