@@ -54,12 +54,34 @@ impl Namespace for Engine {
     }
 }
 
-/// Connections and calls, for `shoal stats`.
+/// Connections and calls, for `shoal stats` (`client` in its JSON).
 #[derive(Default)]
 pub struct Counters {
     pub connections: AtomicU64,
     pub refused: AtomicU64,
-    pub calls: AtomicU64,
+    /// Calls by op code (0: malformed or unknown).
+    pub calls: [AtomicU64; 32],
+}
+
+impl Counters {
+    pub fn json(&self, live: usize) -> serde_json::Value {
+        let mut ops = serde_json::Map::new();
+        for (i, n) in self.calls.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            if n > 0 {
+                let name = Op::from_u32(i as u32)
+                    .map(|o| format!("{o:?}").to_lowercase())
+                    .unwrap_or_else(|| "malformed".into());
+                ops.insert(name, n.into());
+            }
+        }
+        serde_json::json!({
+            "connections": self.connections.load(Ordering::Relaxed),
+            "live": live,
+            "refused": self.refused.load(Ordering::Relaxed),
+            "calls": ops,
+        })
+    }
 }
 
 pub struct Server<N: Namespace> {
@@ -190,7 +212,6 @@ impl<N: Namespace> Server<N> {
             if !alive {
                 break;
             }
-            self.counters.calls.fetch_add(1, Ordering::Relaxed);
             // The request's own copy, first: the client may change the
             // region meanwhile. Its lengths say how much to copy (4 KiB
             // first: most requests); the decode checks every length
@@ -214,7 +235,10 @@ impl<N: Namespace> Server<N> {
                 .and_then(|n| Request::decode(&buf[..n]));
             let (ans, fd) = match decoded {
                 Ok(req) => self.call(&mut conn, &req),
-                Err(proto::Malformed) => (Answer::err(libc::EINVAL), None),
+                Err(proto::Malformed) => {
+                    self.counters.calls[0].fetch_add(1, Ordering::Relaxed);
+                    (Answer::err(libc::EINVAL), None)
+                }
             };
             let ans = Answer {
                 fd: fd.is_some(),
@@ -233,6 +257,11 @@ impl<N: Namespace> Server<N> {
         }
         self.close_all(&mut conn);
         Ok(())
+    }
+
+    /// `shoal stats`'s `client` object.
+    pub fn stats(&self) -> serde_json::Value {
+        self.counters.json(self.live.load(Ordering::Relaxed))
     }
 
     fn engine(&self) -> &Engine {
@@ -412,7 +441,12 @@ impl<N: Namespace> Server<N> {
     }
 
     fn call(&self, conn: &mut Conn, req: &Request) -> (Answer, Option<std::os::fd::OwnedFd>) {
-        let Some(op) = Op::from_u32(req.op) else {
+        let op = Op::from_u32(req.op);
+        let slot = op
+            .map_or(0, |o| o as usize)
+            .min(self.counters.calls.len() - 1);
+        self.counters.calls[slot].fetch_add(1, Ordering::Relaxed);
+        let Some(op) = op else {
             return (Answer::err(libc::EINVAL), None);
         };
         let mut fd = None;

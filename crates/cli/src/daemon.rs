@@ -345,12 +345,6 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
-    let snap: crate::metrics::Snapshot = {
-        let (e, r) = (engine.clone(), fs.requests());
-        Arc::new(move || crate::stats::snapshot(&e, Some(&r)))
-    };
-    let info = crate::status::daemon_info(&mnt, &a.options, parsed.cfg.read_only);
-    crate::control::serve(engine.clone(), snap.clone(), info, &run);
     // Programs that reach the daemon without FUSE (docs/client.md).
     let clients = Arc::new(crate::clients::Server::new(
         engine.clone(),
@@ -359,6 +353,16 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
         parsed.allow_other,
         mnt.clone(),
     ));
+    let snap: crate::metrics::Snapshot = {
+        let (e, r, c) = (engine.clone(), fs.requests(), clients.clone());
+        Arc::new(move || {
+            let mut v = crate::stats::snapshot(&e, Some(&r));
+            v["client"] = c.stats();
+            v
+        })
+    };
+    let info = crate::status::daemon_info(&mnt, &a.options, parsed.cfg.read_only);
+    crate::control::serve(engine.clone(), snap.clone(), info, &run);
     if let Err(e) = clients.listen(&run) {
         tracing::warn!("no client socket in {}: {e}", run.display());
     }

@@ -210,6 +210,18 @@ fn changes_through_the_client_are_seen_through_the_mount_at_once_and_back() {
     // An absolute symlink into the mount is followed inside.
     c.symlink(at("e"), "abs").unwrap();
     assert_eq!(c.stat("abs/y").unwrap().size, 10_000);
+    // shoal stats counts the calls that went around the mount.
+    let out = shoal()
+        .args(["stats", "--json"])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    // Refused calls count too (the mkdir of "e" that met EEXIST).
+    assert_eq!(v["client"]["calls"]["mkdir"], 2, "{}", v["client"]);
+    assert!(v["client"]["calls"]["stat"].as_u64().unwrap() >= 4);
+    assert!(v["client"]["live"].as_u64().unwrap() >= 1);
 }
 
 fn current_umask() -> u32 {
