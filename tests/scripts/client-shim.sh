@@ -38,6 +38,20 @@ mapfile -t L <<<"$out"
 [ "${L[1]}" = "3 $(stat -c %i "$M/dd/y") 0o100644" ] || fail "fstat under the shim: ${L[1]}, the mount: $(stat -c '%s %i %f' "$M/dd/y")"
 [ "$(cat "$M/dd/y")" = abc ] || fail "bytes through the mount: $(cat "$M/dd/y")"
 [ "${L[2]}" = child ] && [ ! -e "$M/dd/z" ] || fail "fork under the shim: ${L[2]}"
+# A shell's redirections: open, dup2 onto 1, close, exec. The descriptor
+# outlives the shim's close of its first number and the exec: the bytes
+# land in the file (they went to an unpinned object, lost, before dups
+# shared the handle and the connection outlived exec).
+"$SHOAL" run "$M" -- sh -c "ls / > $M/out; echo small > $M/out2; ls / | cat > $M/out3"
+[ "$(cat "$M/out")" = "$(ls /)" ] || fail "ls > file under the shim: $(wc -c < "$M/out") bytes"
+[ "$(cat "$M/out2")" = small ] || fail "echo > file under the shim: $(cat "$M/out2")"
+[ "$(cat "$M/out3")" = "$(ls /)" ] || fail "a pipe into a file under the shim"
+# A process that exits without closing: the daemon sees the hang-up at
+# once (epoll), not at its next poll (500 ms), and takes the size.
+"$SHOAL" run "$M" -- python3 -c "import os; fd = os.open('$M/noclose', os.O_CREAT | os.O_WRONLY); os.write(fd, b'x' * 100); os._exit(0)"
+for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
+[ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
+rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
 # An unmodified C program: creates, fstats, closes and unlinks, 1 and 2 processes.
 "$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 1 >/dev/null || fail "crunl, 1 process"
 "$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 2 >/dev/null || fail "crunl, 2 processes"

@@ -98,6 +98,73 @@ pub struct Server<N: Namespace> {
     pub mountpoint: PathBuf,
     pub counters: Arc<Counters>,
     live: AtomicUsize,
+    hangups: OnceLock<Arc<Hangups>>,
+}
+
+/// The connections' sockets under one epoll, watched by a thread of its
+/// own: a client's hang-up (its last holder gone: an exit, a kill) wakes
+/// the connection's server thread at once, which closes its handles, so
+/// what the client wrote through its descriptors reaches stat without
+/// waiting for the thread's next poll.
+struct Hangups {
+    ep: std::os::fd::OwnedFd,
+    regions: std::sync::Mutex<HashMap<u64, Arc<Region>>>,
+    next: AtomicU64,
+}
+
+impl Hangups {
+    fn start() -> std::io::Result<Arc<Hangups>> {
+        use rustix::event::epoll;
+        let h = Arc::new(Hangups {
+            ep: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+            regions: Default::default(),
+            next: AtomicU64::new(1),
+        });
+        let w = h.clone();
+        std::thread::Builder::new()
+            .name("shoal-client-hup".into())
+            .spawn(move || {
+                let mut buf = [std::mem::MaybeUninit::<epoll::Event>::uninit(); 64];
+                loop {
+                    let Ok((evs, _)) = epoll::wait(&w.ep, &mut buf, None) else {
+                        continue;
+                    };
+                    let regions = w.regions.lock().unwrap_or_else(|e| e.into_inner());
+                    for e in evs.iter() {
+                        if let Some(r) = regions.get(&e.data.u64()) {
+                            r.wake();
+                        }
+                    }
+                }
+            })?;
+        Ok(h)
+    }
+
+    fn add(&self, sock: &UnixStream, region: Arc<Region>) -> Option<u64> {
+        use rustix::event::epoll;
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, region);
+        // Level-triggered: until the thread has seen it and gone.
+        let flags = epoll::EventFlags::RDHUP | epoll::EventFlags::HUP;
+        match epoll::add(&self.ep, sock, epoll::EventData::new_u64(id), flags) {
+            Ok(()) => Some(id),
+            Err(_) => {
+                self.remove(sock, id);
+                None
+            }
+        }
+    }
+
+    fn remove(&self, sock: &UnixStream, id: u64) {
+        let _ = rustix::event::epoll::delete(&self.ep, sock);
+        self.regions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
 }
 
 impl<N: Namespace> Server<N> {
@@ -117,6 +184,7 @@ impl<N: Namespace> Server<N> {
             mountpoint,
             counters: Arc::default(),
             live: AtomicUsize::new(0),
+            hangups: OnceLock::new(),
         }
     }
 
@@ -127,6 +195,7 @@ impl<N: Namespace> Server<N> {
         let path = dir.join(SOCKET);
         let _ = std::fs::remove_file(&path);
         let l = UnixListener::bind(&path)?;
+        let _ = self.hangups.set(Hangups::start()?);
         let mode = if self.allow_other { 0o666 } else { 0o600 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
         std::thread::Builder::new()
@@ -190,11 +259,16 @@ impl<N: Namespace> Server<N> {
     /// One connection, until its client hangs up.
     fn serve(&self, c: UnixStream, ctx: Ctx) -> std::io::Result<()> {
         let (region, memfd) = Region::create()?;
+        let region = Arc::new(region);
         let mut hello = [0u8; proto::HELLO];
         hello[..4].copy_from_slice(&proto::VERSION.to_ne_bytes());
         hello[4..].copy_from_slice(&(proto::REGION as u64).to_ne_bytes());
         region::send_fd(&c, &hello, &memfd)?;
         drop(memfd);
+        let watched = self
+            .hangups
+            .get()
+            .and_then(|h| Some((h, h.add(&c, region.clone())?)));
         let mut conn = Conn {
             ctx,
             handles: HashMap::new(),
@@ -254,6 +328,9 @@ impl<N: Namespace> Server<N> {
                 }
             }
             region.post(proto::ANSWER, proto::CLIENT_SLEEPS);
+        }
+        if let Some((h, id)) = watched {
+            h.remove(&c, id);
         }
         self.close_all(&mut conn);
         Ok(())

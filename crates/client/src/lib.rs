@@ -83,9 +83,28 @@ fn check(a: &Answer) -> io::Result<()> {
 /// child after `fork`, which shares them with its parent (the child
 /// connects again, as its own peer, on its next call). Files and
 /// directories the child inherited must be forgotten too (`File::forget`):
-/// a close would speak on the parent's connection.
+/// a close would speak on the parent's connection. The connections' sockets
+/// stay open in the child (leaked, one per forgotten connection): with
+/// `set_inheritable(true)` the daemon keeps their handles, and so the data
+/// objects pinned, until every process holding them has closed them.
 pub fn forget_connections() {
-    CONNS.with(|c| c.borrow_mut().clear());
+    CONNS.with(|c| {
+        for conn in c.borrow_mut().drain(..) {
+            std::mem::forget(conn);
+        }
+    });
+}
+
+static INHERITABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make the connections made from now on survive exec (not close-on-exec).
+/// The daemon closes a connection's handles when its socket hangs up, that
+/// is when the last process holding the socket closes it; the preload shim
+/// sets this so that a descriptor handed over fork and exec (a shell's
+/// `cmd > file`) keeps its file's bytes pinned in the object until the
+/// last holder is gone.
+pub fn set_inheritable(on: bool) {
+    INHERITABLE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The error of a path that leads out of the mount (an absolute symlink
@@ -143,6 +162,10 @@ impl Conn {
             return Err(io::Error::from_raw_os_error(libc::EPROTO));
         }
         let region = Region::map(&fd)?;
+        if INHERITABLE.load(std::sync::atomic::Ordering::Relaxed) {
+            use std::os::fd::AsFd;
+            rustix::io::fcntl_setfd(sock.as_fd(), rustix::io::FdFlags::empty())?;
+        }
         Ok(Conn {
             sock,
             region,
@@ -617,6 +640,15 @@ impl File {
     /// descriptor (a child after `fork`: see `forget_connections`).
     pub fn forget(self) {
         std::mem::forget(self)
+    }
+    /// Close the daemon's handle but not the descriptor, whose number the
+    /// caller closes (the shim, which tracks dups of it).
+    pub fn close_handle(mut self) -> io::Result<()> {
+        if let Some(f) = self.file.take() {
+            use std::os::fd::IntoRawFd;
+            let _ = f.into_raw_fd();
+        }
+        self.call(Op::Close, 0)
     }
     /// Close, with the daemon's answer (the drop closes too, silently).
     pub fn close(mut self) -> io::Result<()> {

@@ -117,12 +117,21 @@ impl Region {
             }
             match futex::wait(st, futex::Flags::empty(), v, Some(&ts)) {
                 Err(e) if e == rustix::io::Errno::TIMEDOUT && !alive() => break false,
+                // Woken with nothing new: a hang-up watcher's nudge (the
+                // daemon's: `wake`), or a stray wake-up.
+                Ok(()) if st.load(Ordering::SeqCst) == v && !alive() => break false,
                 // Woken, the word changed first (EAGAIN), or a signal.
                 _ => {}
             }
         };
         flag.store(0, Ordering::Relaxed);
         r
+    }
+
+    /// Wake whoever sleeps on the state word, the state unchanged: it
+    /// looks at its peer (`wait_for`'s `alive`).
+    pub fn wake(&self) {
+        let _ = futex::wake(self.word(STATE), futex::Flags::empty(), i32::MAX as u32);
     }
 
     /// Copy `len` bytes of the slot out (the server's first step).

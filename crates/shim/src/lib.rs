@@ -6,16 +6,24 @@
 //! What it serves today: open, open64, openat, openat64 (AT_FDCWD or an
 //! absolute path), creat, creat64, mkdir, mkdirat, unlink, unlinkat, rmdir,
 //! rename, renameat, renameat2; and on the descriptors it made, close,
-//! fstat, fstat64, fstatat/fstatat64 with AT_EMPTY_PATH, fsync, fdatasync.
+//! fstat, fstat64, fstatat/fstatat64 with AT_EMPTY_PATH, fsync, fdatasync,
+//! dup, dup2, dup3, fcntl's F_DUPFD.
 //! Not yet: relative paths (a program that chdirs into the mount uses the
 //! mount), the stat family by path, readdir, xattrs, the replacement of its
 //! descriptors before exec or sendmsg. A descriptor it made is the file's
 //! data object: reads, writes, mmap and poll are the kernel's own; a raw
 //! fstat system call sees the object's attributes.
 //!
-//! fork: the table of descriptors is locked across it (pthread_atfork);
-//! the child forgets the parent's connections and handles without a word
-//! (its descriptors stay valid) and connects as its own peer.
+//! Descriptors handed on: a dup (dup, dup2, dup3, fcntl F_DUPFD) shares
+//! the daemon's handle, closed with the last of them. The connections'
+//! sockets are not close-on-exec and a forked child keeps its copies
+//! (`shoal_client::set_inheritable`, `forget_connections`): the daemon
+//! closes a connection's handles, unpinning their objects, only when
+//! every process holding the socket is gone, so a shell's `cmd > file`
+//! (open, fork, dup2, close, exec) writes the file, not an unpinned
+//! object. The table of descriptors is locked across fork
+//! (pthread_atfork); the child forgets the parent's handles without a
+//! word (its descriptors stay valid) and connects as its own peer.
 //!
 //! Written by hand: Rust cannot define a C variadic function, so open's
 //! and openat's `mode` is taken as a third (fourth) integer argument,
@@ -65,8 +73,17 @@ unsafe fn under<'a>(p: *const c_char) -> Option<&'a Path> {
     Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
 }
 
-/// Files the shim opened, by descriptor.
-static FILES: parking_lot::Mutex<Option<HashMap<c_int, File>>> = parking_lot::Mutex::new(None);
+/// A file the shim opened: the daemon's handle, shared by the descriptor
+/// the open returned and its dups (dup, dup2, dup3, fcntl F_DUPFD), and
+/// closed when the last of them is.
+type Opened = std::sync::Arc<parking_lot::Mutex<Option<File>>>;
+
+/// Files the shim opened, by descriptor (each dup its own entry).
+static FILES: parking_lot::Mutex<Option<HashMap<c_int, Opened>>> = parking_lot::Mutex::new(None);
+
+fn opened(fd: c_int) -> Option<Opened> {
+    FILES.lock().as_ref()?.get(&fd).cloned()
+}
 
 fn set_errno(e: c_int) {
     // SAFETY: the calling thread's errno.
@@ -129,7 +146,10 @@ unsafe fn shim_open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> Optio
                 // not unless asked.
                 libc::fcntl(fd, libc::F_SETFD, 0);
             }
-            FILES.lock().get_or_insert_with(HashMap::new).insert(fd, f);
+            FILES
+                .lock()
+                .get_or_insert_with(HashMap::new)
+                .insert(fd, std::sync::Arc::new(parking_lot::Mutex::new(Some(f))));
             Some(fd)
         }
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => None,
@@ -174,20 +194,97 @@ pub unsafe extern "C" fn creat64(p: *const c_char, mode: libc::mode_t) -> c_int 
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    // Out of the table first, the lock released: the close below closes
-    // the descriptor through this function again.
-    let f = FILES.lock().as_mut().and_then(|m| m.remove(&fd));
+    let real = real!("close", unsafe extern "C" fn(c_int) -> c_int);
+    // Out of the table first, the lock released: nothing below may wait
+    // for it.
+    let Some(o) = FILES.lock().as_mut().and_then(|m| m.remove(&fd)) else {
+        return real(fd);
+    };
+    // The last of the descriptor and its dups: the daemon's handle closes
+    // (it takes the size and time). The descriptor number is closed here
+    // in every case, never by the `File`.
+    let last = std::sync::Arc::strong_count(&o) == 1;
+    let f = if last { o.lock().take() } else { None };
+    let r = real(fd);
     match f {
-        Some(f) => serve(f.close(), |_| 0).unwrap_or(-1),
-        None => real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd),
+        Some(f) => serve(f.close_handle(), |_| r).unwrap_or(-1),
+        None => r,
     }
 }
 
+/// A dup of a shim descriptor shares its handle.
+fn dup_of(old: c_int, new: c_int) -> c_int {
+    if new >= 0 {
+        let mut t = FILES.lock();
+        if let Some(m) = t.as_mut() {
+            // dup2 onto a shim descriptor closed that one first.
+            let prev = m.remove(&new);
+            if let Some(o) = m.get(&old).cloned() {
+                m.insert(new, o);
+            }
+            drop(t);
+            if let Some(p) = prev {
+                if std::sync::Arc::strong_count(&p) == 1 {
+                    if let Some(f) = p.lock().take() {
+                        let _ = f.close_handle();
+                    }
+                }
+            }
+        }
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    dup_of(old, real!("dup", unsafe extern "C" fn(c_int) -> c_int)(old))
+}
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old == new {
+        return real!("dup2", unsafe extern "C" fn(c_int, c_int) -> c_int)(old, new);
+    }
+    dup_of(
+        old,
+        real!("dup2", unsafe extern "C" fn(c_int, c_int) -> c_int)(old, new),
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    dup_of(
+        old,
+        real!("dup3", unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(old, new, flags),
+    )
+}
+/// fcntl: F_DUPFD and F_DUPFD_CLOEXEC of a shim descriptor share its
+/// handle; the rest is libc's. Its third argument is read as an integer
+/// (variadic: see the crate's doc), which is what every command passes.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
+    let r = real!(
+        "fcntl",
+        unsafe extern "C" fn(c_int, c_int, libc::c_long) -> c_int
+    )(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        return dup_of(fd, r);
+    }
+    r
+}
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
+    let r = real!(
+        "fcntl64",
+        unsafe extern "C" fn(c_int, c_int, libc::c_long) -> c_int
+    )(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        return dup_of(fd, r);
+    }
+    r
+}
+
 unsafe fn shim_fstat(fd: c_int, st: *mut libc::stat) -> Option<c_int> {
-    let r = {
-        let files = FILES.lock();
-        files.as_ref()?.get(&fd)?.fstat()
-    };
+    let o = opened(fd)?;
+    let r = o.lock().as_ref()?.fstat();
     serve(r, |s| {
         fill_stat(&s, st);
         0
@@ -260,15 +357,10 @@ pub unsafe extern "C" fn fstatat64(
 }
 
 unsafe fn shim_sync(fd: c_int, data: bool) -> Option<c_int> {
-    let r = {
-        let files = FILES.lock();
-        let f = files.as_ref()?.get(&fd)?;
-        if data {
-            f.sync_data()
-        } else {
-            f.sync_all()
-        }
-    };
+    let o = opened(fd)?;
+    let g = o.lock();
+    let f = g.as_ref()?;
+    let r = if data { f.sync_data() } else { f.sync_all() };
     serve(r, |_| 0)
 }
 #[no_mangle]
@@ -385,14 +477,19 @@ extern "C" fn after_fork_child() {
     // SAFETY: locked by `before_fork` on this thread, copied locked.
     unsafe { FILES.force_unlock() };
     if let Some(m) = FILES.lock().take() {
-        for (_, f) in m {
-            f.forget();
+        for (_, o) in m {
+            if let Some(f) = o.lock().take() {
+                f.forget();
+            }
         }
     }
     shoal_client::forget_connections();
 }
 
 extern "C" fn init() {
+    // A descriptor handed to another process (fork, exec) keeps its
+    // file's bytes pinned while any holder of the connection lives.
+    shoal_client::set_inheritable(true);
     // SAFETY: three plain functions.
     unsafe {
         libc::pthread_atfork(
