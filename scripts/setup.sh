@@ -14,10 +14,13 @@ if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: install Rust first (https://rustup.rs), then run this again" >&2; exit 1
 fi
 bash scripts/install-deps.sh
-said "building shoal (cargo build --release -p shoal)"
-cargo build --release -q -p shoal
+said "building shoal (cargo build --release -p shoal -p shoal-shim)"
+cargo build --release -q -p shoal -p shoal-shim
 install -D -m 755 "${CARGO_TARGET_DIR:-target}/release/shoal" /usr/local/bin/shoal
 said "installed /usr/local/bin/shoal ($(/usr/local/bin/shoal --version | head -1))"
+# `shoal run` puts it under a program (docs/client.md).
+install -D -m 644 "${CARGO_TARGET_DIR:-target}/release/libshoal_shim.so" /usr/local/lib/shoal/libshoal_shim.so
+said "installed /usr/local/lib/shoal/libshoal_shim.so (the preload shim of shoal run)"
 # mount(8) finds a helper by the mount's type: /sbin/mount.fuse.shoal serves
 # `mount -t fuse.shoal`, fstab lines and `mount -o remount,ro MNT`.
 install -D -m 755 scripts/mount.fuse.shoal /sbin/mount.fuse.shoal

@@ -47,6 +47,10 @@ suite "loom models: the name lock, the commit gate, reclaim against fills" bash 
 # from the shipped binary's).
 suite "fault points" cargo test --release -p shoal-core --features faults --test faults
 suite "cli" bash tests/scripts/cli.sh
+suite "the client without FUSE (docs/client.md): its changes seen through the mount at once and back despite hour-long kernel caches, a second user refused, malformed requests EINVAL, kill -9 of the daemon ENOTCONN (also in cargo test; about 3 s)" cargo test --release -p shoal --test client
+suite "the client's C ABI: a C program built with cc against include/shoal.h and libshoal_client.so, on a real mount (about 2 s)" bash tests/scripts/client-c.sh
+suite "the client's Python package: a wheel built by maturin, installed in a venv, os-like calls and file objects on a real mount (about 1 min with a fresh build)" bash tests/scripts/client-python.sh
+suite "the preload shim (shoal run): an unmodified program's open, fstat, close, rename, mkdir, unlink and fork served by the client and seen through the mount; a C crunl in 1 and 2 processes; fsck clean (about 5 s)" bash tests/scripts/client-shim.sh
 suite "first run: scripts/setup.sh on a bare Debian 12 (debootstrap minbase), a fuse.shoal mount, plain remount,ro and rw" bash tests/scripts/firstrun.sh
 suite "metrics endpoint (parsed by the Prometheus Python parser) and shoal status, embedded and on etcd" bash tests/scripts/metrics.sh
 suite "dump and load: embedded to etcd (data on SeaweedFS) to embedded, judged by rsync -aHAXn, getfattr, lsattr; a dump while writers run is a prefix of their log" bash tests/scripts/dump.sh

@@ -60,6 +60,19 @@ pub enum Cmd {
     /// Show or change a namespace's settings recorded at mkfs: its object
     /// store (--data), e.g. when the object store's endpoint moves.
     Config(ConfigArgs),
+    /// Run a command with its calls on absolute paths under a mount served
+    /// by the client, without FUSE (LD_PRELOAD of libshoal_shim.so; only
+    /// this command and its children; see docs/client.md).
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A shoal mountpoint (a writable embedded mount).
+    pub mountpoint: PathBuf,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]

@@ -345,12 +345,27 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     mopts.push(MountOption::Subtype("shoal".into()));
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
+    // Programs that reach the daemon without FUSE (docs/client.md).
+    let clients = Arc::new(crate::clients::Server::new(
+        engine.clone(),
+        fs.notifier(),
+        parsed.fuse.squash,
+        parsed.allow_other,
+        mnt.clone(),
+    ));
     let snap: crate::metrics::Snapshot = {
-        let (e, r) = (engine.clone(), fs.requests());
-        Arc::new(move || crate::stats::snapshot(&e, Some(&r)))
+        let (e, r, c) = (engine.clone(), fs.requests(), clients.clone());
+        Arc::new(move || {
+            let mut v = crate::stats::snapshot(&e, Some(&r));
+            v["client"] = c.stats();
+            v
+        })
     };
     let info = crate::status::daemon_info(&mnt, &a.options, parsed.cfg.read_only);
     crate::control::serve(engine.clone(), snap.clone(), info, &run);
+    if let Err(e) = clients.listen(&run) {
+        tracing::warn!("no client socket in {}: {e}", run.display());
+    }
     if let Some(m) = metrics {
         m.start(snap);
     }
@@ -375,6 +390,7 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     });
     let _ = std::fs::remove_file(run.join("daemon.pid"));
     let _ = std::fs::remove_file(run.join(crate::control::SOCKET));
+    let _ = std::fs::remove_file(run.join(crate::clients::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     fin.map_err(|e| store_error(&store_path, e))?;
     if !parsed.cfg.read_only {

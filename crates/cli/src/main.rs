@@ -2,6 +2,7 @@
 //! in its own module. Errors print as one line, never a panic trace.
 
 mod args;
+mod clients;
 mod control;
 mod daemon;
 mod dump;
@@ -54,6 +55,7 @@ fn main() {
         Cmd::Load(a) => dump::cmd_load(&a),
         Cmd::Status(a) => status::cmd_status(&a),
         Cmd::Config(a) => cmd_config(&a),
+        Cmd::Run(a) => clients::cmd_run(&a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -313,6 +313,27 @@ pub fn cmd_stats(a: &StatsArgs) -> Result<i32, String> {
                 p!(out, "\nFUSE requests/s: {}", row.join("  "));
             }
         }
+        // Calls that went around the mount (docs/client.md), beside FUSE's.
+        if let Some(calls) = cur["client"]["calls"].as_object() {
+            let row: Vec<String> = calls
+                .keys()
+                .filter_map(|k| {
+                    let d = u(&cur, &["client", "calls", k]) - u(&prev, &["client", "calls", k]);
+                    (d > 0).then(|| format!("{k} {:.0}", d as f64 / dt))
+                })
+                .collect();
+            p!(
+                out,
+                "client calls/s: {}  (connections: {} open, {} refused)",
+                if row.is_empty() {
+                    "none".into()
+                } else {
+                    row.join("  ")
+                },
+                u(&cur, &["client", "live"]),
+                u(&cur, &["client", "refused"])
+            );
+        }
         let commits = u(&cur, &["commit", "commits"]) - u(&prev, &["commit", "commits"]);
         let recs = u(&cur, &["commit", "records_in"]) - u(&prev, &["commit", "records_in"]);
         let keys = u(&cur, &["commit", "keys_out"]) - u(&prev, &["commit", "keys_out"]);

@@ -726,6 +726,13 @@ impl ShoalFs {
         }
     }
 
+    /// Where the session's notifier will be once mounted: for the daemon's
+    /// other paths into the engine (the client server, docs/client.md),
+    /// which drop what the kernel cached of what they change.
+    pub fn notifier(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
+    }
+
     /// The request counters (shared with the stats socket).
     pub fn requests(&self) -> Arc<Requests> {
         self.requests.clone()

@@ -531,6 +531,47 @@ impl Engine {
         Ok(f)
     }
 
+    /// `pin_data` for a client's open (docs/client.md, "File data"), at
+    /// every size: a file whose bytes are inline has them copied into its
+    /// data object first, so that the descriptor handed out is the file.
+    /// The record keeps carrying the bytes while the file is small (as for
+    /// a pinned file a truncate made small); `unpin_data` empties the
+    /// object again. None for anything but a regular file, an unlinked and
+    /// closed one, or one on a read-only mount that has no object.
+    pub fn pin_object(&self, ino: Ino) -> Result<Option<std::sync::Arc<std::fs::File>>> {
+        let i = self.inode(ino)?;
+        let mut st = i.st.lock();
+        if st.destroyed || st.attr.kind != Kind::File {
+            return Ok(None);
+        }
+        if !is_ext(&st) {
+            if self.cfg.read_only {
+                return Ok(None);
+            }
+            let err = |e| data::about(e, ino);
+            let size = st.attr.size as usize;
+            let mut bytes = st.blocks.get(&0).cloned().unwrap_or_default();
+            bytes.resize(size, 0);
+            st.object = true;
+            // Cut first: the object may hold bytes of an earlier, larger file.
+            self.data.set_len(ino, 0).map_err(err)?;
+            if !bytes.is_empty() {
+                self.data.write(ino, 0, &bytes).map_err(err)?;
+            }
+        }
+        // Under the same lock as the copy: no write lands inline between
+        // the copy and the pin that sends writes to the object.
+        let err = |e| data::about(e, ino);
+        if self.data.len(ino).map_err(err)? < st.attr.size && !self.cfg.read_only {
+            self.data.set_len(ino, st.attr.size).map_err(err)?;
+        }
+        let f = self.data.backing_file(ino);
+        if f.is_some() {
+            st.pinned += 1;
+        }
+        Ok(f)
+    }
+
     /// A passthrough handle closed. When it was the last and the file is at
     /// most INLINE_MAX now, its bytes go back into the inode record.
     pub fn unpin_data(&self, ino: Ino) -> Result<()> {

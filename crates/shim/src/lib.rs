@@ -1,0 +1,505 @@
+//! The preload shim (`shoal run MNT -- CMD`, docs/client.md "The preload
+//! shim"): libc's calls on absolute paths under the mount served by the
+//! client, one round trip each instead of FUSE's requests; every other
+//! call goes to libc (the kernel mount: correct, slower).
+//!
+//! What it serves today: open, open64, openat, openat64 (AT_FDCWD or an
+//! absolute path), creat, creat64, mkdir, mkdirat, unlink, unlinkat, rmdir,
+//! rename, renameat, renameat2; and on the descriptors it made, close,
+//! fstat, fstat64, fstatat/fstatat64 with AT_EMPTY_PATH, fsync, fdatasync,
+//! dup, dup2, dup3, fcntl's F_DUPFD.
+//! Not yet: relative paths (a program that chdirs into the mount uses the
+//! mount), the stat family by path, readdir, xattrs, the replacement of its
+//! descriptors before exec or sendmsg. A descriptor it made is the file's
+//! data object: reads, writes, mmap and poll are the kernel's own; a raw
+//! fstat system call sees the object's attributes.
+//!
+//! Descriptors handed on: a dup (dup, dup2, dup3, fcntl F_DUPFD) shares
+//! the daemon's handle, closed with the last of them. The connections'
+//! sockets are not close-on-exec and a forked child keeps its copies
+//! (`shoal_client::set_inheritable`, `forget_connections`): the daemon
+//! closes a connection's handles, unpinning their objects, only when
+//! every process holding the socket is gone, so a shell's `cmd > file`
+//! (open, fork, dup2, close, exec) writes the file, not an unpinned
+//! object. The table of descriptors is locked across fork
+//! (pthread_atfork); the child forgets the parent's handles without a
+//! word (its descriptors stay valid) and connects as its own peer.
+//!
+//! Written by hand: Rust cannot define a C variadic function, so open's
+//! and openat's `mode` is taken as a third (fourth) integer argument,
+//! where the x86-64 and aarch64 calling conventions put it.
+
+// Each exported function is libc's of the same name, with its contract.
+#![allow(clippy::missing_safety_doc)]
+
+use shoal_client::{Client, File};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The mount point (SHOAL_SHIM_MNT, absolute, no trailing slash).
+fn mount() -> Option<&'static [u8]> {
+    static M: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+    M.get_or_init(|| {
+        let m = std::env::var_os("SHOAL_SHIM_MNT")?;
+        let b = m.as_bytes().to_vec();
+        (b.first() == Some(&b'/') && b.len() > 1).then(|| b.trim_ascii_end().to_vec())
+    })
+    .as_deref()
+}
+
+fn client() -> Option<&'static Client> {
+    static C: OnceLock<Option<Client>> = OnceLock::new();
+    C.get_or_init(|| {
+        let s = std::env::var_os("SHOAL_CLIENT_SOCK")?;
+        Some(Client::new(std::path::PathBuf::from(s)))
+    })
+    .as_ref()
+}
+
+/// The path relative to the mount when `p` is absolute and under it.
+unsafe fn under<'a>(p: *const c_char) -> Option<&'a Path> {
+    if p.is_null() {
+        return None;
+    }
+    let b = CStr::from_ptr(p).to_bytes();
+    let m = mount()?;
+    let rest = b.strip_prefix(m)?;
+    if !(rest.is_empty() || rest[0] == b'/') {
+        return None;
+    }
+    Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
+}
+
+/// A file the shim opened: the daemon's handle, shared by the descriptor
+/// the open returned and its dups (dup, dup2, dup3, fcntl F_DUPFD), and
+/// closed when the last of them is.
+type Opened = std::sync::Arc<parking_lot::Mutex<Option<File>>>;
+
+/// Files the shim opened, by descriptor (each dup its own entry).
+static FILES: parking_lot::Mutex<Option<HashMap<c_int, Opened>>> = parking_lot::Mutex::new(None);
+
+fn opened(fd: c_int) -> Option<Opened> {
+    FILES.lock().as_ref()?.get(&fd).cloned()
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// What a served call answers, or None: the daemon cannot be reached
+/// (no socket, refused): fall through to the mount.
+fn serve<T>(r: std::io::Result<T>, ok: impl FnOnce(T) -> c_int) -> Option<c_int> {
+    match r {
+        Ok(v) => Some(ok(v)),
+        Err(e) => {
+            let code = if shoal_client::Outside::of(&e).is_some() {
+                // A symlink out of the mount: the kernel follows it.
+                return None;
+            } else {
+                e.raw_os_error().unwrap_or(libc::EIO)
+            };
+            if code == libc::ECONNREFUSED || code == libc::ENOENT && client_down() {
+                return None;
+            }
+            set_errno(code);
+            Some(-1)
+        }
+    }
+}
+
+/// The socket is missing: the daemon is not serving clients.
+fn client_down() -> bool {
+    std::env::var_os("SHOAL_CLIENT_SOCK").is_none_or(|s| !Path::new(&s).exists())
+}
+
+macro_rules! real {
+    ($name:literal, $t:ty) => {{
+        static F: OnceLock<usize> = OnceLock::new();
+        let p = *F.get_or_init(|| {
+            // SAFETY: a NUL-terminated name; RTLD_NEXT finds libc's.
+            unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($name, "\0").as_ptr().cast()) as usize }
+        });
+        // SAFETY: libc's function of this name has this type.
+        unsafe { std::mem::transmute::<usize, $t>(p) }
+    }};
+}
+
+type OpenFn = unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
+type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, libc::mode_t) -> c_int;
+
+unsafe fn shim_open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> Option<c_int> {
+    let rel = under(p)?;
+    // O_PATH, O_DIRECTORY, O_TMPFILE and directories: the mount.
+    if flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_TMPFILE) != 0 {
+        return None;
+    }
+    let c = client()?;
+    match c.open(rel, flags & !libc::O_CLOEXEC, mode) {
+        Ok(f) => {
+            let fd = f.fd();
+            if flags & libc::O_CLOEXEC == 0 {
+                // The client's descriptors are close-on-exec; open's are
+                // not unless asked.
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            }
+            FILES
+                .lock()
+                .get_or_insert_with(HashMap::new)
+                .insert(fd, std::sync::Arc::new(parking_lot::Mutex::new(Some(f))));
+            Some(fd)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => None,
+        Err(e) => serve::<()>(Err(e), |_| 0),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    shim_open(p, flags, mode).unwrap_or_else(|| real!("open", OpenFn)(p, flags, mode))
+}
+#[no_mangle]
+pub unsafe extern "C" fn open64(p: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
+    shim_open(p, flags, mode).unwrap_or_else(|| real!("open64", OpenFn)(p, flags, mode))
+}
+#[no_mangle]
+pub unsafe extern "C" fn openat(
+    d: c_int,
+    p: *const c_char,
+    flags: c_int,
+    mode: libc::mode_t,
+) -> c_int {
+    shim_open(p, flags, mode).unwrap_or_else(|| real!("openat", OpenatFn)(d, p, flags, mode))
+}
+#[no_mangle]
+pub unsafe extern "C" fn openat64(
+    d: c_int,
+    p: *const c_char,
+    flags: c_int,
+    mode: libc::mode_t,
+) -> c_int {
+    shim_open(p, flags, mode).unwrap_or_else(|| real!("openat64", OpenatFn)(d, p, flags, mode))
+}
+#[no_mangle]
+pub unsafe extern "C" fn creat(p: *const c_char, mode: libc::mode_t) -> c_int {
+    open(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn creat64(p: *const c_char, mode: libc::mode_t) -> c_int {
+    open64(p, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let real = real!("close", unsafe extern "C" fn(c_int) -> c_int);
+    // Out of the table first, the lock released: nothing below may wait
+    // for it.
+    let Some(o) = FILES.lock().as_mut().and_then(|m| m.remove(&fd)) else {
+        return real(fd);
+    };
+    // The last of the descriptor and its dups: the daemon's handle closes
+    // (it takes the size and time). The descriptor number is closed here
+    // in every case, never by the `File`.
+    let last = std::sync::Arc::strong_count(&o) == 1;
+    let f = if last { o.lock().take() } else { None };
+    let r = real(fd);
+    match f {
+        Some(f) => serve(f.close_handle(), |_| r).unwrap_or(-1),
+        None => r,
+    }
+}
+
+/// A dup of a shim descriptor shares its handle.
+fn dup_of(old: c_int, new: c_int) -> c_int {
+    if new >= 0 {
+        let mut t = FILES.lock();
+        if let Some(m) = t.as_mut() {
+            // dup2 onto a shim descriptor closed that one first.
+            let prev = m.remove(&new);
+            if let Some(o) = m.get(&old).cloned() {
+                m.insert(new, o);
+            }
+            drop(t);
+            if let Some(p) = prev {
+                if std::sync::Arc::strong_count(&p) == 1 {
+                    if let Some(f) = p.lock().take() {
+                        let _ = f.close_handle();
+                    }
+                }
+            }
+        }
+    }
+    new
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(old: c_int) -> c_int {
+    dup_of(old, real!("dup", unsafe extern "C" fn(c_int) -> c_int)(old))
+}
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if old == new {
+        return real!("dup2", unsafe extern "C" fn(c_int, c_int) -> c_int)(old, new);
+    }
+    dup_of(
+        old,
+        real!("dup2", unsafe extern "C" fn(c_int, c_int) -> c_int)(old, new),
+    )
+}
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    dup_of(
+        old,
+        real!("dup3", unsafe extern "C" fn(c_int, c_int, c_int) -> c_int)(old, new, flags),
+    )
+}
+/// fcntl: F_DUPFD and F_DUPFD_CLOEXEC of a shim descriptor share its
+/// handle; the rest is libc's. Its third argument is read as an integer
+/// (variadic: see the crate's doc), which is what every command passes.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
+    let r = real!(
+        "fcntl",
+        unsafe extern "C" fn(c_int, c_int, libc::c_long) -> c_int
+    )(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        return dup_of(fd, r);
+    }
+    r
+}
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: libc::c_long) -> c_int {
+    let r = real!(
+        "fcntl64",
+        unsafe extern "C" fn(c_int, c_int, libc::c_long) -> c_int
+    )(fd, cmd, arg);
+    if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+        return dup_of(fd, r);
+    }
+    r
+}
+
+unsafe fn shim_fstat(fd: c_int, st: *mut libc::stat) -> Option<c_int> {
+    let o = opened(fd)?;
+    let r = o.lock().as_ref()?.fstat();
+    serve(r, |s| {
+        fill_stat(&s, st);
+        0
+    })
+}
+
+fn fill_stat(s: &shoal_client::Stat, out: *mut libc::stat) {
+    // SAFETY: the caller's stat buffer; zeroed, then the fields set.
+    unsafe {
+        std::ptr::write_bytes(out, 0, 1);
+        let o = &mut *out;
+        o.st_ino = s.ino;
+        o.st_mode = s.mode;
+        o.st_nlink = s.nlink as _;
+        o.st_uid = s.uid;
+        o.st_gid = s.gid;
+        o.st_rdev = s.rdev as _;
+        o.st_size = s.size as _;
+        o.st_blocks = s.blocks as _;
+        o.st_blksize = s.blksize as _;
+        o.st_atime = s.atime.0;
+        o.st_atime_nsec = s.atime.1 as _;
+        o.st_mtime = s.mtime.0;
+        o.st_mtime_nsec = s.mtime.1 as _;
+        o.st_ctime = s.ctime.0;
+        o.st_ctime_nsec = s.ctime.1 as _;
+    }
+}
+
+type FstatFn = unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
+type FstatatFn = unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int;
+
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, st: *mut libc::stat) -> c_int {
+    shim_fstat(fd, st).unwrap_or_else(|| real!("fstat", FstatFn)(fd, st))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, st: *mut libc::stat) -> c_int {
+    shim_fstat(fd, st).unwrap_or_else(|| real!("fstat64", FstatFn)(fd, st))
+}
+unsafe fn shim_fstatat(
+    fd: c_int,
+    p: *const c_char,
+    st: *mut libc::stat,
+    flags: c_int,
+) -> Option<c_int> {
+    if flags & libc::AT_EMPTY_PATH == 0 || p.is_null() || *p != 0 {
+        return None;
+    }
+    shim_fstat(fd, st)
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(
+    fd: c_int,
+    p: *const c_char,
+    st: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    shim_fstatat(fd, p, st, flags).unwrap_or_else(|| real!("fstatat", FstatatFn)(fd, p, st, flags))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(
+    fd: c_int,
+    p: *const c_char,
+    st: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    shim_fstatat(fd, p, st, flags)
+        .unwrap_or_else(|| real!("fstatat64", FstatatFn)(fd, p, st, flags))
+}
+
+unsafe fn shim_sync(fd: c_int, data: bool) -> Option<c_int> {
+    let o = opened(fd)?;
+    let g = o.lock();
+    let f = g.as_ref()?;
+    let r = if data { f.sync_data() } else { f.sync_all() };
+    serve(r, |_| 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    shim_sync(fd, false).unwrap_or_else(|| real!("fsync", unsafe extern "C" fn(c_int) -> c_int)(fd))
+}
+#[no_mangle]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    shim_sync(fd, true)
+        .unwrap_or_else(|| real!("fdatasync", unsafe extern "C" fn(c_int) -> c_int)(fd))
+}
+
+type PathFn = unsafe extern "C" fn(*const c_char) -> c_int;
+
+#[no_mangle]
+pub unsafe extern "C" fn mkdir(p: *const c_char, mode: libc::mode_t) -> c_int {
+    under(p)
+        .and_then(|r| serve(client()?.mkdir(r, mode), |_| 0))
+        .unwrap_or_else(|| {
+            real!(
+                "mkdir",
+                unsafe extern "C" fn(*const c_char, libc::mode_t) -> c_int
+            )(p, mode)
+        })
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkdirat(d: c_int, p: *const c_char, mode: libc::mode_t) -> c_int {
+    under(p)
+        .and_then(|r| serve(client()?.mkdir(r, mode), |_| 0))
+        .unwrap_or_else(|| {
+            real!(
+                "mkdirat",
+                unsafe extern "C" fn(c_int, *const c_char, libc::mode_t) -> c_int
+            )(d, p, mode)
+        })
+}
+#[no_mangle]
+pub unsafe extern "C" fn unlink(p: *const c_char) -> c_int {
+    under(p)
+        .and_then(|r| serve(client()?.unlink(r), |_| 0))
+        .unwrap_or_else(|| real!("unlink", PathFn)(p))
+}
+#[no_mangle]
+pub unsafe extern "C" fn rmdir(p: *const c_char) -> c_int {
+    under(p)
+        .and_then(|r| serve(client()?.rmdir(r), |_| 0))
+        .unwrap_or_else(|| real!("rmdir", PathFn)(p))
+}
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(d: c_int, p: *const c_char, flags: c_int) -> c_int {
+    under(p)
+        .and_then(|r| {
+            let c = client()?;
+            serve(
+                if flags & libc::AT_REMOVEDIR != 0 {
+                    c.rmdir(r)
+                } else {
+                    c.unlink(r)
+                },
+                |_| 0,
+            )
+        })
+        .unwrap_or_else(|| {
+            real!(
+                "unlinkat",
+                unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int
+            )(d, p, flags)
+        })
+}
+
+unsafe fn shim_rename(a: *const c_char, b: *const c_char, flags: u32) -> Option<c_int> {
+    let (ra, rb) = (under(a)?, under(b)?);
+    serve(client()?.rename(ra, rb, flags), |_| 0)
+}
+#[no_mangle]
+pub unsafe extern "C" fn rename(a: *const c_char, b: *const c_char) -> c_int {
+    shim_rename(a, b, 0).unwrap_or_else(|| {
+        real!(
+            "rename",
+            unsafe extern "C" fn(*const c_char, *const c_char) -> c_int
+        )(a, b)
+    })
+}
+type RenameatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
+#[no_mangle]
+pub unsafe extern "C" fn renameat(
+    da: c_int,
+    a: *const c_char,
+    db: c_int,
+    b: *const c_char,
+) -> c_int {
+    shim_rename(a, b, 0).unwrap_or_else(|| real!("renameat", RenameatFn)(da, a, db, b))
+}
+type Renameat2Fn = unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, u32) -> c_int;
+#[no_mangle]
+pub unsafe extern "C" fn renameat2(
+    da: c_int,
+    a: *const c_char,
+    db: c_int,
+    b: *const c_char,
+    flags: u32,
+) -> c_int {
+    shim_rename(a, b, flags).unwrap_or_else(|| real!("renameat2", Renameat2Fn)(da, a, db, b, flags))
+}
+
+extern "C" fn before_fork() {
+    std::mem::forget(FILES.lock());
+}
+extern "C" fn after_fork_parent() {
+    // SAFETY: locked by `before_fork` on this thread.
+    unsafe { FILES.force_unlock() };
+}
+extern "C" fn after_fork_child() {
+    // SAFETY: locked by `before_fork` on this thread, copied locked.
+    unsafe { FILES.force_unlock() };
+    if let Some(m) = FILES.lock().take() {
+        for (_, o) in m {
+            if let Some(f) = o.lock().take() {
+                f.forget();
+            }
+        }
+    }
+    shoal_client::forget_connections();
+}
+
+extern "C" fn init() {
+    // A descriptor handed to another process (fork, exec) keeps its
+    // file's bytes pinned while any holder of the connection lives.
+    shoal_client::set_inheritable(true);
+    // SAFETY: three plain functions.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The preload shim (`shoal run MNT -- CMD`, crates/shim): an unmodified
+# program's open, fstat, write, close, rename, mkdir, unlink and fork under
+# the shim, served by the client (its descriptor is the data object's) and
+# seen through the mount; a C crunl in one and two processes; fsck clean.
+source "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+fail() { echo "client-shim: $*"; exit 1; }
+[ -e "$ROOT/target/release/libshoal_shim.so" ] || cargo build --release -q -p shoal-shim
+cc -O2 -Wall -Werror -o "$WORK/crunl" "$ROOT/tests/c/crunl.c"
+M=$(mount_fresh client-shim)
+S=$WORK/client-shim.store
+mkdir "$M/d"
+out=$("$SHOAL" run "$M" -- python3 - "$M" <<'PY'
+import os, sys
+m = sys.argv[1]
+fd = os.open(m + "/x", os.O_CREAT | os.O_WRONLY, 0o644)
+print(os.readlink("/proc/self/fd/%d" % fd))      # the data object: served by the client
+os.write(fd, b"abc")
+st = os.fstat(fd)
+print(st.st_size, st.st_ino, oct(st.st_mode))
+os.close(fd)
+os.mkdir(m + "/dd")
+os.rename(m + "/x", m + "/dd/y")
+pid = os.fork()
+if pid == 0:                                     # the child connects as its own peer
+    fd = os.open(m + "/dd/z", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.write(fd, b"child")
+    os.close(fd)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(open(m + "/dd/z").read())
+os.unlink(m + "/dd/z")
+PY
+) || fail "python under the shim: $out"
+mapfile -t L <<<"$out"
+[[ ${L[0]} == "$S/data/"* ]] || fail "the open was not served by the client: ${L[0]}"
+[ "${L[1]}" = "3 $(stat -c %i "$M/dd/y") 0o100644" ] || fail "fstat under the shim: ${L[1]}, the mount: $(stat -c '%s %i %f' "$M/dd/y")"
+[ "$(cat "$M/dd/y")" = abc ] || fail "bytes through the mount: $(cat "$M/dd/y")"
+[ "${L[2]}" = child ] && [ ! -e "$M/dd/z" ] || fail "fork under the shim: ${L[2]}"
+# A shell's redirections: open, dup2 onto 1, close, exec. The descriptor
+# outlives the shim's close of its first number and the exec: the bytes
+# land in the file (they went to an unpinned object, lost, before dups
+# shared the handle and the connection outlived exec).
+"$SHOAL" run "$M" -- sh -c "ls / > $M/out; echo small > $M/out2; ls / | cat > $M/out3"
+[ "$(cat "$M/out")" = "$(ls /)" ] || fail "ls > file under the shim: $(wc -c < "$M/out") bytes"
+[ "$(cat "$M/out2")" = small ] || fail "echo > file under the shim: $(cat "$M/out2")"
+[ "$(cat "$M/out3")" = "$(ls /)" ] || fail "a pipe into a file under the shim"
+# A process that exits without closing: the daemon sees the hang-up at
+# once (epoll), not at its next poll (500 ms), and takes the size.
+"$SHOAL" run "$M" -- python3 -c "import os; fd = os.open('$M/noclose', os.O_CREAT | os.O_WRONLY); os.write(fd, b'x' * 100); os._exit(0)"
+for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
+[ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
+rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
+# An unmodified C program: creates, fstats, closes and unlinks, 1 and 2 processes.
+"$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 1 >/dev/null || fail "crunl, 1 process"
+"$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 2 >/dev/null || fail "crunl, 2 processes"
+[ -z "$(ls -A "$M/d")" ] || fail "crunl left $(ls -A "$M/d" | head -3)"
+unmount_check client-shim >/dev/null || fail "fsck after the shim"
+echo "client-shim: ok"
