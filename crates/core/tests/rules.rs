@@ -561,9 +561,13 @@ fn flag_op_shared(fs: &SharedFs, op: FlagOp, flags: u32) -> Option<Error> {
             ..Default::default()
         }),
         FlagOp::SetXattr => fs.setxattr(f.ino, b"user.x", b"1", 0),
-        FlagOp::OpenWrite => fs.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()),
+        FlagOp::OpenWrite => fs
+            .open_for(&Ctx::root(), f.ino, 2, false, false)
+            .map(|_| ()),
         FlagOp::OpenAppend => fs.open_for(&Ctx::root(), f.ino, 2, true, false).map(|_| ()),
-        FlagOp::OpenRead => fs.open_for(&Ctx::root(), f.ino, 4, false, false).map(|_| ()),
+        FlagOp::OpenRead => fs
+            .open_for(&Ctx::root(), f.ino, 4, false, false)
+            .map(|_| ()),
         FlagOp::CreateIn => fs.create(d.ino, b"n", 0o644).map(|_| ()),
         FlagOp::UnlinkIn => fs.unlink(d.ino, b"c"),
     };

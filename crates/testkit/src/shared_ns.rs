@@ -1115,7 +1115,10 @@ pub fn flags_hold_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     };
     assert_eq!(b.setattr(f.ino, &chmod).map(|_| ()), perm);
     assert_eq!(b.setxattr(f.ino, b"user.x", b"1", 0), perm);
-    assert_eq!(b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()), perm);
+    assert_eq!(
+        b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()),
+        perm
+    );
     assert_eq!(b.write(f.ino, 0, b"y").map(|_| ()), perm);
     b.open_for(&Ctx::root(), f.ino, 4, false, false).unwrap();
     b.release(f.ino).unwrap();
@@ -1133,7 +1136,10 @@ pub fn flags_hold_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     assert_eq!(b.unlink(d.ino, b"n"), perm);
     b.open_for(&Ctx::root(), f.ino, 2, true, false).unwrap();
     b.release(f.ino).unwrap();
-    assert_eq!(b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()), perm);
+    assert_eq!(
+        b.open_for(&Ctx::root(), f.ino, 2, false, false).map(|_| ()),
+        perm
+    );
     let trunc = SetAttr {
         size: Some(0),
         ..Default::default()
