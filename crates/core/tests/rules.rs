@@ -816,3 +816,40 @@ fn symlink_targets_and_the_largest_file_answer_alike_in_both_modes() {
         Some(Error::FileTooBig)
     );
 }
+
+/// Before a fallocate by a user, setuid goes, and setgid too when the
+/// user is not in the file's group (or it is group-executable), in both
+/// modes (`rules::privs::write_kills`). Before: an etcd mount kept setgid
+/// (xfstests generic/683-685).
+#[test]
+fn a_fallocate_by_a_user_clears_setgid_alike_in_both_modes() {
+    let e = engine();
+    let fs = shared();
+    let root = Ctx::root();
+    for (groups, want) in [(vec![], 0o666), (vec![100], 0o2666)] {
+        let name = format!("f{}", groups.len());
+        let ef = e.create(&root, ROOT_INO, name.as_bytes(), 0o644).unwrap();
+        let sf = fs.create(ROOT_INO, name.as_bytes(), 0o644).unwrap();
+        let sa = SetAttr {
+            mode: Some(0o2666),
+            gid: Some(100),
+            ..Default::default()
+        };
+        e.setattr(&root, ef.ino, &sa).unwrap();
+        fs.setattr(sf.ino, &sa).unwrap();
+        let g = groups.clone();
+        e.drop_privileges(1000, 1000, move || g, ef.ino).unwrap();
+        let g = groups.clone();
+        fs.drop_privileges(1000, 1000, move || g, sf.ino).unwrap();
+        assert_eq!(
+            e.getattr(ef.ino).unwrap().perm,
+            want,
+            "engine, groups {groups:?}"
+        );
+        assert_eq!(
+            fs.getattr(sf.ino).unwrap().perm,
+            want,
+            "shared, groups {groups:?}"
+        );
+    }
+}

@@ -1303,7 +1303,7 @@ impl Filesystem for SharedFuse {
     /// fallocate(2), as on an embedded mount (`SharedFs::fallocate`).
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -1315,6 +1315,24 @@ impl Filesystem for SharedFuse {
         let Some(m) = crate::falloc_mode(mode) else {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
         };
+        // setuid and setgid cleared as Linux does (`rules::privs`).
+        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
+        let groups = || {
+            if squashed {
+                vec![]
+            } else {
+                crate::caller_groups(req)
+            }
+        };
+        match self.fs.drop_privileges(uid, gid, groups, ino.0) {
+            Ok(true) => {
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => return reply.error(errno(&e)),
+        }
         Self::empty(reply, self.fs.fallocate(ino.0, offset, length, m))
     }
 

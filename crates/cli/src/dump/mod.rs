@@ -438,7 +438,7 @@ pub fn cmd_load(a: &LoadArgs) -> Result<i32, String> {
     );
     if l.flags_lost > 0 {
         eprintln!(
-            "warning: {} inodes had chattr flags, which a namespace on etcd does not keep yet: they were loaded without them",
+            "warning: {} inodes had chattr flags, which the destination does not keep: they were loaded without them",
             l.flags_lost
         );
     }

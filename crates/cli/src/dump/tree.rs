@@ -233,9 +233,8 @@ impl Tree for SharedTree {
     fn xattrs(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         named_values(self.0.listxattr(ino)?, |n| self.0.getxattr(ino, n))
     }
-    fn flags(&self, _ino: Ino) -> Result<u32> {
-        // A namespace on etcd keeps no chattr flags yet (issue 45).
-        Ok(0)
+    fn flags(&self, ino: Ino) -> Result<u32> {
+        self.0.flags(ino)
     }
     fn open(&self, ino: Ino) -> Result<()> {
         self.0.open_file(ino).map(|_| ())
@@ -289,8 +288,10 @@ impl Sink for SharedTree {
     fn setattr(&self, ino: Ino, sa: &SetAttr) -> Result<()> {
         self.0.setattr(ino, sa).map(|_| ())
     }
-    fn set_flags(&self, _ino: Ino, _flags: u32) -> Result<bool> {
-        Ok(false)
+    fn set_flags(&self, ino: Ino, flags: u32) -> Result<bool> {
+        self.0
+            .set_flags(&shoal_core::Ctx::root(), ino, flags)
+            .map(|_| true)
     }
     fn finish(&self) -> Result<()> {
         self.0.flush_all()
