@@ -14,10 +14,12 @@ if [ "${1:-}" = "--tests" ]; then
   # linux-source for the tree test; nftables cuts etcd members apart in a test;
   # debootstrap makes the bare Debian 12 of tests/scripts/firstrun.sh;
   # python3-prometheus-client parses the metrics endpoint (tests/scripts/metrics.sh);
+  # python3-venv and python3-pip build the client's Python package in a venv
+  # (tests/scripts/client-python.sh) and fetch SeaweedFS;
   # the rest builds and runs xfstests.
   for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
     libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio \
-    etcd-server etcd-client nftables python3-prometheus-client debootstrap; do
+    etcd-server etcd-client nftables python3-prometheus-client python3-venv python3-pip debootstrap; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi
