@@ -99,7 +99,12 @@ pub unsafe extern "C" fn shoal_free(c: *mut Client) {
     }
 }
 
-fn fill_stat(s: &crate::Stat, out: *mut libc::stat) {
+/// `s` written into a C `struct stat` (zeroed first): the C ABI's and the
+/// preload shim's answer to stat(2).
+///
+/// # Safety
+/// `out` points to a writable `struct stat`.
+pub unsafe fn fill_stat(s: &crate::Stat, out: *mut libc::stat) {
     // SAFETY: the caller's stat buffer; zeroed, then the fields set.
     unsafe {
         std::ptr::write_bytes(out, 0, 1);

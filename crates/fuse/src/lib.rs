@@ -1637,15 +1637,11 @@ impl Filesystem for ShoalFs {
         reply: fuser::ReplyLseek,
     ) {
         self.requests.count(req::LSEEK);
-        let data = match whence {
-            libc::SEEK_DATA => true,
-            libc::SEEK_HOLE => false,
-            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        let (offset, data) = match seek_args(offset, whence) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
         };
-        if offset < 0 {
-            return reply.error(Errno::from_i32(libc::ENXIO));
-        }
-        match self.engine.seek(ino.0, offset as u64, data) {
+        match self.engine.seek(ino.0, offset, data) {
             Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(errno(&e)),
         }
@@ -1834,6 +1830,21 @@ const FS_IOC_FSGETXATTR: libc::c_ulong = 0x801c_581f;
 const FS_IOC_FSSETXATTR: libc::c_ulong = 0x401c_5820;
 /// `sizeof(struct fsxattr)`.
 const FSXATTR_SIZE: usize = 28;
+
+/// An lseek request's offset and whether it asks for data (SEEK_DATA) or a
+/// hole (SEEK_HOLE): the kernel answers SEEK_SET, SEEK_CUR and SEEK_END
+/// itself, anything else is EINVAL, a negative offset ENXIO (both adapters).
+pub(crate) fn seek_args(offset: i64, whence: i32) -> std::result::Result<(u64, bool), Errno> {
+    let data = match whence {
+        libc::SEEK_DATA => true,
+        libc::SEEK_HOLE => false,
+        _ => return Err(Errno::from_i32(libc::EINVAL)),
+    };
+    if offset < 0 {
+        return Err(Errno::from_i32(libc::ENXIO));
+    }
+    Ok((offset as u64, data))
+}
 
 #[cfg(test)]
 mod tests {

@@ -1347,15 +1347,11 @@ impl Filesystem for SharedFuse {
         whence: i32,
         reply: fuser::ReplyLseek,
     ) {
-        let data = match whence {
-            libc::SEEK_DATA => true,
-            libc::SEEK_HOLE => false,
-            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        let (offset, data) = match crate::seek_args(offset, whence) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
         };
-        if offset < 0 {
-            return reply.error(Errno::from_i32(libc::ENXIO));
-        }
-        match self.fs.seek(ino.0, offset as u64, data) {
+        match self.fs.seek(ino.0, offset, data) {
             Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(errno(&e)),
         }

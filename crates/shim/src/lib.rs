@@ -286,32 +286,9 @@ unsafe fn shim_fstat(fd: c_int, st: *mut libc::stat) -> Option<c_int> {
     let o = opened(fd)?;
     let r = o.lock().as_ref()?.fstat();
     serve(r, |s| {
-        fill_stat(&s, st);
+        shoal_client::capi::fill_stat(&s, st);
         0
     })
-}
-
-fn fill_stat(s: &shoal_client::Stat, out: *mut libc::stat) {
-    // SAFETY: the caller's stat buffer; zeroed, then the fields set.
-    unsafe {
-        std::ptr::write_bytes(out, 0, 1);
-        let o = &mut *out;
-        o.st_ino = s.ino;
-        o.st_mode = s.mode;
-        o.st_nlink = s.nlink as _;
-        o.st_uid = s.uid;
-        o.st_gid = s.gid;
-        o.st_rdev = s.rdev as _;
-        o.st_size = s.size as _;
-        o.st_blocks = s.blocks as _;
-        o.st_blksize = s.blksize as _;
-        o.st_atime = s.atime.0;
-        o.st_atime_nsec = s.atime.1 as _;
-        o.st_mtime = s.mtime.0;
-        o.st_mtime_nsec = s.mtime.1 as _;
-        o.st_ctime = s.ctime.0;
-        o.st_ctime_nsec = s.ctime.1 as _;
-    }
 }
 
 type FstatFn = unsafe extern "C" fn(c_int, *mut libc::stat) -> c_int;
