@@ -294,12 +294,7 @@ impl Engine {
         };
         // Whether the caller is in the file's group, asked once, and only
         // if the rule asks (normally here, before any lock is taken).
-        let mut groups = Some(groups);
-        let mut member: Option<bool> = None;
-        let mut in_group = |g: u32| {
-            *member
-                .get_or_insert_with(|| g == gid || groups.take().is_some_and(|f| f().contains(&g)))
-        };
+        let mut in_group = rules::privs::caller_in_group(gid, groups);
         if rules::privs::write_kills(uid, i.kind, perm, fgid, &mut in_group) == 0 {
             return Ok(false);
         }

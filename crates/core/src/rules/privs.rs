@@ -21,6 +21,18 @@ pub fn chown_perm(ctx: &Ctx, a: &Attr) -> u16 {
     perm
 }
 
+/// `write_kills`' `in_group` for a caller of group `gid` whose other groups
+/// `groups` gives: asked at most once, and only when a rule asks (the
+/// FUSE adapters read the groups from /proc), the answer kept for the
+/// rule's second look under the lock.
+pub fn caller_in_group(gid: u32, groups: impl FnOnce() -> Vec<u32>) -> impl FnMut(u32) -> bool {
+    let mut groups = Some(groups);
+    let mut member: Option<bool> = None;
+    move |g: u32| {
+        *member.get_or_insert_with(|| g == gid || groups.take().is_some_and(|f| f().contains(&g)))
+    }
+}
+
 /// The bits a write, fallocate or truncate by `uid` clears from a file of
 /// `kind` with permission bits `perm` and group `gid`
 /// (`should_remove_suid`, `file_remove_privs`): for a regular file, setuid,

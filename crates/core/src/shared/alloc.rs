@@ -85,12 +85,7 @@ impl SharedFs {
         if uid == 0 {
             return Ok(false);
         }
-        let mut groups = Some(groups);
-        let mut member: Option<bool> = None;
-        let mut in_group = |g: u32| {
-            *member
-                .get_or_insert_with(|| g == gid || groups.take().is_some_and(|f| f().contains(&g)))
-        };
+        let mut in_group = rules::privs::caller_in_group(gid, groups);
         let n = self.load_known(ino, false)?;
         if rules::privs::write_kills(uid, n.attr.kind, n.attr.perm, n.attr.gid, &mut in_group) == 0
         {
