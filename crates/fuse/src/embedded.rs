@@ -284,16 +284,13 @@ fn prune(
     }
 }
 
-/// The access an open asks for (O_TRUNC needs write too).
+/// The engine's open mask: the access an open asks for
+/// (`rules::perm::open_access`), with `OPEN_TRUNC` and `OPEN_APPEND` for
+/// the engine's flag checks.
 fn open_mask(flags: i32) -> u32 {
-    let m = match flags & libc::O_ACCMODE {
-        libc::O_RDONLY => 4,
-        libc::O_WRONLY => 2,
-        _ => 6,
-    };
-    let mut m = m;
+    let mut m = shoal_core::rules::perm::open_access(flags);
     if flags & libc::O_TRUNC != 0 {
-        m |= 2 | shoal_core::engine::OPEN_TRUNC;
+        m |= shoal_core::engine::OPEN_TRUNC;
     }
     if flags & libc::O_APPEND != 0 {
         m |= shoal_core::engine::OPEN_APPEND;

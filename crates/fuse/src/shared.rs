@@ -678,11 +678,7 @@ impl Mode for Shared {
     }
 
     fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let mask = match flags.0 & libc::O_ACCMODE {
-            libc::O_WRONLY => 2,
-            libc::O_RDWR => 6,
-            _ => 4,
-        } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
+        let mask = shoal_core::rules::perm::open_access(flags.0);
         // chattr's immutable and append-only (`rules::flags::may_open`).
         let (append, trunc) = (flags.0 & libc::O_APPEND != 0, flags.0 & libc::O_TRUNC != 0);
         match self.fs.open_for(ctx, ino.0, mask, append, trunc) {

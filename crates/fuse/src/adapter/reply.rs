@@ -258,6 +258,15 @@ pub(crate) fn seek_args(offset: i64, whence: i32) -> std::result::Result<(u64, b
 mod tests {
     use super::*;
 
+    /// The open flags the rules read are Linux's.
+    #[test]
+    fn open_flags_of_the_rules_are_libcs() {
+        use shoal_core::rules::perm;
+        assert_eq!(perm::O_ACCMODE, libc::O_ACCMODE);
+        assert_eq!(perm::O_WRONLY, libc::O_WRONLY);
+        assert_eq!(perm::O_TRUNC, libc::O_TRUNC);
+    }
+
     /// Every engine error maps to a specific errno, and the table stays explicit.
     #[test]
     fn errno_table() {
