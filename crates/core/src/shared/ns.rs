@@ -1624,13 +1624,14 @@ impl SharedFs {
         let a = self.run(|tx| {
             let mut n = tx.node(ino)?;
             let p = tx.dir(parent)?;
-            // The engine's order: the caller's rights on the directory
-            // before the name (Linux answers EEXIST first; docs/rules.md,
-            // "Not yet the same").
-            rules::perm::may_add(ctx, &p.attr)?;
+            // Linux's order: search on the directory (the path walk),
+            // the name's test (EEXIST, `filename_create`), then write on
+            // it (`may_create`).
+            rules::perm::access(ctx, &p.attr, rules::perm::X_OK)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
+            rules::perm::may_add(ctx, &p.attr)?;
             rules::flags::may_add(p.flags)?;
             if rules::flags::pinned(n.flags) {
                 return Err(Error::NotPermitted);
