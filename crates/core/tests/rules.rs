@@ -470,6 +470,18 @@ fn a_checked_caller_is_refused_the_same_by_both_modes() {
             ns.link(&bob, f.ino, private.ino, b"there").map(|_| ()),
             denied
         );
+        assert_eq!(
+            ns.create(&bob, private.ino, b"there", 0o644).map(|_| ()),
+            denied
+        );
+        assert_eq!(
+            ns.mkdir(&bob, private.ino, b"there", 0o755).map(|_| ()),
+            denied
+        );
+        assert_eq!(
+            ns.symlink(&bob, private.ino, b"there", b"t").map(|_| ()),
+            denied
+        );
         // The owner may; the kernel-checked caller (`Ctx::root`) is not
         // checked at all.
         assert_eq!(ns.getxattr(&alice, f.ino, b"user.k"), Ok(b"v".to_vec()));

@@ -118,6 +118,11 @@ impl Engine {
         } else {
             None
         };
+        // Search on the directory before the name's test, as Linux (the
+        // path walk's `may_lookup`); only when the daemon checks.
+        if ctx.check_perms {
+            rules::perm::access(ctx, &p.st.lock().attr, rules::perm::X_OK)?;
+        }
         let _n = if unnamed {
             None
         } else {

@@ -1375,7 +1375,7 @@ impl SharedFs {
         let mut elsewhere = true;
         loop {
             // In a directory this daemon holds: from memory.
-            if let Some(a) = self.lease_create(parent, name, ino, &make)? {
+            if let Some(a) = self.lease_create(ctx, parent, name, ino, &make)? {
                 return Ok(as_seen(a));
             }
             let r = self.run(|tx| {
@@ -1401,6 +1401,7 @@ impl SharedFs {
                 if p.attr.kind != Kind::Dir {
                     return Err(Error::NotDir);
                 }
+                rules::perm::access(ctx, &p.attr, rules::perm::X_OK)?;
                 if vs[1].is_some() {
                     return Err(Error::Exists);
                 }
