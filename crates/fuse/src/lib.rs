@@ -21,7 +21,7 @@ use fuser::{
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl,
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use shoal_core::{Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
+use shoal_core::{rules, Attr, Ctx, Engine, Error, Kind, SetAttr, TimeSet, Ts};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -620,7 +620,8 @@ impl ShoalFs {
     /// The answer to CREATE and TMPFILE: the new inode, open in the
     /// kernel's cached mode (counted first: `created_handle`).
     /// Opened write-only, a direct handle (`FuseOptions::direct_create`).
-    fn reply_created(&self, a: &Attr, flags: i32, reply: ReplyCreate) {
+    /// `parent`: the directory the name is in (`name_ttl`).
+    fn reply_created(&self, parent: u64, a: &Attr, flags: i32, reply: ReplyCreate) {
         self.created_handle(a.ino);
         let mut fopen = self.fopen();
         if self.opts.direct_create
@@ -630,7 +631,7 @@ impl ShoalFs {
             fopen |= FopenFlags::FOPEN_DIRECT_IO;
         }
         reply.created(
-            &self.opts.entry_ttl,
+            &self.name_ttl(parent, self.opts.entry_ttl),
             &self.fattr(a),
             Generation(0),
             FileHandle(a.ino),
@@ -802,6 +803,68 @@ impl ShoalFs {
         }
     }
 
+    /// The kernel's lifetime for a name in directory `parent`: `ttl`, or
+    /// none when the daemon checks permissions and not everyone may search
+    /// `parent`. Without `default_permissions` the kernel checks nothing on
+    /// a path walk (`fuse_permission`), so a name it kept would let any
+    /// caller through a directory only some may search; given no lifetime,
+    /// each walk through it asks the daemon, which checks search for that
+    /// caller (`Engine::lookup`). ext4's answer, at the cost of a LOOKUP per
+    /// walk through such a directory (docs/design.md, "Who checks").
+    fn name_ttl(&self, parent: u64, ttl: Duration) -> Duration {
+        if !self.opts.daemon_permissions {
+            return ttl;
+        }
+        match self.engine.getattr(parent) {
+            Ok(p) if rules::perm::all_may_search(&p) => ttl,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// After a chmod that took search away from some of a directory's
+    /// callers (daemon-checked permissions): the kernel forgets the
+    /// directory's name, and with it every name it kept below (its
+    /// `d_invalidate`), so the next walk asks the daemon. On a thread of its
+    /// own and not on the directory itself: the kernel holds the
+    /// directory's lock for the chmod until its answer, and an
+    /// invalidation in it would take that lock. Waited for a second at most
+    /// before the chmod is answered.
+    fn forget_names_below(&self, dir: u64) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let Ok(parent) = self.engine.parent_of(dir) else {
+            return;
+        };
+        // The root has no name: its names one by one, which wait for the
+        // chmod's answer (the root's lock), so past the second below.
+        let engine = self.engine.clone();
+        let requests = self.requests.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut cookie = 0;
+            'pages: while let Ok(page) = engine.readdir(parent, cookie, 1024) {
+                if page.is_empty() {
+                    break;
+                }
+                for e in &page {
+                    cookie = e.cookie;
+                    if e.ino == dir && parent != dir {
+                        let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&e.name));
+                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
+                        break 'pages;
+                    }
+                    if parent == dir {
+                        let _ = n.inval_entry(INodeNo(dir), OsStr::from_bytes(&e.name));
+                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(1));
+    }
+
     fn entry(&self, parent: INodeNo, name: &OsStr, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
         // A file with passthrough handles: its size and times as the kernel
         // wrote them, not as the inode had them.
@@ -821,7 +884,7 @@ impl ShoalFs {
                 // fuser's order: the attributes' lifetime first.
                 reply.entry_with_ttls(
                     &attr_ttl,
-                    &self.opts.entry_ttl,
+                    &self.name_ttl(parent.0, self.opts.entry_ttl),
                     &self.fattr(&a),
                     Generation(0),
                 );
@@ -1017,7 +1080,8 @@ impl Filesystem for ShoalFs {
                 // fuser's order is (attributes, entry): this sent the
                 // negative lifetime as the attributes' and 0 as the entry's
                 // until 2026-11-28, so the kernel kept no miss at all.
-                reply.entry_with_ttls(&Duration::ZERO, &self.opts.negative_ttl, &a, Generation(0));
+                let ttl = self.name_ttl(parent.0, self.opts.negative_ttl);
+                reply.entry_with_ttls(&Duration::ZERO, &ttl, &a, Generation(0));
             }
             r => self.entry(parent, name, reply, r),
         }
@@ -1109,6 +1173,15 @@ impl Filesystem for ShoalFs {
             ctime: ctime.map(Ts::from_system),
             by_handle: fh.is_some(),
         };
+        // Search taken from some callers of a directory whose names the
+        // kernel keeps (`name_ttl`): their names forgotten before the
+        // answer.
+        let closing = self.opts.daemon_permissions
+            && mode.is_some_and(|m| m & 0o111 != 0o111)
+            && self
+                .engine
+                .getattr(ino.0)
+                .is_ok_and(|a| a.kind == Kind::Dir && rules::perm::all_may_search(&a));
         // A chown without a mode clears setgid by the caller's groups.
         let ctx = if uid.is_some() || gid.is_some() {
             self.ctx_with_groups(req)
@@ -1122,7 +1195,12 @@ impl Filesystem for ShoalFs {
             self.opts.attr_ttl
         };
         match self.engine.setattr(&ctx, ino.0, &sa) {
-            Ok(a) => reply.attr(&ttl, &self.fattr(&a)),
+            Ok(a) => {
+                if closing {
+                    self.forget_names_below(ino.0);
+                }
+                reply.attr(&ttl, &self.fattr(&a))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -1420,6 +1498,7 @@ impl Filesystem for ShoalFs {
     ) {
         self.requests.count(req::READDIRPLUS);
         let zero = Duration::ZERO;
+        let names_ttl = self.name_ttl(ino.0, self.opts.entry_ttl.min(self.opts.attr_ttl));
         // No permission check (the directory's open made it): the context
         // only says the entries go to the kernel.
         let kernel = Ctx {
@@ -1480,7 +1559,7 @@ impl Filesystem for ShoalFs {
                 let ttl = if self.has_passthrough(e.ino) {
                     zero
                 } else {
-                    self.opts.entry_ttl.min(self.opts.attr_ttl)
+                    names_ttl
                 };
                 if reply.add(
                     INodeNo(e.ino),
@@ -1600,7 +1679,7 @@ impl Filesystem for ShoalFs {
         match self.engine.create_open(&c, parent.0, name.as_bytes(), mode) {
             Ok(a) => {
                 self.handed.push(parent.0, name.as_bytes());
-                self.reply_created(&a, flags, reply);
+                self.reply_created(parent.0, &a, flags, reply);
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -1620,7 +1699,7 @@ impl Filesystem for ShoalFs {
         self.requests.count(req::CREATE);
         let c = self.ctx_umask(req, umask);
         match self.engine.tmpfile(&c, parent.0, mode) {
-            Ok(a) => self.reply_created(&a, flags, reply),
+            Ok(a) => self.reply_created(parent.0, &a, flags, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }
