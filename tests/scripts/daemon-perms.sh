@@ -39,6 +39,13 @@ run() {
   # And given back.
   as "$owner" chmod 755 "$M/b"
   as 4242 cat "$M/b/f" >/dev/null || fail "cat b/f by uid 4242 after chmod 755 b"
+  # A directory another user walked, moved into a closed one: the kernel
+  # moves its entries with their lifetimes.
+  as "$owner" mkdir "$M/c"; as "$owner" sh -c "echo hi > '$M/c/g'; chmod 644 '$M/c/g'"
+  as 4242 cat "$M/c/g" >/dev/null || fail "cat c/g by uid 4242 while c is in the root"
+  as "$owner" mv "$M/c" "$M/a/c"
+  sleep 0.2 # the kernel is told after the rename's answer (design.md)
+  refused "cat a/c/g by uid 4242 after c moved into a" as 4242 cat "$M/a/c/g"
   as "$owner" cat "$M/a/f" >/dev/null || fail "the owner's own walk"
   unmount_check "dp-$T" >/dev/null || fail "fsck"
   echo "daemon-perms [$T]: ok"

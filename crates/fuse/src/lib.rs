@@ -829,6 +829,22 @@ impl ShoalFs {
     /// directory's lock for the chmod until its answer, and an
     /// invalidation in it would take that lock. Waited for a second at most
     /// before the chmod is answered.
+    /// The kernel forgets these (directory, name) entries, on a thread of
+    /// its own, not waited for: for a request that holds the directories'
+    /// locks until its answer.
+    fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let requests = self.requests.clone();
+        std::thread::spawn(move || {
+            for (parent, name) in names {
+                let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
+                requests.invalidations.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
     fn forget_names_below(&self, dir: u64) {
         let Some(n) = self.notifier.get().cloned() else {
             return;
@@ -1304,7 +1320,23 @@ impl Filesystem for ShoalFs {
             newname.as_bytes(),
             flags.bits(),
         );
+        // The kernel moves its entry with the lifetime it had: in a
+        // directory not everyone may search (`name_ttl`) it must ask again.
+        // After the answer (the rename holds both directories' locks).
+        let mut moved = Vec::new();
+        if r.is_ok() && self.opts.daemon_permissions {
+            if self.name_ttl(newparent.0, self.opts.entry_ttl).is_zero() {
+                moved.push((newparent.0, newname.as_bytes().to_vec()));
+            }
+            let exchange = flags.bits() & shoal_core::RENAME_EXCHANGE != 0;
+            if exchange && self.name_ttl(parent.0, self.opts.entry_ttl).is_zero() {
+                moved.push((parent.0, name.as_bytes().to_vec()));
+            }
+        }
         Self::empty(reply, r);
+        if !moved.is_empty() {
+            self.forget_names(moved);
+        }
     }
 
     fn link(
