@@ -66,6 +66,7 @@ suite "the daemon within memory_mb=200 through 1M creates in one directory, ls -
 suite "concurrent renames through a mount" bash tests/scripts/renames.sh
 suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/scripts/pjdfstest.sh
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh
+suite "daemon-checked permissions: no walk through a directory the caller may not search, whoever walked it first (daemon_permissions, root_squash; about 3 s)" bash tests/scripts/daemon-perms.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "fsx through a passthrough handle (truncates to inline sizes and back)" env FSX_PASSTHROUGH=1 FSX_OPS=30000 bash tests/scripts/fsx.sh
 suite "FUSE transports: io_uring used by default with passthrough; pjdfstest, fsx, SIGKILL on /dev/fuse (nouring)" bash tests/scripts/transport.sh

@@ -457,6 +457,31 @@ fn a_checked_caller_is_refused_the_same_by_both_modes() {
             ns.create(&bob, closed.ino, b"there", 0o644).map(|_| ()),
             Err(Error::Exists)
         );
+        // The same for link, whose existing name Linux finds
+        // (`filename_create`) before it asks for write on the directory
+        // (`may_create` in `vfs_link`); search on the directory comes
+        // first of all (the path walk's `may_lookup`).
+        assert_eq!(
+            ns.link(&bob, f.ino, closed.ino, b"there").map(|_| ()),
+            Err(Error::Exists)
+        );
+        ns.create(&root, private.ino, b"there", 0o644).unwrap();
+        assert_eq!(
+            ns.link(&bob, f.ino, private.ino, b"there").map(|_| ()),
+            denied
+        );
+        assert_eq!(
+            ns.create(&bob, private.ino, b"there", 0o644).map(|_| ()),
+            denied
+        );
+        assert_eq!(
+            ns.mkdir(&bob, private.ino, b"there", 0o755).map(|_| ()),
+            denied
+        );
+        assert_eq!(
+            ns.symlink(&bob, private.ino, b"there", b"t").map(|_| ()),
+            denied
+        );
         // The owner may; the kernel-checked caller (`Ctx::root`) is not
         // checked at all.
         assert_eq!(ns.getxattr(&alice, f.ino, b"user.k"), Ok(b"v".to_vec()));

@@ -18,7 +18,7 @@ use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyOpen,
 };
-use shoal_core::{Attr, Ctx, Engine, Error, Kind, StatFs};
+use shoal_core::{rules, Attr, Ctx, Engine, Error, Kind, StatFs};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
@@ -465,6 +465,7 @@ impl Embedded {
     /// reference as a lookup does.
     fn readdir_plus(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectoryPlus) {
         let zero = Duration::ZERO;
+        let names_ttl = self.name_ttl(ino.0, self.opts.entry_ttl.min(self.opts.attr_ttl));
         // No permission check (the directory's open made it): the context
         // only says the entries go to the kernel.
         let kernel = Ctx {
@@ -525,7 +526,7 @@ impl Embedded {
                 let ttl = if self.has_passthrough(e.ino) {
                     zero
                 } else {
-                    self.opts.entry_ttl.min(self.opts.attr_ttl)
+                    names_ttl
                 };
                 if reply.add(
                     INodeNo(e.ino),
@@ -670,6 +671,115 @@ impl Mode for Embedded {
 
     fn uncached(&self, ino: u64) -> bool {
         self.has_passthrough(ino)
+    }
+
+    /// `ttl`, or none when the daemon checks permissions and not everyone
+    /// may search `parent`. Without `default_permissions` the kernel checks
+    /// nothing on a path walk (`fuse_permission`), so a name it kept would
+    /// let any caller through a directory only some may search; given no
+    /// lifetime, each walk through it asks the daemon, which checks search
+    /// for that caller (`Engine::lookup`). ext4's answer, at the cost of a
+    /// LOOKUP per walk through such a directory (docs/design.md, "Who
+    /// checks").
+    fn name_ttl(&self, parent: u64, ttl: Duration) -> Duration {
+        if !self.opts.daemon_permissions {
+            return ttl;
+        }
+        match self.engine.getattr(parent) {
+            Ok(p) if rules::perm::all_may_search(&p) => ttl,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The kernel moves its entry with the lifetime it had: in a directory
+    /// not everyone may search (`name_ttl`) it must ask again. After the
+    /// answer (the rename holds both directories' locks).
+    fn renamed(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Vec<(u64, Vec<u8>)> {
+        let mut moved = Vec::new();
+        if self.opts.daemon_permissions {
+            if self.name_ttl(newparent, self.opts.entry_ttl).is_zero() {
+                moved.push((newparent, newname.to_vec()));
+            }
+            let exchange = flags & shoal_core::RENAME_EXCHANGE != 0;
+            if exchange && self.name_ttl(parent, self.opts.entry_ttl).is_zero() {
+                moved.push((parent, name.to_vec()));
+            }
+        }
+        moved
+    }
+
+    /// On a thread of its own, not waited for.
+    fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let requests = self.requests.clone();
+        std::thread::spawn(move || {
+            for (parent, name) in names {
+                let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
+                requests.invalidations.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
+    fn closes_search(&self, ino: u64, mode: Option<u32>) -> bool {
+        self.opts.daemon_permissions
+            && mode.is_some_and(|m| m & 0o111 != 0o111)
+            && self
+                .engine
+                .getattr(ino)
+                .is_ok_and(|a| a.kind == Kind::Dir && rules::perm::all_may_search(&a))
+    }
+
+    /// After a chmod that took search away from some of a directory's
+    /// callers (daemon-checked permissions): the kernel forgets the
+    /// directory's name, and with it every name it kept below (its
+    /// `d_invalidate`), so the next walk asks the daemon. On a thread of its
+    /// own and not on the directory itself: the kernel holds the
+    /// directory's lock for the chmod until its answer, and an
+    /// invalidation in it would take that lock. Waited for a second at most
+    /// before the chmod is answered.
+    fn forget_names_below(&self, dir: u64) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let Ok(parent) = self.engine.parent_of(dir) else {
+            return;
+        };
+        // The root has no name: its names one by one, which wait for the
+        // chmod's answer (the root's lock), so past the second below.
+        let engine = self.engine.clone();
+        let requests = self.requests.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut cookie = 0;
+            'pages: while let Ok(page) = engine.readdir(parent, cookie, 1024) {
+                if page.is_empty() {
+                    break;
+                }
+                for e in &page {
+                    cookie = e.cookie;
+                    if e.ino == dir && parent != dir {
+                        let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&e.name));
+                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
+                        break 'pages;
+                    }
+                    if parent == dir {
+                        let _ = n.inval_entry(INodeNo(dir), OsStr::from_bytes(&e.name));
+                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(1));
     }
 
     /// Every entry is remembered for the pruner. A file with passthrough

@@ -609,7 +609,14 @@ impl Mode for Shared {
 
     /// The kernel moves its entries: so does `handed` (an exchange swaps
     /// the two; a whiteout is a new inode at the old name).
-    fn renamed(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], flags: u32) {
+    fn renamed(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Vec<(u64, Vec<u8>)> {
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let mut h = self.handed.lock();
         let (old, new) = (h.ino_of(parent, name), h.ino_of(newparent, newname));
@@ -621,6 +628,7 @@ impl Mode for Shared {
         if let Some(ino) = new.filter(|_| exchange) {
             h.insert(ino, parent, name);
         }
+        Vec::new()
     }
 
     fn drop_privileges(

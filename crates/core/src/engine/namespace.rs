@@ -118,6 +118,11 @@ impl Engine {
         } else {
             None
         };
+        // Search on the directory before the name's test, as Linux (the
+        // path walk's `may_lookup`); only when the daemon checks.
+        if ctx.check_perms {
+            rules::perm::access(ctx, &p.st.lock().attr, rules::perm::X_OK)?;
+        }
         let _n = if unnamed {
             None
         } else {
@@ -461,8 +466,11 @@ impl Engine {
         names::check(NameOp::Create, newname)?;
         self.room(RECORD_ROOM + newname.len() as u64)?;
         let np = self.dir_ref(newparent)?;
+        // Linux's order: search on the directory (the path walk), the
+        // name's test (EEXIST, `filename_create`), then write on it
+        // (`may_create`), below under the name's lock.
         if ctx.check_perms {
-            rules::perm::may_add(ctx, &np.st.lock().attr)?;
+            rules::perm::access(ctx, &np.st.lock().attr, rules::perm::X_OK)?;
         }
         let c = self.inode(ino)?;
         flags::check_add(&np)?;
@@ -475,6 +483,9 @@ impl Engine {
         let _n = self.names.lock(&np, newname);
         if self.find(&np, newname)?.is_some() {
             return Err(Error::Exists);
+        }
+        if ctx.check_perms {
+            rules::perm::may_add(ctx, &np.st.lock().attr)?;
         }
         let mut g = self.committer.enter()?;
         let t = now();

@@ -76,6 +76,15 @@ pub fn access(ctx: &Ctx, a: &Attr, mask: u32) -> Result<()> {
     }
 }
 
+/// Whoever asks may search directory `dir` by its mode alone: x in the
+/// owner's, the group's and the others' class (the class that applies to a
+/// caller is the first that matches, so one missing x closes it to some).
+/// Root may always. A mount whose daemon checks permissions lets the kernel
+/// keep names only in such a directory (the FUSE adapter's `name_ttl`).
+pub fn all_may_search(dir: &Attr) -> bool {
+    dir.perm & 0o111 == 0o111
+}
+
 /// A name may be added to directory `dir` (`may_create`): write and search.
 pub fn may_add(ctx: &Ctx, dir: &Attr) -> Result<()> {
     access(ctx, dir, W_OK | X_OK)
@@ -187,6 +196,16 @@ pub(crate) mod tests {
             groups: groups.to_vec(),
             ..Ctx::user(uid, gid)
         }
+    }
+
+    #[test]
+    fn all_may_search_only_with_x_in_every_class() {
+        assert!(all_may_search(&attr(Kind::Dir, 0o755, 0, 0)));
+        assert!(all_may_search(&attr(Kind::Dir, 0o711, 0, 0)));
+        assert!(!all_may_search(&attr(Kind::Dir, 0o700, 0, 0)));
+        assert!(!all_may_search(&attr(Kind::Dir, 0o750, 0, 0)));
+        // x for others but not for the group: a member is refused.
+        assert!(!all_may_search(&attr(Kind::Dir, 0o705, 0, 0)));
     }
 
     #[test]

@@ -55,8 +55,9 @@
 use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
 use super::{Cond, KvError, Op, Outcome};
 use crate::error::{Error, Result};
+use crate::rules;
 use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
-use crate::types::{Attr, Ino, Kind, Ts};
+use crate::types::{Attr, Ctx, Ino, Kind, Ts};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -491,6 +492,7 @@ impl SharedFs {
     /// there). None: run it as a transaction (counted for the streak).
     pub(super) fn lease_create(
         &self,
+        ctx: &Ctx,
         parent: Ino,
         name: &[u8],
         ino: Ino,
@@ -534,6 +536,9 @@ impl SharedFs {
                 .range_mut(parent, name)
                 .filter(|h| !h.releasing && usable)
             {
+                // Search on the directory before the name's test, as Linux
+                // (docs/rules.md, the order of the checks).
+                rules::perm::access(ctx, &h.dir.attr, rules::perm::X_OK)?;
                 if h.names.contains_key(name) {
                     return Err(Error::Exists);
                 }

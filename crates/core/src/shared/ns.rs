@@ -1375,7 +1375,7 @@ impl SharedFs {
         let mut elsewhere = true;
         loop {
             // In a directory this daemon holds: from memory.
-            if let Some(a) = self.lease_create(parent, name, ino, &make)? {
+            if let Some(a) = self.lease_create(ctx, parent, name, ino, &make)? {
                 return Ok(as_seen(a));
             }
             let r = self.run(|tx| {
@@ -1401,6 +1401,7 @@ impl SharedFs {
                 if p.attr.kind != Kind::Dir {
                     return Err(Error::NotDir);
                 }
+                rules::perm::access(ctx, &p.attr, rules::perm::X_OK)?;
                 if vs[1].is_some() {
                     return Err(Error::Exists);
                 }
@@ -1624,13 +1625,14 @@ impl SharedFs {
         let a = self.run(|tx| {
             let mut n = tx.node(ino)?;
             let p = tx.dir(parent)?;
-            // The engine's order: the caller's rights on the directory
-            // before the name (Linux answers EEXIST first; docs/rules.md,
-            // "Not yet the same").
-            rules::perm::may_add(ctx, &p.attr)?;
+            // Linux's order: search on the directory (the path walk),
+            // the name's test (EEXIST, `filename_create`), then write on
+            // it (`may_create`).
+            rules::perm::access(ctx, &p.attr, rules::perm::X_OK)?;
             if tx.entry(parent, name)?.is_some() {
                 return Err(Error::Exists);
             }
+            rules::perm::may_add(ctx, &p.attr)?;
             rules::flags::may_add(p.flags)?;
             if rules::flags::pinned(n.flags) {
                 return Err(Error::NotPermitted);

@@ -138,10 +138,37 @@ pub trait Mode: Send + Sync + 'static {
         };
         Ok((self.ns().getattr(&Ctx::root(), ino)?, ttl))
     }
-    /// After an unlink or rename that succeeded (what the mode remembers
-    /// of the kernel's names).
+    /// The kernel's lifetime for a name in directory `parent` (`ttl` the
+    /// mount's): the embedded mount gives none in a directory not everyone
+    /// may search when the daemon checks.
+    fn name_ttl(&self, _parent: u64, ttl: Duration) -> Duration {
+        ttl
+    }
+    /// After an unlink that succeeded (what the mode remembers of the
+    /// kernel's names).
     fn unlinked(&self, _parent: u64, _name: &[u8]) {}
-    fn renamed(&self, _parent: u64, _name: &[u8], _newparent: u64, _newname: &[u8], _flags: u32) {}
+    /// After a rename that succeeded, before its answer: the names the
+    /// kernel must forget once answered (`forget_names`).
+    fn renamed(
+        &self,
+        _parent: u64,
+        _name: &[u8],
+        _newparent: u64,
+        _newname: &[u8],
+        _flags: u32,
+    ) -> Vec<(u64, Vec<u8>)> {
+        Vec::new()
+    }
+    /// The kernel forgets these (directory, name) entries, not waited for:
+    /// for a request that holds the directories' locks until its answer.
+    fn forget_names(&self, _names: Vec<(u64, Vec<u8>)>) {}
+    /// Before a setattr: whether it takes search away from some callers of
+    /// a directory whose names the kernel keeps (`name_ttl`); then
+    /// `forget_names_below` runs before its answer.
+    fn closes_search(&self, _ino: u64, _mode: Option<u32>) -> bool {
+        false
+    }
+    fn forget_names_below(&self, _dir: u64) {}
 
     /// Whether a truncate without a mode clears setuid/setgid here (under
     /// KILLPRIV_V2 the kernel leaves it to the daemon).
@@ -288,7 +315,7 @@ impl<M: Mode> Adapter<M> {
             // fuser's order: the attributes' lifetime first.
             Ok((a, attr_ttl)) => reply.entry_with_ttls(
                 &attr_ttl,
-                &self.opts.entry_ttl,
+                &self.mode.name_ttl(parent.0, self.opts.entry_ttl),
                 &self.mode.fattr(&a),
                 Generation(0),
             ),
@@ -297,10 +324,10 @@ impl<M: Mode> Adapter<M> {
     }
 
     /// CREATE's and TMPFILE's reply: the new inode, open.
-    fn created(&self, a: &Attr, flags: i32, reply: ReplyCreate) {
+    fn created(&self, parent: u64, a: &Attr, flags: i32, reply: ReplyCreate) {
         let (fh, fopen) = self.mode.created(a, flags);
         reply.created(
-            &self.opts.entry_ttl,
+            &self.mode.name_ttl(parent, self.opts.entry_ttl),
             &self.mode.fattr(a),
             Generation(0),
             fh,
@@ -417,12 +444,8 @@ impl<M: Mode> Filesystem for Adapter<M> {
                 // order is (attributes, entry): this sent the negative
                 // lifetime as the attributes' and 0 as the entry's until
                 // 2026-11-28, so the kernel kept no miss at all.
-                reply.entry_with_ttls(
-                    &Duration::ZERO,
-                    &self.opts.negative_ttl,
-                    &negative_attr(),
-                    Generation(0),
-                );
+                let ttl = self.mode.name_ttl(parent.0, self.opts.negative_ttl);
+                reply.entry_with_ttls(&Duration::ZERO, &ttl, &negative_attr(), Generation(0));
             }
             r => self.entry(Made::Lookup, parent, name, reply, r),
         }
@@ -509,6 +532,10 @@ impl<M: Mode> Filesystem for Adapter<M> {
             ctime: ctime.map(Ts::from_system),
             by_handle: fh.is_some(),
         };
+        // Search taken from some callers of a directory whose names the
+        // kernel keeps (`Mode::name_ttl`): their names forgotten before the
+        // answer.
+        let closing = self.mode.closes_search(ino.0, mode);
         // A chown without a mode clears setgid by the caller's groups
         // (`rules::privs::chown_perm`).
         let ctx = if uid.is_some() || gid.is_some() {
@@ -523,7 +550,12 @@ impl<M: Mode> Filesystem for Adapter<M> {
             self.opts.attr_ttl
         };
         match self.ns().setattr(&ctx, ino.0, &sa) {
-            Ok(a) => reply.attr(&ttl, &self.mode.fattr(&a)),
+            Ok(a) => {
+                if closing {
+                    self.mode.forget_names_below(ino.0);
+                }
+                reply.attr(&ttl, &self.mode.fattr(&a))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -617,11 +649,16 @@ impl<M: Mode> Filesystem for Adapter<M> {
         let r = self
             .ns()
             .rename(&self.ctx(req), parent.0, name, newparent.0, newname, flags);
-        if r.is_ok() {
-            self.mode
-                .renamed(parent.0, name, newparent.0, newname, flags);
-        }
+        let forget = match r {
+            Ok(()) => self
+                .mode
+                .renamed(parent.0, name, newparent.0, newname, flags),
+            Err(_) => Vec::new(),
+        };
         reply_empty(reply, r);
+        if !forget.is_empty() {
+            self.mode.forget_names(forget);
+        }
     }
 
     fn link(
@@ -866,7 +903,7 @@ impl<M: Mode> Filesystem for Adapter<M> {
                 .handed(Made::New, parent.0, n, a, self.opts.attr_ttl)
         });
         match r {
-            Ok((a, _)) => self.created(&a, flags, reply),
+            Ok((a, _)) => self.created(parent.0, &a, flags, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -885,7 +922,7 @@ impl<M: Mode> Filesystem for Adapter<M> {
         let _t = self.mode.start(req::CREATE);
         let ctx = self.opts.caller.ctx_umask(req, umask);
         match self.mode.tmpfile(&ctx, parent.0, mode) {
-            Ok(a) => self.created(&a, flags, reply),
+            Ok(a) => self.created(parent.0, &a, flags, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }
