@@ -788,13 +788,14 @@ impl Mode for Embedded {
     /// kernel changes the object through a mapping without a request).
     fn handed(
         &self,
-        _made: Made,
+        made: Made,
         parent: u64,
         name: &[u8],
         a: Attr,
         attr_ttl: Duration,
     ) -> shoal_core::Result<(Attr, Duration)> {
-        let (a, ttl) = match self.refresh_passthrough(a.ino) {
+        // A create's inode is new: no handle of it is open yet.
+        let (a, ttl) = match made != Made::Create && self.refresh_passthrough(a.ino) {
             true => (self.engine.getattr(a.ino).unwrap_or(a), Duration::ZERO),
             false => (a, attr_ttl),
         };

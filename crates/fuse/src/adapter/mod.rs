@@ -70,8 +70,10 @@ pub struct CoreOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Made {
     Lookup,
-    /// mknod, mkdir, symlink, create.
+    /// mknod, mkdir, symlink.
     New,
+    /// create (the inode is opened by the same request).
+    Create,
     Link,
 }
 
@@ -900,7 +902,7 @@ impl<M: Mode> Filesystem for Adapter<M> {
         let n = name.as_bytes();
         let r = self.mode.create(&ctx, parent.0, n, mode).and_then(|a| {
             self.mode
-                .handed(Made::New, parent.0, n, a, self.opts.attr_ttl)
+                .handed(Made::Create, parent.0, n, a, self.opts.attr_ttl)
         });
         match r {
             Ok((a, _)) => self.created(parent.0, &a, flags, reply),
