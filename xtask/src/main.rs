@@ -45,6 +45,11 @@ const TASKS: &[(&str, &str, &[&str])] = &[
         &["bash", "tests/scripts/xfstests.sh"],
     ),
     (
+        "xfstests-etcd",
+        "xfstests' whole generic quick group on etcd mounts (a 3-member cluster it starts on ports 24501-24506; about 30 minutes, longer than CI's share: CI runs tests/xfstests/etcd-ci.txt)",
+        &["env", "XFSTESTS_STORE=etcd", "XFSTESTS_TAG=-etcd", "bash", "tests/scripts/xfstests.sh"],
+    ),
+    (
         "bench",
         "the seeds' benchmarks in one run (scripts/bench-engine.sh)",
         &["bash", "scripts/bench-engine.sh"],
