@@ -22,16 +22,24 @@ SOCK=$WORK/$NAME.sock
 LOG=$WORK/$NAME.pg.log
 ACKED=$WORK/$NAME.acked
 PM=
+# pg_kill: PostgreSQL's server and its children killed, by their ids.
+pg_kill() {
+  [ -n "$PM" ] || return 0
+  pkill -KILL -P "$PM" 2>/dev/null || true
+  kill -KILL "$PM" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$PM" 2>/dev/null || break; sleep 0.05; done
+  PM=
+}
 finish() {
-  [ -n "$PM" ] && kill -KILL "$PM" 2>/dev/null
-  [ -n "${BENCH:-}" ] && kill "$BENCH" 2>/dev/null
-  [ -n "${WITNESS:-}" ] && kill "$WITNESS" 2>/dev/null
+  if [ -n "${WITNESS:-}" ]; then kill "$WITNESS" 2>/dev/null || true; fi
+  if [ -n "${BENCH:-}" ]; then kill "$BENCH" 2>/dev/null || true; fi
+  pg_kill
   unmount_leftovers
 }
 trap finish EXIT
 unmount_leftovers
 MNT=$(mount_fresh $NAME allow_other)
-daemon_pid() { pgrep -f "shoal mount $STORE $MNT --background-child"; }
+daemon_pid() { pgrep -f "mount $STORE $MNT --background-child"; }
 mkdir -p "$MNT/pg" "$SOCK"; chown postgres: "$MNT/pg" "$SOCK"
 rm -f "$LOG" "$ACKED"; touch "$LOG"; chown postgres: "$LOG"
 as_pg() { su postgres -c "$*"; }
@@ -68,10 +76,7 @@ for _ in $(seq 100); do stat "$MNT" >/dev/null 2>&1 || break; sleep 0.05; done
 wait "$WITNESS" || true; WITNESS=
 wait "$BENCH" || true; BENCH=
 # The server cannot reach its files any more: kill it and its children.
-pkill -KILL -P "$PM" 2>/dev/null || true
-kill -KILL "$PM" 2>/dev/null || true
-for _ in $(seq 100); do kill -0 "$PM" 2>/dev/null || break; sleep 0.05; done
-PM=
+pg_kill
 acked=$(tail -1 "$ACKED")
 echo "killed the daemon with $acked witness rows acknowledged, pgbench running"
 umount -l "$MNT"
