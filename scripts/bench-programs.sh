@@ -18,6 +18,8 @@
 #   PG_SCALE PG_CLIENTS PG_TIME   pgbench's -s (10), -c (4), -T (60)
 #   SQLITE_N   autocommit inserts per SQLite mode (1500)
 #   SHOAL_OPTS options added to the shoal mount's; SHOAL the binary
+#   SHOAL_BEFORE another build, mounted as target shoal-before (add it to
+#              TARGETS) with the same options: a change before and after
 #   TREE_TAR   the tree (default the Debian linux-source tarball)
 #   DIR        images, stores, mounts (/var/tmp/shoal-programs)
 #   PG_PORT    PostgreSQL's port (26310; its socket is in DIR)
@@ -57,6 +59,7 @@ git config --global --get user.name >/dev/null || git config --global user.name 
 git config --global --get-all safe.directory | grep -qx '\*' || git config --global --add safe.directory '*'
 
 M() { echo "$DIR/$1.mnt"; }
+bin_of() { if [ "$1" = shoal-before ]; then echo "$SHOAL_BEFORE"; else echo "$SHOAL"; fi; }
 pg_stop() { # the server whose data directory is under $1, if any
   [ -f "$1/pg/data/postmaster.pid" ] || return 0
   su postgres -c "$PGBIN/pg_ctl -D '$1/pg/data' -m immediate -w stop" >/dev/null 2>&1 || true
@@ -67,22 +70,22 @@ down() { # down TARGET: its filesystem unmounted and gone
   if mountpoint -q "$m"; then
     case $1 in
       ext4) umount "$m" ;;
-      shoal) for _ in $(seq 50); do "$SHOAL" umount "$m" 2>/dev/null && break; sleep 0.2; done ;;
+      shoal*) for _ in $(seq 50); do "$(bin_of "$1")" umount "$m" 2>/dev/null && break; sleep 0.2; done ;;
       floor) fusermount3 -u "$m" 2>/dev/null || umount -l "$m" ;;
     esac
   fi
   case $1 in
     ext4) for l in $(losetup -j "$DIR/ext4.img" -O NAME --noheadings 2>/dev/null); do losetup -d "$l"; done
           rm -f "$DIR/ext4.img" ;;
-    shoal) rm -rf "$DIR/shoal.store" ;;
+    shoal*) rm -rf "$DIR/$1.store" ;;
   esac
 }
 up() { # up TARGET: a fresh, empty filesystem of that kind at $(M TARGET)
   local m; m=$(M "$1"); down "$1"; mkdir -p "$m"
   case $1 in
     ext4) truncate -s 16G "$DIR/ext4.img"; mkfs.ext4 -q -F "$DIR/ext4.img"; mount -o loop "$DIR/ext4.img" "$m" ;;
-    shoal) "$SHOAL" mkfs "$DIR/shoal.store" >/dev/null
-           "$SHOAL" mount -d "$DIR/shoal.store" "$m" -o "allow_other${SHOAL_OPTS:+,$SHOAL_OPTS}" >/dev/null ;;
+    shoal*) "$(bin_of "$1")" mkfs "$DIR/$1.store" >/dev/null
+            "$(bin_of "$1")" mount -d "$DIR/$1.store" "$m" -o "allow_other${SHOAL_OPTS:+,$SHOAL_OPTS}" >/dev/null ;;
     floor) setsid "$FLOOR" "$m" >/dev/null 2>&1 </dev/null &
            for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.05; done ;;
   esac
@@ -97,7 +100,7 @@ emit() {
     "$1" "$2" "$3" "$4" "$5" "$GIT_REV" "$(date -u +%FT%TZ)" "${6:+,$6}" | tee -a "$JSON"
 }
 # FUSE requests the shoal daemon answered so far, as "name count" lines.
-reqs() { [ "$1" = shoal ] || return 0; "$SHOAL" stats "$(M shoal)" --json | python3 -c '
+reqs() { case $1 in shoal*) ;; *) return 0 ;; esac; "$(bin_of "$1")" stats "$(M "$1")" --json | python3 -c '
 import json, sys
 for k, v in json.load(sys.stdin)["fuse_requests"].items(): print(k, v)'; }
 # reqs_json BEFORE AFTER PER: the requests between, per PER (a JSON field).
@@ -175,7 +178,7 @@ sqlite_part() { # TARGET ROUND
     t1=$(date +%s.%N)
     reqs "$t" >"$b"
     emit "sqlite-$mode" "$t" "$r" "$(python3 -c "print(round($SQLITE_N / ($t1 - $t0), 1))")" tx/s \
-      "$([ "$t" = shoal ] && reqs_json "$a" "$b" "$SQLITE_N")"
+      "$(case $t in shoal*) reqs_json "$a" "$b" "$SQLITE_N" ;; esac)"
     rm -f "$a" "$b"
   done
 }
@@ -194,12 +197,15 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-# The table: each workload's range per target, and shoal's ratio to ext4
-# (and to the floor) per round, as rates (above 1: shoal faster).
-python3 - "$JSON" "$GIT_REV" <<'EOF' | tee "$OUT/table.md"
+# The table: each workload's range per target (medians of a round's
+# runs), and each shoal target's ratio to ext4 and to the floor per round,
+# as rates (above 1: shoal faster).
+python3 - "$JSON" "$GIT_REV" "$TARGETS" <<'EOF' | tee "$OUT/table.md"
 import json, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows = [r for r in rows if r["git"] == sys.argv[2]]
+targets = sys.argv[3].split()
+shoals = [t for t in targets if t.startswith("shoal")]
 v = collections.defaultdict(list)
 for r in rows:
     v[(r["workload"], r["target"], r["round"])].append(r["value"])
@@ -210,17 +216,20 @@ def rng(xs):
     lo, hi = min(xs), max(xs)
     f = (lambda x: f"{x:,.0f}") if hi >= 100 else (lambda x: f"{x:.2f}")
     return f(lo) if lo == hi else f"{f(lo)}-{f(hi)}"
-print("| workload | unit | ext4 | shoal | floor | shoal / ext4 (rate) | shoal / floor (rate) |")
-print("|---|---|---|---|---|---|---|")
+refs = [o for o in ("ext4", "floor") if o in targets]
+head = ["workload", "unit"] + targets + [f"{s} / {o}" for s in shoals for o in refs]
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
 for w in order:
     unit = next((r["unit"] for r in rows if r["workload"] == w), None)
     if unit is None:
         continue
-    per = {t: {k[2]: med(x) for k, x in v.items() if k[0] == w and k[1] == t} for t in ("ext4", "shoal", "floor")}
-    def ratio(o):
-        rs = [(per["shoal"][k] / per[o][k]) if unit != "s" else (per[o][k] / per["shoal"][k])
-              for k in per["shoal"] if k in per[o] and per[o][k] and per["shoal"][k]]
+    per = {t: {k[2]: med(x) for k, x in v.items() if k[0] == w and k[1] == t} for t in targets}
+    def ratio(s, o):
+        rs = [(per[s][k] / per[o][k]) if unit != "s" else (per[o][k] / per[s][k])
+              for k in per[s] if k in per[o] and per[o][k] and per[s][k]]
         return rng(rs) if rs else ""
-    cell = lambda t: rng(list(per[t].values())) if per[t] else ""
-    print(f"| {w} | {unit} | {cell('ext4')} | {cell('shoal')} | {cell('floor')} | {ratio('ext4')} | {ratio('floor')} |")
+    cells = [rng(list(per[t].values())) if per[t] else "" for t in targets]
+    cells += [ratio(s, o) for s in shoals for o in refs]
+    print(f"| {w} | {unit} | " + " | ".join(cells) + " |")
 EOF
