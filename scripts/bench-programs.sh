@@ -135,7 +135,7 @@ tree_part() { # TARGET ROUND
   m=$(M "$t")
   sync; echo 3 >/proc/sys/vm/drop_caches
   timed untar "$t" "$r" tar -xf "$TAR" -C "$m"
-  top=$(find "$m" -mindepth 1 -maxdepth 1 -type d | head -1)
+  top=$(find "$m" -mindepth 1 -maxdepth 1 -type d ! -name lost+found | head -1)
   (cd "$top" && git init -q && git config gc.auto 0 && git config maintenance.auto false)
   timed git-add "$t" "$r" git -C "$top" add -f .
   timed git-commit "$t" "$r" git -C "$top" commit -qm tree
