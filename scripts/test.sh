@@ -68,6 +68,7 @@ suite "pjdfstest (kernel checks permissions and ACLs, the default)" bash tests/s
 suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other,daemon_permissions bash tests/scripts/pjdfstest.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "fsx through a passthrough handle (truncates to inline sizes and back)" env FSX_PASSTHROUGH=1 FSX_OPS=30000 bash tests/scripts/fsx.sh
+suite "PostgreSQL: kill -9 of the daemon mid-pgbench, the server recovers with every acknowledged transaction (about 30 s)" bash tests/scripts/pg-crash.sh
 suite "FUSE transports: io_uring used by default with passthrough; pjdfstest, fsx, SIGKILL on /dev/fuse (nouring)" bash tests/scripts/transport.sh
 suite "tree" bash tests/scripts/tree.sh
 suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh

@@ -29,13 +29,79 @@ pub struct DataFiles {
     dir: PathBuf,
     read_only: bool,
     open: Vec<Mutex<HashMap<Ino, Arc<Object>>>>,
+    /// The filesystem under the store makes a new file's name durable
+    /// with the file's own sync (`names_durable_with_files`): an object's
+    /// first `sync` then needs no sync of its directory.
+    names_with_files: bool,
 }
 
 struct Object {
     file: Arc<File>,
     /// Made since its directory was last synced: `sync` syncs the directory
-    /// too, so the object's name is as durable as its bytes.
+    /// too (unless the filesystem's file sync covers the name), so the
+    /// object's name is as durable as its bytes.
     fresh: AtomicBool,
+}
+
+/// The filesystem type of the mount holding `dir` (the longest mount point
+/// that is a prefix of it, from /proc/self/mountinfo), None if unknown.
+fn fs_type(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Mount points escape space, tab, newline and backslash as \ooo.
+    let unescape = |s: &str| {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            match (b[i], b.get(i + 1..i + 4)) {
+                (b'\\', Some(o)) if o.iter().all(|c| (b'0'..=b'7').contains(c)) => {
+                    out.push(o.iter().fold(0u8, |a, c| a * 8 + (c - b'0')));
+                    i += 4;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        let os: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(out);
+        PathBuf::from(os)
+    };
+    let mut best: Option<(usize, String)> = None;
+    for line in info.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+        let mut parts = line.split(" - ");
+        let (Some(left), Some(right)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Some(mp) = left.split(' ').nth(4).map(unescape) else {
+            continue;
+        };
+        let Some(t) = right.split(' ').next() else {
+            continue;
+        };
+        let depth = mp.components().count();
+        // The last of equal depth wins: a later mount over the same
+        // point hides the earlier one.
+        if dir.starts_with(&mp) && best.as_ref().is_none_or(|(d, _)| depth >= *d) {
+            best = Some((depth, t.to_string()));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+/// Whether fsync (or fdatasync) of a file just made on the filesystem at
+/// `dir` also makes its directory entry durable. ext4 (journalled, with or
+/// without fast commits, and without a journal through `ext4_sync_parent`)
+/// and XFS do: a new inode and its name are logged in one transaction, and
+/// the file's sync forces the log through it (`ext4_sync_file`,
+/// `xfs_file_fsync`). POSIX does not promise it, so elsewhere, or when the
+/// type is unknown, the directory is synced as well. It saves a flush of
+/// the device per file made and synced: SQLite's rollback journal is such
+/// a file every transaction (docs/perf-log/32-programs.md).
+pub fn names_durable_with_files(dir: &Path) -> bool {
+    matches!(fs_type(dir).as_deref(), Some("ext4" | "xfs"))
 }
 
 /// The two answers of the filesystem under the store that are the caller's
@@ -58,6 +124,7 @@ impl DataFiles {
             dir: store.join("data"),
             read_only,
             open: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            names_with_files: names_durable_with_files(store),
         }
     }
 
@@ -285,7 +352,7 @@ impl DataStore for DataFiles {
         o.file
             .sync_data()
             .map_err(|e| io_err("sync", &self.path(ino), e))?;
-        if o.fresh.swap(false, Ordering::AcqRel) {
+        if o.fresh.swap(false, Ordering::AcqRel) && !self.names_with_files {
             let path = self.path(ino);
             let parent = path.parent().expect("object path has a directory");
             File::open(parent)
@@ -346,6 +413,18 @@ impl DataStore for DataFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file system type is found through the longest mount point:
+    /// /proc is procfs, its root's files are not; a tmpfs (/dev/shm, where
+    /// mounted) makes no name durable with a file.
+    #[test]
+    fn names_durable_only_where_the_filesystem_says_so() {
+        assert_eq!(fs_type(Path::new("/proc/self")).as_deref(), Some("proc"));
+        assert!(!names_durable_with_files(Path::new("/proc")));
+        if fs_type(Path::new("/dev/shm")).as_deref() == Some("tmpfs") {
+            assert!(!names_durable_with_files(Path::new("/dev/shm")));
+        }
+    }
 
     /// On a real filesystem: holes stay holes, a punch frees its blocks, a
     /// removal frees the rest, SEEK_DATA and SEEK_HOLE see the holes, and an
