@@ -18,7 +18,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Open objects kept per shard; past it, half the shard's are closed.
@@ -31,21 +31,42 @@ pub struct DataFiles {
     open: Vec<Mutex<HashMap<Ino, Arc<Object>>>>,
     /// The filesystem under the store makes a new file's name durable
     /// with the file's own sync (`names_durable_with_files`): an object's
-    /// first `sync` then needs no sync of its directory.
+    /// sync then needs no sync of its directory.
     names_with_files: bool,
+    /// Per directory of objects (`data/XX`), which names its last sync
+    /// covered: the only record of a new object's name not yet durable,
+    /// since the open-file cache may close an object before its first
+    /// sync and open it again by name.
+    names: Vec<DirNames>,
+    /// Directory syncs made (for the tests).
+    dir_syncs: AtomicU64,
+}
+
+/// The names made in one directory of objects and those its syncs made
+/// durable, as counts: a name made is counted after it exists, and a sync
+/// covers every name counted before it began.
+struct DirNames {
+    /// Names made in it by this opening of the store, plus one: the
+    /// names an earlier daemon made and did not sync (it was killed
+    /// before, and the host's cache still holds them) are covered by the
+    /// directory's first sync here.
+    made: AtomicU64,
+    /// The `made` count read before the directory's last successful sync.
+    synced: AtomicU64,
 }
 
 struct Object {
     file: Arc<File>,
-    /// Made since its directory was last synced: `sync` syncs the directory
-    /// too (unless the filesystem's file sync covers the name), so the
-    /// object's name is as durable as its bytes.
-    fresh: AtomicBool,
+    /// Its name is durable once its directory's `synced` count reaches
+    /// this: the directory's `made` count after it was made, or when it
+    /// was opened (it may have been made here, closed and opened again).
+    name: AtomicU64,
 }
 
-/// The filesystem type of the mount holding `dir` (the longest mount point
-/// that is a prefix of it, from /proc/self/mountinfo), None if unknown.
-fn fs_type(dir: &Path) -> Option<String> {
+/// The mount holding `dir` (the longest mount point that is a prefix of
+/// it, from /proc/self/mountinfo): its filesystem type and its device
+/// (MAJ:MIN), None if unknown.
+fn mount_of(dir: &Path) -> Option<(String, String)> {
     let dir = std::fs::canonicalize(dir).ok()?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     // Mount points escape space, tab, newline and backslash as \ooo.
@@ -68,14 +89,15 @@ fn fs_type(dir: &Path) -> Option<String> {
         let os: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(out);
         PathBuf::from(os)
     };
-    let mut best: Option<(usize, String)> = None;
+    let mut best: Option<(usize, String, String)> = None;
     for line in info.lines() {
         // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
         let mut parts = line.split(" - ");
         let (Some(left), Some(right)) = (parts.next(), parts.next()) else {
             continue;
         };
-        let Some(mp) = left.split(' ').nth(4).map(unescape) else {
+        let mut fields = left.split(' ');
+        let (Some(dev), Some(mp)) = (fields.nth(2), fields.nth(1).map(unescape)) else {
             continue;
         };
         let Some(t) = right.split(' ').next() else {
@@ -84,24 +106,41 @@ fn fs_type(dir: &Path) -> Option<String> {
         let depth = mp.components().count();
         // The last of equal depth wins: a later mount over the same
         // point hides the earlier one.
-        if dir.starts_with(&mp) && best.as_ref().is_none_or(|(d, _)| depth >= *d) {
-            best = Some((depth, t.to_string()));
+        if dir.starts_with(&mp) && best.as_ref().is_none_or(|(d, _, _)| depth >= *d) {
+            best = Some((depth, t.to_string(), dev.to_string()));
         }
     }
-    best.map(|(_, t)| t)
+    best.map(|(_, t, dev)| (t, dev))
+}
+
+/// Whether the ext4 on device `dev` (MAJ:MIN) has a journal: its
+/// /sys/fs/ext4/NAME/journal_task names the journal's thread, or says
+/// `<none>`. None when the kernel does not tell.
+fn ext4_journalled(dev: &str) -> Option<bool> {
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
+    let name = sys.file_name()?.to_str()?;
+    let task = std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")).ok()?;
+    Some(task.trim() != "<none>")
 }
 
 /// Whether fsync (or fdatasync) of a file just made on the filesystem at
-/// `dir` also makes its directory entry durable. ext4 (journalled, with or
-/// without fast commits, and without a journal through `ext4_sync_parent`)
-/// and XFS do: a new inode and its name are logged in one transaction, and
-/// the file's sync forces the log through it (`ext4_sync_file`,
-/// `xfs_file_fsync`). POSIX does not promise it, so elsewhere, or when the
-/// type is unknown, the directory is synced as well. It saves a flush of
-/// the device per file made and synced: SQLite's rollback journal is such
-/// a file every transaction (docs/perf-log/32-programs.md).
+/// `dir` also makes its directory entry durable: on XFS, and on ext4 with
+/// a journal (in any data mode), which log a new inode and its name in one
+/// transaction that the file's sync forces (the argument, from the
+/// kernel's code, is docs/design.md's "File data", case 4). Not on ext4
+/// without a journal, where only an in-memory mark of the inode
+/// (`EXT4_STATE_NEWENTRY`) makes its fsync write the directory, a mark
+/// lost when the kernel evicts the inode after the open-file cache closed
+/// it. POSIX does not promise it, so elsewhere, or when the kernel does
+/// not tell, the directory is synced as well. It saves a flush of the
+/// device per file made and synced: SQLite's rollback journal is such a
+/// file every transaction (docs/perf-log/32-programs.md).
 pub fn names_durable_with_files(dir: &Path) -> bool {
-    matches!(fs_type(dir).as_deref(), Some("ext4" | "xfs"))
+    match mount_of(dir) {
+        Some((t, _)) if t == "xfs" => true,
+        Some((t, dev)) if t == "ext4" => ext4_journalled(&dev) == Some(true),
+        _ => false,
+    }
 }
 
 /// The two answers of the filesystem under the store that are the caller's
@@ -125,6 +164,13 @@ impl DataFiles {
             read_only,
             open: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             names_with_files: names_durable_with_files(store),
+            names: (0..256)
+                .map(|_| DirNames {
+                    made: AtomicU64::new(1),
+                    synced: AtomicU64::new(0),
+                })
+                .collect(),
+            dir_syncs: AtomicU64::new(0),
         }
     }
 
@@ -167,8 +213,11 @@ impl DataFiles {
             .read(true)
             .write(!self.read_only)
             .open(&path);
-        let (file, fresh) = match opened {
-            Ok(f) => (f, false),
+        let names = &self.names[(ino & 0xff) as usize];
+        let (file, name) = match opened {
+            // Perhaps made here and closed by the cache before its first
+            // sync: its name may be any counted so far.
+            Ok(f) => (f, names.made.load(Ordering::Acquire)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !create {
                     return Ok(None);
@@ -192,13 +241,15 @@ impl DataFiles {
                     other => other,
                 }
                 .map_err(|e| io_err("create", &path, e))?;
-                (f, true)
+                // Counted after the name exists, so a directory sync that
+                // began after this count was read covers it.
+                (f, names.made.fetch_add(1, Ordering::AcqRel) + 1)
             }
             Err(e) => return Err(io_err("open", &path, e)),
         };
         let o = Arc::new(Object {
             file: Arc::new(file),
-            fresh: AtomicBool::new(fresh),
+            name: AtomicU64::new(name),
         });
         let mut m = self.shard(ino).lock().unwrap();
         if m.len() >= OPEN_PER_SHARD {
@@ -210,7 +261,12 @@ impl DataFiles {
                 m.remove(&v);
             }
         }
-        Ok(Some(m.entry(ino).or_insert(o).clone()))
+        let kept = m.entry(ino).or_insert_with(|| o.clone());
+        // Another thread opened it meanwhile (before this one made it,
+        // perhaps): the one kept waits for the later name count.
+        kept.name
+            .fetch_max(o.name.load(Ordering::Acquire), Ordering::AcqRel);
+        Ok(Some(kept.clone()))
     }
 
     /// The object's metadata, None when it does not exist.
@@ -352,13 +408,21 @@ impl DataStore for DataFiles {
         o.file
             .sync_data()
             .map_err(|e| io_err("sync", &self.path(ino), e))?;
-        if o.fresh.swap(false, Ordering::AcqRel) && !self.names_with_files {
-            let path = self.path(ino);
-            let parent = path.parent().expect("object path has a directory");
-            File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io_err("sync", parent, e))?;
+        if self.names_with_files {
+            return Ok(());
         }
+        let names = &self.names[(ino & 0xff) as usize];
+        if names.synced.load(Ordering::Acquire) >= o.name.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let path = self.path(ino);
+        let parent = path.parent().expect("object path has a directory");
+        let covers = names.made.load(Ordering::Acquire);
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("sync", parent, e))?;
+        names.synced.fetch_max(covers, Ordering::AcqRel);
+        self.dir_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn remove(&self, ino: Ino) -> Result<()> {
@@ -419,11 +483,47 @@ mod tests {
     /// mounted) makes no name durable with a file.
     #[test]
     fn names_durable_only_where_the_filesystem_says_so() {
-        assert_eq!(fs_type(Path::new("/proc/self")).as_deref(), Some("proc"));
+        let fs_type = |p: &str| mount_of(Path::new(p)).map(|m| m.0);
+        assert_eq!(fs_type("/proc/self").as_deref(), Some("proc"));
         assert!(!names_durable_with_files(Path::new("/proc")));
-        if fs_type(Path::new("/dev/shm")).as_deref() == Some("tmpfs") {
+        if fs_type("/dev/shm").as_deref() == Some("tmpfs") {
             assert!(!names_durable_with_files(Path::new("/dev/shm")));
         }
+    }
+
+    /// A new object's name is made durable by its first sync even when the
+    /// open-file cache closed the object before it (it is opened again by
+    /// name, found on disk): on a filesystem whose file sync does not cover
+    /// the name, its directory is synced then. A directory synced once is
+    /// not synced again for names it already covered.
+    #[test]
+    fn a_new_object_closed_before_its_first_sync_still_syncs_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        // An object of an earlier opening of the store, in data/02.
+        let before = DataFiles::new(tmp.path(), false);
+        before.write(2, 0, b"y").unwrap();
+        drop(before);
+        let mut d = DataFiles::new(tmp.path(), false);
+        d.names_with_files = false;
+        d.write(1, 0, b"x").unwrap();
+        // The cache closes it (as when its shard is full).
+        d.shard(1).lock().unwrap().remove(&1);
+        d.sync(1).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 1, "data/01 synced");
+        d.sync(1).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 1, "data/01 not again");
+        // An earlier daemon's object, perhaps never synced: its
+        // directory's first sync here covers it, once.
+        d.sync(2).unwrap();
+        d.shard(2).lock().unwrap().remove(&2);
+        d.sync(2).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 2, "data/02 once");
+        // Where the file's sync covers its name, no directory is synced.
+        let mut e = DataFiles::new(tmp.path(), false);
+        e.names_with_files = true;
+        e.write(3, 0, b"z").unwrap();
+        e.sync(3).unwrap();
+        assert_eq!(e.dir_syncs.load(Ordering::Relaxed), 0);
     }
 
     /// On a real filesystem: holes stay holes, a punch frees its blocks, a
