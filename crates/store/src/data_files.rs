@@ -29,10 +29,9 @@ pub struct DataFiles {
     dir: PathBuf,
     read_only: bool,
     open: Vec<Mutex<HashMap<Ino, Arc<Object>>>>,
-    /// The filesystem under the store makes a new file's name durable
-    /// with the file's own sync (`names_durable_with_files`): an object's
-    /// sync then needs no sync of its directory.
-    names_with_files: bool,
+    /// What makes a new object's name durable on the filesystem under the
+    /// store (`NameSync::of`).
+    name_sync: NameSync,
     /// Per directory of objects (`data/XX`), which names its last sync
     /// covered: the only record of a new object's name not yet durable,
     /// since the open-file cache may close an object before its first
@@ -57,6 +56,9 @@ struct DirNames {
 
 struct Object {
     file: Arc<File>,
+    /// Made by this open: the host's inode has stayed in memory since,
+    /// held by this descriptor (`NameSync::WhileOpen`).
+    made_here: bool,
     /// Its name is durable once its directory's `synced` count reaches
     /// this: the directory's `made` count after it was made, or when it
     /// was opened (it may have been made here, closed and opened again).
@@ -123,23 +125,39 @@ fn ext4_journalled(dev: &str) -> Option<bool> {
     Some(task.trim() != "<none>")
 }
 
-/// Whether fsync (or fdatasync) of a file just made on the filesystem at
-/// `dir` also makes its directory entry durable: on XFS, and on ext4 with
-/// a journal (in any data mode), which log a new inode and its name in one
-/// transaction that the file's sync forces (the argument, from the
-/// kernel's code, is docs/design.md's "File data", case 4). Not on ext4
-/// without a journal, where only an in-memory mark of the inode
-/// (`EXT4_STATE_NEWENTRY`) makes its fsync write the directory, a mark
-/// lost when the kernel evicts the inode after the open-file cache closed
-/// it. POSIX does not promise it, so elsewhere, or when the kernel does
-/// not tell, the directory is synced as well. It saves a flush of the
-/// device per file made and synced: SQLite's rollback journal is such a
-/// file every transaction (docs/perf-log/32-programs.md).
-pub fn names_durable_with_files(dir: &Path) -> bool {
-    match mount_of(dir) {
-        Some((t, _)) if t == "xfs" => true,
-        Some((t, dev)) if t == "ext4" => ext4_journalled(&dev) == Some(true),
-        _ => false,
+/// What makes a new file's name durable on the filesystem under a store,
+/// besides a sync of its directory (the argument, from the kernel's code,
+/// is docs/design.md's "File data", case 4). POSIX promises none of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameSync {
+    /// The file's own fsync or fdatasync: XFS, and ext4 with a journal in
+    /// any data mode, log a new inode and its name in one transaction that
+    /// the file's sync forces.
+    WithFile,
+    /// The file's own sync while the host's inode has stayed in memory
+    /// since the file was made: ext4 without a journal, whose fsync writes
+    /// the parent directory when the inode carries an in-memory mark
+    /// (`EXT4_STATE_NEWENTRY`), lost if the inode is evicted, as it may be
+    /// once the open-file cache has closed the object.
+    WhileOpen,
+    /// Only a sync of the directory: any other filesystem, or one the
+    /// kernel does not tell about.
+    Directory,
+}
+
+impl NameSync {
+    /// The filesystem at `dir`'s answer: its type from the store's mount
+    /// and, for ext4, whether it has a journal.
+    pub fn of(dir: &Path) -> NameSync {
+        match mount_of(dir) {
+            Some((t, _)) if t == "xfs" => NameSync::WithFile,
+            Some((t, dev)) if t == "ext4" => match ext4_journalled(&dev) {
+                Some(true) => NameSync::WithFile,
+                Some(false) => NameSync::WhileOpen,
+                None => NameSync::Directory,
+            },
+            _ => NameSync::Directory,
+        }
     }
 }
 
@@ -163,7 +181,7 @@ impl DataFiles {
             dir: store.join("data"),
             read_only,
             open: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            names_with_files: names_durable_with_files(store),
+            name_sync: NameSync::of(store),
             names: (0..256)
                 .map(|_| DirNames {
                     made: AtomicU64::new(1),
@@ -214,10 +232,10 @@ impl DataFiles {
             .write(!self.read_only)
             .open(&path);
         let names = &self.names[(ino & 0xff) as usize];
-        let (file, name) = match opened {
+        let (file, name, made_here) = match opened {
             // Perhaps made here and closed by the cache before its first
             // sync: its name may be any counted so far.
-            Ok(f) => (f, names.made.load(Ordering::Acquire)),
+            Ok(f) => (f, names.made.load(Ordering::Acquire), false),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !create {
                     return Ok(None);
@@ -243,12 +261,13 @@ impl DataFiles {
                 .map_err(|e| io_err("create", &path, e))?;
                 // Counted after the name exists, so a directory sync that
                 // began after this count was read covers it.
-                (f, names.made.fetch_add(1, Ordering::AcqRel) + 1)
+                (f, names.made.fetch_add(1, Ordering::AcqRel) + 1, true)
             }
             Err(e) => return Err(io_err("open", &path, e)),
         };
         let o = Arc::new(Object {
             file: Arc::new(file),
+            made_here,
             name: AtomicU64::new(name),
         });
         let mut m = self.shard(ino).lock().unwrap();
@@ -408,8 +427,10 @@ impl DataStore for DataFiles {
         o.file
             .sync_data()
             .map_err(|e| io_err("sync", &self.path(ino), e))?;
-        if self.names_with_files {
-            return Ok(());
+        match self.name_sync {
+            NameSync::WithFile => return Ok(()),
+            NameSync::WhileOpen if o.made_here => return Ok(()),
+            _ => {}
         }
         let names = &self.names[(ino & 0xff) as usize];
         if names.synced.load(Ordering::Acquire) >= o.name.load(Ordering::Acquire) {
@@ -485,9 +506,9 @@ mod tests {
     fn names_durable_only_where_the_filesystem_says_so() {
         let fs_type = |p: &str| mount_of(Path::new(p)).map(|m| m.0);
         assert_eq!(fs_type("/proc/self").as_deref(), Some("proc"));
-        assert!(!names_durable_with_files(Path::new("/proc")));
+        assert_eq!(NameSync::of(Path::new("/proc")), NameSync::Directory);
         if fs_type("/dev/shm").as_deref() == Some("tmpfs") {
-            assert!(!names_durable_with_files(Path::new("/dev/shm")));
+            assert_eq!(NameSync::of(Path::new("/dev/shm")), NameSync::Directory);
         }
     }
 
@@ -504,7 +525,7 @@ mod tests {
         before.write(2, 0, b"y").unwrap();
         drop(before);
         let mut d = DataFiles::new(tmp.path(), false);
-        d.names_with_files = false;
+        d.name_sync = NameSync::Directory;
         d.write(1, 0, b"x").unwrap();
         // The cache closes it (as when its shard is full).
         d.shard(1).lock().unwrap().remove(&1);
@@ -520,10 +541,22 @@ mod tests {
         assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 2, "data/02 once");
         // Where the file's sync covers its name, no directory is synced.
         let mut e = DataFiles::new(tmp.path(), false);
-        e.names_with_files = true;
+        e.name_sync = NameSync::WithFile;
         e.write(3, 0, b"z").unwrap();
         e.sync(3).unwrap();
         assert_eq!(e.dir_syncs.load(Ordering::Relaxed), 0);
+        // Where it covers it while the inode stayed in memory (ext4
+        // without a journal): not for an object kept open since it was
+        // made; once for one closed before its first sync.
+        let mut w = DataFiles::new(tmp.path(), false);
+        w.name_sync = NameSync::WhileOpen;
+        w.write(4, 0, b"z").unwrap();
+        w.sync(4).unwrap();
+        assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 0, "kept open");
+        w.write(5, 0, b"z").unwrap();
+        w.shard(5).lock().unwrap().remove(&5);
+        w.sync(5).unwrap();
+        assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 1, "closed first");
     }
 
     /// On a real filesystem: holes stay holes, a punch frees its blocks, a
