@@ -22,7 +22,9 @@
 # journal had not committed is never written), as this kernel has no
 # device-mapper for dm-flakey. It is not a faithful cut for ext4 without a
 # journal (its metadata buffers may still be written back), so there only
-# the absence of the directory sync is checked. Needs root, xfsprogs, strace. About 30 s.
+# the absence of the directory sync is checked. STRACE_SET widens what
+# strace records (default fsync,fdatasync). Needs root, xfsprogs, strace.
+# About 10 s.
 source "$(dirname "$0")/lib.sh"
 NAME=powercut
 IMG=$WORK/$NAME.img
@@ -75,7 +77,7 @@ check_shoal() {
   "$SHOAL" mount -d "$STORE" "$MNT" >/dev/null
   local pid
   pid=$(pgrep -f "shoal mount $STORE $MNT --background-child")
-  strace -f -qq -y -e trace=fsync,fdatasync -o "$TRACE" -p "$pid" &
+  strace -f -qq -y -e trace=${STRACE_SET:-fsync,fdatasync} -o "$TRACE" -p "$pid" &
   local st=$!
   sleep 1
   xfs_io -f -c "pwrite -q -S 0x63 0 64k" -c fsync "$MNT/f" || fail "write and fsync through the mount"
