@@ -82,6 +82,7 @@ fn shared_namespace_on_etcd() {
     checks::xattrs_are_shared(&fss, &*s);
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);
     checks::locks_exclude_across_daemons(&fss, &*s);
+    checks::lock_leases_exclude_while_they_move(&fss[..2], &*s);
     println!("etcd: races between three daemons, xattrs, ACLs and file locks: ok");
     let (s, fss) = daemons(&f, "one-winner", 3, ttl);
     checks::same_name_races_have_one_winner(&fss, &*s);

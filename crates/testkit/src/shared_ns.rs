@@ -1084,3 +1084,114 @@ pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
     }
     assert_clean(s);
 }
+
+/// Lock leases (`shoal_core::shared::locks`, docs/design.md "Lock
+/// leases"): a daemon that alone locks a file answers its locks from
+/// memory (no round trip a pair); owners on two daemons racing for one
+/// byte while the lease moves between them never hold it at once (a
+/// checker owns a token while holding the lock: a second holder finds it
+/// taken); and after the race every lock is gone from both.
+pub fn lock_leases_exclude_while_they_move(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::shared::locks::{Lock, Want};
+    use std::sync::atomic::AtomicU64;
+    let lk = |owner: u64, write: bool| Lock {
+        owner,
+        flock: false,
+        write,
+        start: 0,
+        end: 0,
+        pid: owner as u32,
+    };
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"leased-locks", 0o644).unwrap().ino;
+    a.fsync(f).unwrap();
+    // The first lock commits and takes the lease; the next pairs are
+    // answered from memory.
+    assert_eq!(a.setlk(f, &lk(1, true), Want::Write).unwrap(), None);
+    a.unlock_owner(f, 1, false).unwrap();
+    assert_eq!(a.lock_leases_held(), 1, "a lone locker took no lease");
+    let (reads, commits) = (
+        a.stats.reads.load(Ordering::Relaxed),
+        a.stats.commits.load(Ordering::Relaxed),
+    );
+    for _ in 0..100 {
+        assert_eq!(a.setlk(f, &lk(1, true), Want::Write).unwrap(), None);
+        assert_eq!(a.setlk(f, &lk(1, true), Want::Unlock).unwrap(), None);
+    }
+    assert_eq!(
+        (
+            a.stats.reads.load(Ordering::Relaxed),
+            a.stats.commits.load(Ordering::Relaxed)
+        ),
+        (reads, commits),
+        "lock pairs under a lease went to the store"
+    );
+    // A lock held under the lease stops another daemon's (which asks for
+    // the lease, and gets the holder's locks with it), and F_GETLK there
+    // names it.
+    assert_eq!(a.setlk(f, &lk(2, true), Want::Write).unwrap(), None);
+    assert_eq!(
+        b.setlk(f, &lk(3, false), Want::Read).unwrap(),
+        Some(lk(2, true))
+    );
+    assert_eq!(b.getlk(f, &lk(3, true)).unwrap(), Some(lk(2, true)));
+    a.unlock_owner(f, 2, false).unwrap();
+    // Owners on both daemons race for byte 0, each holding it a moment:
+    // never two at once.
+    let token = AtomicU64::new(0);
+    let overlaps = AtomicU64::new(0);
+    let won = race(fss, 4, |i, fs| {
+        let owner = 100 + i as u64;
+        let mut won = 0;
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < until {
+            let write = i % 4 != 3; // one reader among writers
+            let want = if write { Want::Write } else { Want::Read };
+            match fs.setlk(f, &lk(owner, write), want).unwrap() {
+                Some(_) => std::thread::sleep(Duration::from_micros(200)),
+                None => {
+                    won += 1;
+                    if write {
+                        if token
+                            .compare_exchange(0, owner, Ordering::SeqCst, Ordering::SeqCst)
+                            .is_err()
+                        {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(300));
+                        let _ =
+                            token.compare_exchange(owner, 0, Ordering::SeqCst, Ordering::SeqCst);
+                    } else {
+                        // A reader: no writer may hold it now.
+                        if token.load(Ordering::SeqCst) != 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(300));
+                        if token.load(Ordering::SeqCst) != 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    fs.setlk(f, &lk(owner, write), Want::Unlock).unwrap();
+                }
+            }
+        }
+        won
+    });
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two owners held conflicting locks at once ({won:?} locks won per thread)"
+    );
+    let moved: u64 = fss
+        .iter()
+        .map(|fs| fs.stats.lock_leases_given.load(Ordering::Relaxed))
+        .sum();
+    assert!(
+        won.iter().all(|&w| w > 0) && moved > 0,
+        "every owner got the lock, the lease moved ({won:?}, {moved} hand-backs)"
+    );
+    for fs in fss {
+        assert_eq!(fs.locks_held(), (0, 0));
+    }
+    assert_clean(s);
+}

@@ -350,7 +350,7 @@ impl SharedFs {
     /// Whether the session surely lives: half its lease has not passed
     /// since the last renewal was sent. Only then is anything answered from
     /// memory (after it ends, another daemon could win what was answered).
-    fn session_sure(&self) -> bool {
+    pub(super) fn session_sure(&self) -> bool {
         self.renewed.lock().elapsed() < self.ttl / 2
     }
 
@@ -838,6 +838,7 @@ impl SharedFs {
     /// What the stream delivered: requests for this daemon's leases, and
     /// changes to the entries of directories it gave back.
     pub(super) fn lease_events(&self, evs: &[super::Event]) {
+        self.lock_lease_events(evs);
         if !self.leases.enabled {
             return;
         }
@@ -1306,10 +1307,12 @@ impl SharedFs {
             .map(|d| d.at.saturating_duration_since(now))
             .min()
             .unwrap_or(Duration::from_millis(200))
+            .min(self.lock_lease_wait())
     }
 
     /// Give back each requested directory whose slice has ended.
     pub(super) fn release_due(&self) -> Result<()> {
+        self.give_back_due_locks();
         let now = Instant::now();
         let due: Vec<(Ino, Vec<u8>, Vec<u8>)> = {
             let st = self.leases.st.lock();

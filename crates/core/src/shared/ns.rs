@@ -242,6 +242,13 @@ pub struct SharedStats {
     pub lease_listed: AtomicU64,
     /// Changes to queued creates made in memory (`lease::amend_queued`).
     pub lease_amends: AtomicU64,
+    /// Lock leases (`super::locks`): taken, given back, lock requests
+    /// answered from memory under one, and requests that waited for
+    /// another daemon's.
+    pub lock_leases_taken: AtomicU64,
+    pub lock_leases_given: AtomicU64,
+    pub lock_lease_answers: AtomicU64,
+    pub lock_lease_waits: AtomicU64,
     /// Stats and lookups answered by the record cache (`super::cache`),
     /// and those that read the store.
     pub cache_hits: AtomicU64,
@@ -593,6 +600,10 @@ pub struct SessionOpts {
     /// writes are acknowledged from memory and committed in batches
     /// (`super::lease`). Off: every operation commits before it answers.
     pub dir_leases: bool,
+    /// Take lock leases: an inode's file locks are answered from memory
+    /// while no other daemon holds one (`super::locks`). Off: every lock
+    /// and unlock commits.
+    pub lock_leases: bool,
     /// The record cache's budget in bytes (`super::cache`; 0: none, every
     /// stat and lookup the kernel does not answer reads the store).
     pub record_cache: u64,
@@ -613,6 +624,7 @@ impl Default for SessionOpts {
             unavailable_wait: Duration::from_secs(30),
             dirty_max: 256 << 20,
             dir_leases: true,
+            lock_leases: true,
             record_cache: super::cache::DEFAULT_BYTES,
             unlinked_grace: Duration::from_secs(10),
         }
@@ -785,7 +797,7 @@ impl SharedFs {
             keeper: PlainMutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
             opens: PlainMutex::new(HashMap::new()),
-            locks: Default::default(),
+            locks: super::locks::Held::new(opts.lock_leases && has_watch),
             orphaned: PlainMutex::new(Default::default()),
             own: PlainMutex::new(Default::default()),
             blobs,
