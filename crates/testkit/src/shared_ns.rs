@@ -623,7 +623,8 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_eq!(count(a, |s| &s.leases_given), 1, "A did not give it back");
     assert_eq!(a.create(d.ino, b"a50x", 0o644), Err(Error::Exists));
     assert_eq!(a.readdir(d.ino, None, 1000).unwrap().len(), 102);
-    // A's own unlink in a directory it holds gives the lease back first.
+    // A's own unlink in a directory it holds is answered from memory; a
+    // rename there gives the lease back first (its queue committed).
     let e = a.mkdir(ROOT_INO, b"own", 0o755).unwrap();
     for i in 0..10 {
         a.create(e.ino, format!("f{i}").as_bytes(), 0o644).unwrap();
@@ -633,6 +634,105 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_eq!(b.readdir(e.ino, None, 100).unwrap().len(), 8);
     assert_eq!(b.lookup(d.ino, b"moved").unwrap().kind, Kind::File);
     assert_clean(s);
+}
+
+/// Unlinks and rmdirs under a directory lease (docs/design.md, "Unlinks
+/// and rmdirs under the lease"): answered from memory in a held range
+/// (ENOENT and EISDIR too), seen by another daemon once committed; an
+/// unlinked inode that another daemon changes meanwhile (a link
+/// elsewhere, a chmod) keeps an exact link count; an empty child held
+/// here goes from memory, one not held commits under the parent's lease
+/// (which stays), a non-empty one answers ENOTEMPTY; the namespace checks
+/// clean.
+pub fn an_unlink_under_a_lease_is_answered_from_memory(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"rm", 0o755).unwrap().ino;
+    let mut files = vec![];
+    for i in 0..40 {
+        files.push(
+            a.create(d, format!("f{i:02}").as_bytes(), 0o644)
+                .unwrap()
+                .ino,
+        );
+    }
+    let e = a.mkdir(d, b"e", 0o755).unwrap().ino;
+    for i in 0..5 {
+        a.create(e, format!("g{i}").as_bytes(), 0o644).unwrap();
+    }
+    a.mkdir(d, b"f", 0o755).unwrap();
+    let g = a.mkdir(d, b"g", 0o755).unwrap().ino;
+    a.fsync(d).unwrap();
+    b.create(g, b"inside", 0o644).unwrap();
+    assert!(
+        a.holds_lease(d) && a.holds_lease(e),
+        "no leases to remove under"
+    );
+    // x: one more name of f00, made by B elsewhere (B's link does not touch d).
+    b.link(files[0], ROOT_INO, b"x").unwrap();
+    let removals = count(a, |s| &s.lease_removals);
+    for i in 0..20 {
+        a.unlink(d, format!("f{i:02}").as_bytes()).unwrap();
+    }
+    assert_eq!(a.unlink(d, b"f00"), Err(Error::NotFound));
+    assert_eq!(a.unlink(d, b"e"), Err(Error::IsDir));
+    assert_eq!(a.lookup(d, b"f05"), Err(Error::NotFound));
+    assert_eq!(
+        a.getattr(files[0]).unwrap().nlink,
+        1,
+        "a queued unlink's stat"
+    );
+    // B changes an unlinked inode before A's batch commits (or after):
+    // either way the batch commits, on the record as it is.
+    let chmod = crate_setattr_mode(0o600);
+    let _ = b.setattr(files[1], &chmod);
+    for i in 0..5 {
+        a.unlink(e, format!("g{i}").as_bytes()).unwrap();
+    }
+    a.rmdir(d, b"e").unwrap();
+    assert!(!a.holds_lease(e));
+    a.rmdir(d, b"f").unwrap();
+    assert_eq!(a.rmdir(d, b"g"), Err(Error::NotEmpty));
+    assert_eq!(a.rmdir(d, b"e"), Err(Error::NotFound));
+    assert!(a.holds_lease(d), "an rmdir gave the parent's lease back");
+    let removed = count(a, |s| &s.lease_removals) - removals;
+    assert!(removed >= 26, "{removed} of 27 removals from memory");
+    a.fsync(d).unwrap();
+    // B sees every removal once committed.
+    for i in 0..20 {
+        soon("B sees the unlink", Err(Error::NotFound), || {
+            b.lookup(d, format!("f{i:02}").as_bytes()).map(|a| a.ino)
+        });
+    }
+    soon("B sees the rmdir", Err(Error::NotFound), || {
+        b.lookup(d, b"e").map(|a| a.ino)
+    });
+    soon("B sees the rmdir", Err(Error::NotFound), || {
+        b.lookup(d, b"f").map(|a| a.ino)
+    });
+    soon("the link count", 1, || {
+        b.getattr(files[0]).map(|a| a.nlink).unwrap_or(9)
+    });
+    assert_eq!(b.lookup(ROOT_INO, b"x").unwrap().ino, files[0]);
+    // B's unlink in A's directory: A gives it back, B finds what A left.
+    assert_eq!(b.unlink(d, b"f03"), Err(Error::NotFound));
+    b.unlink(d, b"f30").unwrap();
+    // (B may have taken the lease for it: its unlink shows once committed.)
+    b.fsync(d).unwrap();
+    let names: Vec<String> = a
+        .readdir(d, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8_lossy(&e.0).into_owned())
+        .collect();
+    assert_eq!(names.len(), 19 + 1, "{names:?}");
+    assert_clean(s);
+}
+
+fn crate_setattr_mode(mode: u32) -> shoal_core::SetAttr {
+    shoal_core::SetAttr {
+        mode: Some(mode),
+        ..Default::default()
+    }
 }
 
 /// Two daemons creating names that interleave in one directory take

@@ -242,6 +242,8 @@ pub struct SharedStats {
     pub lease_listed: AtomicU64,
     /// Changes to queued creates made in memory (`lease::amend_queued`).
     pub lease_amends: AtomicU64,
+    /// Unlinks and rmdirs answered from memory (`super::lease`).
+    pub lease_removals: AtomicU64,
     /// Lock leases (`super::locks`): taken, given back, lock requests
     /// answered from memory under one, and requests that waited for
     /// another daemon's.
@@ -1229,6 +1231,8 @@ impl SharedFs {
         if a.kind == Kind::File {
             a = self.with_buffered(a);
         }
+        // Names of it this daemon removed from memory (`super::lease`).
+        a.nlink = a.nlink.saturating_sub(self.queued_unlinks(ino));
         if a.kind == Kind::Dir {
             if let Some(t) = t {
                 if t.len() == 12 {
@@ -1491,8 +1495,14 @@ impl SharedFs {
     /// Remove a non-directory's name; the inode goes with its last name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Unlink, name)?;
+        // In a range this daemon holds: from memory (`super::lease`).
+        if self.lease_unlink(parent, name)? {
+            return Ok(());
+        }
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
+            // Counts towards taking the directory's lease (rm -rf).
+            tx.creating = true;
             let (_, kind, mut n) = tx
                 .dir_entry_node(parent, name, guess)?
                 .ok_or(Error::NotFound)?;
@@ -1504,6 +1514,27 @@ impl SharedFs {
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
+    }
+
+    /// What a transactional unlink writes for `n` losing one name
+    /// (`drop_link`), for a batch of the lease's queue: the writes, the
+    /// objects to delete and the inodes to remove after the grace, once
+    /// the batch committed.
+    pub(super) fn unlink_ops(&self, n: &mut Node) -> Result<(Vec<Op>, Vec<String>, Vec<Ino>)> {
+        let mut tx = Tx {
+            fs: self,
+            conds: vec![],
+            seen: HashMap::new(),
+            ops: vec![],
+            doomed: vec![],
+            later: vec![],
+            creating: true,
+            want: None,
+            trips: 0,
+            untracked: false,
+        };
+        self.drop_link(&mut tx, n)?;
+        Ok((tx.ops, tx.doomed, tx.later))
     }
 
     /// A removed inode's objects go after the commit.
@@ -1542,8 +1573,14 @@ impl SharedFs {
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Rmdir, name)?;
+        // In a range this daemon holds: from memory, or committed under
+        // the lease (`super::lease`).
+        if self.lease_rmdir(parent, name)? {
+            return Ok(());
+        }
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
+            tx.creating = true;
             let (ino, kind, _) = tx
                 .dir_entry_node(parent, name, guess)?
                 .ok_or(Error::NotFound)?;
