@@ -90,9 +90,11 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "hot", 2, ttl);
     checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);
     println!("etcd: creates in one directory from two daemons: no conflict");
+    let (s, fss) = daemons(&f, "unlink", 2, ttl);
+    checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
+    println!("etcd: unlinks and rmdirs under a directory lease: ok");
     let (s, fss) = daemons(&f, "lease", 2, ttl);
     checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
-    checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
     checks::one_winner_per_name_with_leases(&fss, &*s);
     checks::daemons_creating_in_one_directory_take_turns(&fss, &*s);
     checks::daemons_creating_apart_in_one_directory_split_it(&fss, &*s);

@@ -1511,9 +1511,9 @@ impl SharedFs {
             let its = touched(self.sid, p);
             let new_dir = usize::from(!dirs.contains(&p.dir));
             let cond = usize::from(p.op == PendOp::Unlink);
+            // (The store's limit counts conditions and operations together.)
             if n > 0
-                && (nops + its.len() + dirs.len() + new_dir > max
-                    || nconds + cond > max
+                && (nops + its.len() + dirs.len() + new_dir + nconds + cond > max
                     || its.iter().any(|k| keys.contains(k)))
             {
                 break;

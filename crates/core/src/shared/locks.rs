@@ -475,6 +475,12 @@ impl SharedFs {
         if next == mine {
             return Ok(Step::Done); // nothing changes (an unlock of nothing)
         }
+        if want == Want::Unlock {
+            // What this daemon answered from memory before the unlock (a
+            // journal created and unlinked under a directory lease) is in
+            // the store before another mount can take the lock.
+            self.settle()?;
+        }
         let grows = want != Want::Unlock;
         if grows && mine.is_empty() {
             // Counted before the commit: a close racing it takes the
@@ -624,16 +630,20 @@ impl SharedFs {
             return Ok(());
         }
         let mine = st.mine.clone();
-        let r = self.run_at(|tx: &mut Tx| {
-            if mine.is_empty() {
-                tx.del(session_key(ino, self.sid));
-            } else {
-                tx.put_on_session(session_key(ino, self.sid), encode(&mine));
-            }
-            tx.put_on_session(epoch_key(ino), vec![FORMAT]);
-            tx.del(lease_key(ino));
-            tx.del(ask_key(ino));
-            Ok(())
+        // As an unlock: what was answered from memory under the lock goes
+        // first (`settle`), then the lock to the other mount.
+        let r = self.settle().and_then(|()| {
+            self.run_at(|tx: &mut Tx| {
+                if mine.is_empty() {
+                    tx.del(session_key(ino, self.sid));
+                } else {
+                    tx.put_on_session(session_key(ino, self.sid), encode(&mine));
+                }
+                tx.put_on_session(epoch_key(ino), vec![FORMAT]);
+                tx.del(lease_key(ino));
+                tx.del(ask_key(ino));
+                Ok(())
+            })
         });
         st.leased = false;
         st.view = match &r {
