@@ -61,6 +61,12 @@ fn an_unlink_under_a_lease_is_answered_from_memory() {
 }
 
 #[test]
+fn removals_under_a_lease_keep_the_rules() {
+    let (s, fss) = daemons(2);
+    checks::removals_under_a_lease_keep_the_rules(&fss, &*s);
+}
+
+#[test]
 fn lock_leases_exclude_while_they_move() {
     let (s, fss) = daemons(2);
     checks::lock_leases_exclude_while_they_move(&fss, &*s);

@@ -93,6 +93,9 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "unlink", 2, ttl);
     checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
     println!("etcd: unlinks and rmdirs under a directory lease: ok");
+    let (s, fss) = daemons(&f, "unlink-rules", 2, ttl);
+    checks::removals_under_a_lease_keep_the_rules(&fss, &*s);
+    println!("etcd: removals under a directory lease keep the flag and permission rules: ok");
     let (s, fss) = daemons(&f, "lease", 2, ttl);
     checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
     checks::one_winner_per_name_with_leases(&fss, &*s);

@@ -736,6 +736,134 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(fss: &[Arc<SharedFs>], s:
     assert_clean(s);
 }
 
+/// Removals answered under a directory lease keep the rules the committed
+/// path applies in its transaction (`rules::flags::may_remove`,
+/// `rules::perm::may_delete`): an immutable file, a file in an immutable
+/// or append-only directory, and the same for directories, answer EPERM;
+/// with a checking `Ctx`, another user's name in a sticky directory EPERM,
+/// and a directory the caller may not write EACCES; every name stays.
+/// Each refusal is asked while this daemon holds the directory's lease.
+pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE};
+    use shoal_core::{Ctx, Ino};
+    let (a, b) = (&fss[0], &fss[1]);
+    let root = Ctx::root();
+    let chown = |uid: u32| shoal_core::SetAttr {
+        uid: Some(uid),
+        ..Default::default()
+    };
+    let (perm, acces) = (Err(Error::NotPermitted), Err(Error::PermissionDenied));
+    // Leased by creates in it (a directory's own flags or owner change
+    // before: a change of its record gives its lease back).
+    let leased = |parent: Ino, name: &[u8], mode: u16, flags: u32, uid: u32| -> Ino {
+        let d = a.mkdir(parent, name, mode).unwrap().ino;
+        if uid != 0 {
+            a.setattr(d, &chown(uid)).unwrap();
+        }
+        if flags != 0 {
+            a.set_flags(&root, d, flags).unwrap();
+        }
+        for i in 0..6 {
+            a.create(d, format!("f{i}").as_bytes(), 0o644).unwrap();
+        }
+        assert!(a.holds_lease(d), "no lease on {}", String::from_utf8_lossy(name));
+        d
+    };
+    let stays = |d: Ino, name: &[u8]| {
+        assert!(a.lookup(d, name).is_ok(), "{} went", String::from_utf8_lossy(name));
+    };
+    // A sticky directory everyone may write, and one only root may.
+    let t = leased(ROOT_INO, b"sticky", 0o1777, 0, 0);
+    let w = leased(ROOT_INO, b"rootonly", 0o755, 0, 0);
+    // An immutable file, in a leased directory.
+    let f = a.lookup(t, b"f0").unwrap().ino;
+    a.set_flags(&root, f, IMMUTABLE).unwrap();
+    let e = a.mkdir(t, b"imm", 0o755).unwrap().ino;
+    a.set_flags(&root, e, IMMUTABLE).unwrap();
+    // Another user's file and directory in the sticky one; a directory of
+    // that user's, held whole here (emptied from memory).
+    let g = a.lookup(t, b"f1").unwrap().ino;
+    a.setattr(g, &chown(1001)).unwrap();
+    let h = a.mkdir(t, b"theirs", 0o755).unwrap().ino;
+    a.setattr(h, &chown(1001)).unwrap();
+    let whole = leased(t, b"held", 0o755, 0, 1001);
+    let whole2 = leased(w, b"held", 0o777, 0, 0);
+    for i in 0..6 {
+        a.unlink(whole, format!("f{i}").as_bytes()).unwrap();
+        a.unlink(whole2, format!("f{i}").as_bytes()).unwrap();
+    }
+    let _ = (whole, whole2);
+    assert!(a.holds_lease(t) && a.holds_lease(w), "leases given back");
+    let removals = count(a, |s| &s.lease_removals);
+    assert_eq!(a.unlink(t, b"f0"), perm, "unlink of an immutable file");
+    assert_eq!(a.rmdir(t, b"imm"), perm, "rmdir of an immutable directory");
+    let other = Ctx::user(1002, 1002);
+    assert_eq!(a.unlink_as(&other, t, b"f1"), perm, "sticky unlink");
+    assert_eq!(a.rmdir_as(&other, t, b"theirs"), perm, "sticky rmdir");
+    assert_eq!(a.rmdir_as(&other, t, b"held"), perm, "sticky rmdir (held)");
+    assert_eq!(a.unlink_as(&other, w, b"f2"), acces, "unlink, no write");
+    assert_eq!(a.rmdir_as(&other, w, b"held"), acces, "rmdir, no write");
+    // The owner may (sticky): after the refusals.
+    let owner = Ctx::user(1001, 1001);
+    assert!(a.holds_lease(t) && a.holds_lease(w), "a refusal gave a lease back");
+    for (d, name) in [(t, &b"f0"[..]), (t, b"imm"), (t, b"f1"), (t, b"theirs"), (t, b"held")] {
+        stays(d, name);
+    }
+    stays(w, b"f2");
+    stays(w, b"held");
+    assert_eq!(count(a, |s| &s.lease_removals), removals, "a refused removal was queued");
+    a.unlink_as(&owner, t, b"f1").unwrap();
+    a.rmdir_as(&owner, t, b"theirs").unwrap();
+    // Directories that are append-only or immutable: no name removed.
+    let ap = leased(ROOT_INO, b"append", 0o755, APPEND, 0);
+    a.mkdir(ap, b"sub", 0o755).unwrap();
+    assert!(a.holds_lease(ap));
+    assert_eq!(a.unlink(ap, b"f0"), perm, "unlink in an append-only directory");
+    assert_eq!(a.rmdir(ap, b"sub"), perm, "rmdir in an append-only directory");
+    stays(ap, b"f0");
+    stays(ap, b"sub");
+    let im = leased(ROOT_INO, b"immdir", 0o755, 0, 0);
+    a.mkdir(im, b"sub", 0o755).unwrap();
+    a.set_flags(&root, im, IMMUTABLE).unwrap();
+    // (Its lease went with the change of its record: removals in a row
+    // take it again.)
+    for _ in 0..6 {
+        assert_eq!(a.unlink(im, b"f0"), perm, "unlink in an immutable directory");
+    }
+    assert!(a.holds_lease(im), "no lease taken again by removals");
+    assert_eq!(a.unlink(im, b"f1"), perm, "unlink in an immutable directory");
+    assert_eq!(a.rmdir(im, b"sub"), perm, "rmdir in an immutable directory");
+    stays(im, b"f0");
+    stays(im, b"sub");
+    // Committed: B sees every name refused.
+    a.fsync(t).unwrap();
+    a.fsync(w).unwrap();
+    for (d, name) in [(t, &b"f0"[..]), (t, b"imm"), (t, b"held"), (w, b"f2"), (w, b"held"), (ap, b"f0"), (im, b"f0")] {
+        soon("B sees the name", true, || b.lookup(d, name).is_ok());
+    }
+    soon("B sees the owner's unlink", Err(Error::NotFound), || {
+        b.lookup(t, b"f1").map(|a| a.ino)
+    });
+    // Flags cleared: everything goes.
+    for (ino, _) in [(f, 0), (e, 0), (ap, 0), (im, 0)] {
+        a.set_flags(&root, ino, 0).unwrap();
+    }
+    for d in [t, w, ap, im] {
+        for e in a.readdir(d, None, 100).unwrap() {
+            if e.0 == b"." || e.0 == b".." {
+                continue;
+            }
+            if a.unlink(d, &e.0) == Err(Error::IsDir) {
+                a.rmdir(d, &e.0).unwrap();
+            }
+        }
+    }
+    for name in [&b"sticky"[..], b"rootonly", b"append", b"immdir"] {
+        a.rmdir(ROOT_INO, name).unwrap();
+    }
+    assert_clean(s);
+}
+
 fn crate_setattr_mode(mode: u32) -> shoal_core::SetAttr {
     shoal_core::SetAttr {
         mode: Some(mode),
