@@ -769,27 +769,47 @@ impl SharedFs {
 
     /// An unlink in a range of `parent` this daemon holds, answered from
     /// memory and queued (docs/design.md, "Unlinks and rmdirs under the
-    /// lease"). False: not held; run it as a transaction.
-    pub(super) fn lease_unlink(&self, parent: Ino, name: &[u8]) -> Result<bool> {
+    /// lease"), after the rules the transaction applies
+    /// (`super::ns::may_remove_name`): the directory's record as leased, the
+    /// file's as queued here, as the record cache knows it, or read. False:
+    /// not held; run it as a transaction.
+    pub(super) fn lease_unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<bool> {
         if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
             return Ok(false);
         }
         if !self.removal_lease(parent, name)? {
             return Ok(false);
         }
-        let Some(mut st) = self.removal_range(self.leases.st.lock(), parent, name)? else {
-            return Ok(false);
-        };
-        let h = st.range_mut(parent, name).unwrap();
-        let (ino, kind) = match h.names.get(name) {
-            None => return Err(Error::NotFound),
-            Some(&(_, Kind::Dir)) => return Err(Error::IsDir),
-            Some(&e) => e,
-        };
-        h.names.remove(name);
-        self.queue_removal(&mut st, PendOp::Unlink, parent, name, ino, kind);
-        *st.unlinked.entry(ino).or_default() += 1;
-        Ok(true)
+        // The file's record, read outside the lock when not queued here:
+        // then the name must still name it.
+        let mut read: Option<Node> = None;
+        loop {
+            let Some(mut st) = self.removal_range(self.leases.st.lock(), parent, name)? else {
+                return Ok(false);
+            };
+            let h = st.range(parent, name).unwrap();
+            let (ino, kind) = match h.names.get(name) {
+                None => return Err(Error::NotFound),
+                Some(&(_, Kind::Dir)) => return Err(Error::IsDir),
+                Some(&e) => e,
+            };
+            let n = match st.nodes.get(&ino) {
+                Some(n) => n.clone(),
+                None => match read.take().filter(|n| n.attr.ino == ino) {
+                    Some(n) => n,
+                    None => {
+                        drop(st);
+                        read = Some(self.removal_node(ino)?);
+                        continue;
+                    }
+                },
+            };
+            super::ns::may_remove_name(ctx, &h.dir, &n)?;
+            st.range_mut(parent, name).unwrap().names.remove(name);
+            self.queue_removal(&mut st, PendOp::Unlink, parent, name, ino, kind);
+            *st.unlinked.entry(ino).or_default() += 1;
+            return Ok(true);
+        }
     }
 
     fn queue_removal(
@@ -825,7 +845,7 @@ impl SharedFs {
     /// it also holds the child's only range and knows it empty, else
     /// committed now under the parent's lease. False: not held; run it
     /// as a transaction.
-    pub(super) fn lease_rmdir(&self, parent: Ino, name: &[u8]) -> Result<bool> {
+    pub(super) fn lease_rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<bool> {
         if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
             return Ok(false);
         }
@@ -841,7 +861,7 @@ impl SharedFs {
             Some(&(ino, Kind::Dir)) => ino,
             Some(_) => return Err(Error::NotDir),
         };
-        let whole = st.held.get(&child).is_some_and(|hs| {
+        let whole = st.held.get(&child).filter(|hs| {
             hs.len() == 1
                 && hs[0].lo.is_empty()
                 && hs[0].hi.is_none()
@@ -849,7 +869,9 @@ impl SharedFs {
                 && !hs[0].moved
                 && hs[0].names.is_empty()
         });
-        if whole {
+        if let Some(hs) = whole {
+            // The rules on both records as leased here.
+            super::ns::may_remove_name(ctx, &h.dir, &hs[0].dir)?;
             // Its lease answers nothing more; the batch deletes it.
             st.held.remove(&child);
             st.cold.remove(&child);
@@ -859,7 +881,7 @@ impl SharedFs {
             return Ok(true);
         }
         drop(st);
-        self.rmdir_under_lease(parent, name, child)
+        self.rmdir_under_lease(ctx, parent, name, child)
     }
 
     /// Commit the rmdir of `parent`'s `name` (directory `child`) now,
@@ -867,16 +889,16 @@ impl SharedFs {
     /// daemon's lease on the name's range, the child empty and unleased,
     /// the entry and the child's record as read. False: the range was
     /// given back meanwhile (run it as a transaction).
-    fn rmdir_under_lease(&self, parent: Ino, name: &[u8], child: Ino) -> Result<bool> {
+    fn rmdir_under_lease(&self, ctx: &Ctx, parent: Ino, name: &[u8], child: Ino) -> Result<bool> {
         self.settle()?;
         let since = Instant::now();
         let mut asked: Option<Instant> = None;
         let mut pause = Duration::from_micros(200);
         loop {
-            let lo = {
+            let (lo, dir) = {
                 let st = self.leases.st.lock();
                 match st.range(parent, name).filter(|h| !h.releasing && !h.moved) {
-                    Some(h) => h.lo.clone(),
+                    Some(h) => (h.lo.clone(), h.dir.clone()),
                     None => return Ok(false),
                 }
             };
@@ -886,6 +908,10 @@ impl SharedFs {
             if vs[1].is_none() {
                 return Err(Error::NotFound);
             }
+            // The rules on the child's record as read (the commit requires
+            // it) and the directory's as leased.
+            let n = vs[0].as_ref().ok_or(Error::NotFound)?;
+            super::ns::may_remove_name(ctx, &dir, &Node::decode(child, &n.value)?)?;
             let (from, to) = erange(child);
             let (first, _) = self.patient(|| self.store.scan(&from, &to, 1))?;
             if !first.is_empty() {

@@ -1558,7 +1558,7 @@ impl SharedFs {
     pub fn unlink_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Unlink, name)?;
         // In a range this daemon holds: from memory (`super::lease`).
-        if self.lease_unlink(parent, name)? {
+        if self.lease_unlink(ctx, parent, name)? {
             return Ok(());
         }
         let guess = self.cached_child(parent, name);
@@ -1576,6 +1576,15 @@ impl SharedFs {
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
+    }
+
+    /// The record of `ino` for a removal's rules answered from memory
+    /// (`super::lease`): as the record cache knows it, else read.
+    pub(super) fn removal_node(&self, ino: Ino) -> Result<Node> {
+        match self.read_known(vec![ikey(ino)], false)?.pop().flatten() {
+            Some(v) => Node::decode(ino, &v),
+            None => Err(Error::NotFound),
+        }
     }
 
     /// What a transactional unlink writes for `n` losing one name
@@ -1642,7 +1651,7 @@ impl SharedFs {
         names::check(NameOp::Rmdir, name)?;
         // In a range this daemon holds: from memory, or committed under
         // the lease (`super::lease`).
-        if self.lease_rmdir(parent, name)? {
+        if self.lease_rmdir(ctx, parent, name)? {
             return Ok(());
         }
         let guess = self.cached_child(parent, name);
