@@ -766,11 +766,19 @@ pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn Shar
         for i in 0..6 {
             a.create(d, format!("f{i}").as_bytes(), 0o644).unwrap();
         }
-        assert!(a.holds_lease(d), "no lease on {}", String::from_utf8_lossy(name));
+        assert!(
+            a.holds_lease(d),
+            "no lease on {}",
+            String::from_utf8_lossy(name)
+        );
         d
     };
     let stays = |d: Ino, name: &[u8]| {
-        assert!(a.lookup(d, name).is_ok(), "{} went", String::from_utf8_lossy(name));
+        assert!(
+            a.lookup(d, name).is_ok(),
+            "{} went",
+            String::from_utf8_lossy(name)
+        );
     };
     // A sticky directory everyone may write, and one only root may.
     let t = leased(ROOT_INO, b"sticky", 0o1777, 0, 0);
@@ -805,21 +813,42 @@ pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn Shar
     assert_eq!(a.rmdir_as(&other, w, b"held"), acces, "rmdir, no write");
     // The owner may (sticky): after the refusals.
     let owner = Ctx::user(1001, 1001);
-    assert!(a.holds_lease(t) && a.holds_lease(w), "a refusal gave a lease back");
-    for (d, name) in [(t, &b"f0"[..]), (t, b"imm"), (t, b"f1"), (t, b"theirs"), (t, b"held")] {
+    assert!(
+        a.holds_lease(t) && a.holds_lease(w),
+        "a refusal gave a lease back"
+    );
+    for (d, name) in [
+        (t, &b"f0"[..]),
+        (t, b"imm"),
+        (t, b"f1"),
+        (t, b"theirs"),
+        (t, b"held"),
+    ] {
         stays(d, name);
     }
     stays(w, b"f2");
     stays(w, b"held");
-    assert_eq!(count(a, |s| &s.lease_removals), removals, "a refused removal was queued");
+    assert_eq!(
+        count(a, |s| &s.lease_removals),
+        removals,
+        "a refused removal was queued"
+    );
     a.unlink_as(&owner, t, b"f1").unwrap();
     a.rmdir_as(&owner, t, b"theirs").unwrap();
     // Directories that are append-only or immutable: no name removed.
     let ap = leased(ROOT_INO, b"append", 0o755, APPEND, 0);
     a.mkdir(ap, b"sub", 0o755).unwrap();
     assert!(a.holds_lease(ap));
-    assert_eq!(a.unlink(ap, b"f0"), perm, "unlink in an append-only directory");
-    assert_eq!(a.rmdir(ap, b"sub"), perm, "rmdir in an append-only directory");
+    assert_eq!(
+        a.unlink(ap, b"f0"),
+        perm,
+        "unlink in an append-only directory"
+    );
+    assert_eq!(
+        a.rmdir(ap, b"sub"),
+        perm,
+        "rmdir in an append-only directory"
+    );
     stays(ap, b"f0");
     stays(ap, b"sub");
     let im = leased(ROOT_INO, b"immdir", 0o755, 0, 0);
@@ -828,17 +857,33 @@ pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn Shar
     // (Its lease went with the change of its record: removals in a row
     // take it again.)
     for _ in 0..6 {
-        assert_eq!(a.unlink(im, b"f0"), perm, "unlink in an immutable directory");
+        assert_eq!(
+            a.unlink(im, b"f0"),
+            perm,
+            "unlink in an immutable directory"
+        );
     }
     assert!(a.holds_lease(im), "no lease taken again by removals");
-    assert_eq!(a.unlink(im, b"f1"), perm, "unlink in an immutable directory");
+    assert_eq!(
+        a.unlink(im, b"f1"),
+        perm,
+        "unlink in an immutable directory"
+    );
     assert_eq!(a.rmdir(im, b"sub"), perm, "rmdir in an immutable directory");
     stays(im, b"f0");
     stays(im, b"sub");
     // Committed: B sees every name refused.
     a.fsync(t).unwrap();
     a.fsync(w).unwrap();
-    for (d, name) in [(t, &b"f0"[..]), (t, b"imm"), (t, b"held"), (w, b"f2"), (w, b"held"), (ap, b"f0"), (im, b"f0")] {
+    for (d, name) in [
+        (t, &b"f0"[..]),
+        (t, b"imm"),
+        (t, b"held"),
+        (w, b"f2"),
+        (w, b"held"),
+        (ap, b"f0"),
+        (im, b"f0"),
+    ] {
         soon("B sees the name", true, || b.lookup(d, name).is_ok());
     }
     soon("B sees the owner's unlink", Err(Error::NotFound), || {
