@@ -66,6 +66,28 @@ fn removals_under_a_lease_keep_the_rules() {
     checks::removals_under_a_lease_keep_the_rules(&fss, &*s);
 }
 
+/// A file made from memory under a directory lease, opened and unlinked
+/// from memory before its batch left: a stat through the open file says no
+/// links (pjdfstest's unlink::open_file_not_freed on etcd got 1).
+#[test]
+fn an_open_file_unlinked_from_memory_has_no_links() {
+    let (s, fss) = daemons(1);
+    let a = &fss[0];
+    let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap().ino;
+    for i in 0..6 {
+        a.create(d, format!("f{i}").as_bytes(), 0o644).unwrap();
+    }
+    assert!(a.holds_lease(d));
+    let f = a.create(d, b"open", 0o644).unwrap().ino;
+    a.open_file(f).unwrap();
+    a.unlink(d, b"open").unwrap();
+    assert_eq!(a.getattr(f).unwrap().nlink, 0, "a stat before the batch");
+    a.fsync(d).unwrap();
+    assert_eq!(a.getattr(f).unwrap().nlink, 0, "a stat after the batch");
+    a.release(f).unwrap();
+    drop(s);
+}
+
 #[test]
 fn lock_leases_exclude_while_they_move() {
     let (s, fss) = daemons(2);
