@@ -428,6 +428,19 @@ impl SharedFs {
         self.leases.st.lock().nodes.get(&ino).cloned()
     }
 
+    /// `pending_node` as a stat sees it: less the names of it removed from
+    /// memory since (queued behind its create), read under one lock.
+    pub(super) fn pending_seen(&self, ino: Ino) -> Option<Node> {
+        if !self.leases.enabled {
+            return None;
+        }
+        let st = self.leases.st.lock();
+        let mut n = st.nodes.get(&ino).cloned()?;
+        let gone = st.unlinked.get(&ino).copied().unwrap_or(0);
+        n.attr.nlink = n.attr.nlink.saturating_sub(gone);
+        Some(n)
+    }
+
     /// Change, in memory, a node created from memory whose batch has not
     /// left yet (chmod, chown, times, a small file's bytes, a file's chunk
     /// table after its uploads): no other daemon can see it before that

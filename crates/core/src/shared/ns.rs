@@ -1205,7 +1205,7 @@ impl SharedFs {
     /// `getattr`; `fresh`: read the store, whatever the cache knows (an
     /// open: close-to-open).
     fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {
-        if let Some(n) = self.pending_node(ino) {
+        if let Some(n) = self.pending_seen(ino) {
             // Made here from memory, not committed yet (`super::lease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
