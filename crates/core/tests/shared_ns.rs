@@ -82,6 +82,22 @@ fn an_open_file_unlinked_from_memory_has_no_links() {
     a.open_file(f).unwrap();
     a.unlink(d, b"open").unwrap();
     assert_eq!(a.getattr(f).unwrap().nlink, 0, "a stat before the batch");
+    // As FUSE's create opens: no read.
+    let g = a.create(d, b"open2", 0o644).unwrap().ino;
+    a.open_new(g);
+    a.unlink(d, b"open2").unwrap();
+    assert_eq!(
+        a.getattr(g).unwrap().nlink,
+        0,
+        "a stat before the batch (open_new)"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        a.getattr(g).unwrap().nlink,
+        0,
+        "a stat after the batch (open_new)"
+    );
+    a.release(g).unwrap();
     a.fsync(d).unwrap();
     assert_eq!(a.getattr(f).unwrap().nlink, 0, "a stat after the batch");
     a.release(f).unwrap();
