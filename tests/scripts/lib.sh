@@ -102,5 +102,8 @@ default_acl_replaces_umask() {
   getfacl -p "$set/dacl/sub" 2>/dev/null | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
   [ "$(stat -c %a "$set/dacl/x")" = 664 ] || fail "the default ACL must replace the umask: mode $(stat -c %a "$set/dacl/x")"
   (umask 022; touch "$make/plain")
+  # (On etcd, $set sees it once $make's create commits: $make may answer
+  # it from memory under the directory's lease.)
+  local i; for i in $(seq 40); do [ -e "$set/plain" ] && break; sleep 0.05; done
   [ "$(stat -c %a "$set/plain")" = 644 ] || fail "umask without a default ACL: $(stat -c %a "$set/plain")"
 }

@@ -785,6 +785,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "session_ttl_s" => session.ttl = Duration::from_secs(num(v)?.max(2)),
             "unlinked_grace_s" => session.unlinked_grace = Duration::from_secs(num(v)?),
             "nodirlease" => session.dir_leases = false,
+            "nolocklease" => session.lock_leases = false,
             "uring" => fuse.uring = true,
             "nouring" => fuse.uring = false,
             "root_squash" => fuse.squash = shoal_fuse::Squash::Root,
@@ -793,7 +794,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             "metrics" => metrics = Some(metrics_addr(o, v)?),
             _ => {
                 return Err(format!(
-                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, daemon_permissions, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nouring, record_cache_mb=N, metrics=ADDR:PORT, root_squash, all_squash=UID:GID, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
+                    "option '{o}' is not supported on an etcd or TiKV mount (there: allow_other, daemon_permissions, ttl_ms=N, threads=N, session_ttl_s=N, unlinked_grace_s=N, nodirlease, nolocklease, nouring, record_cache_mb=N, metrics=ADDR:PORT, root_squash, all_squash=UID:GID, and mount(8)'s ro, nodev, nosuid, noexec, noatime)"
                 ))
             }
         }

@@ -589,6 +589,21 @@ fn shared(o: &mut Out, v: &Value) -> fmt::Result {
         s("lease_amends"),
     )?;
     o.counter(
+        "shoal_dirlease_removals",
+        "Unlinks and rmdirs answered from memory under a directory lease",
+        s("lease_removals"),
+    )?;
+    o.counter(
+        "shoal_locklease_answers",
+        "File lock requests answered from memory under a lock lease",
+        s("lock_lease_answers"),
+    )?;
+    o.counter(
+        "shoal_locklease_waits",
+        "File lock requests that met another mount's lock lease and asked for it",
+        s("lock_lease_waits"),
+    )?;
+    o.counter(
         "shoal_record_cache_hits",
         "Stats and lookups answered from the record cache",
         s("cache_hits"),

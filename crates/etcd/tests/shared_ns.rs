@@ -82,6 +82,7 @@ fn shared_namespace_on_etcd() {
     checks::xattrs_are_shared(&fss, &*s);
     checks::acls_follow_the_mode_across_daemons(&fss, &*s);
     checks::locks_exclude_across_daemons(&fss, &*s);
+    checks::lock_leases_exclude_while_they_move(&fss[..2], &*s);
     println!("etcd: races between three daemons, xattrs, ACLs and file locks: ok");
     let (s, fss) = daemons(&f, "one-winner", 3, ttl);
     checks::same_name_races_have_one_winner(&fss, &*s);
@@ -89,6 +90,12 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "hot", 2, ttl);
     checks::creates_of_different_names_in_one_directory_never_conflict(&fss, &*s);
     println!("etcd: creates in one directory from two daemons: no conflict");
+    let (s, fss) = daemons(&f, "unlink", 2, ttl);
+    checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
+    println!("etcd: unlinks and rmdirs under a directory lease: ok");
+    let (s, fss) = daemons(&f, "unlink-rules", 2, ttl);
+    checks::removals_under_a_lease_keep_the_rules(&fss, &*s);
+    println!("etcd: removals under a directory lease keep the flag and permission rules: ok");
     let (s, fss) = daemons(&f, "lease", 2, ttl);
     checks::a_leased_directory_answers_from_memory_and_gives_it_back(&fss, &*s);
     checks::one_winner_per_name_with_leases(&fss, &*s);

@@ -52,7 +52,13 @@ impl Cluster {
 
     /// `start` with more etcd flags for every member (a small
     /// `--quota-backend-bytes`, for the quota test).
+    /// `SHOAL_ETCD_PORT_BASE=B` moves every test cluster to `B + base %
+    /// 100` (an engineer's own port range beside a CI run on the defaults).
     pub fn start_with(dir: &Path, base: u16, extra: &[&str]) -> Option<Cluster> {
+        let base = match std::env::var("SHOAL_ETCD_PORT_BASE").map(|b| b.parse::<u16>()) {
+            Ok(Ok(b)) => b + base % 100,
+            _ => base,
+        };
         let Some(_) = binary() else {
             assert!(
                 !required(),

@@ -628,7 +628,8 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_eq!(count(a, |s| &s.leases_given), 1, "A did not give it back");
     assert_eq!(a.create(d.ino, b"a50x", 0o644), Err(Error::Exists));
     assert_eq!(a.readdir(d.ino, None, 1000).unwrap().len(), 102);
-    // A's own unlink in a directory it holds gives the lease back first.
+    // A's own unlink in a directory it holds is answered from memory; a
+    // rename there gives the lease back first (its queue committed).
     let e = a.mkdir(ROOT_INO, b"own", 0o755).unwrap();
     for i in 0..10 {
         a.create(e.ino, format!("f{i}").as_bytes(), 0o644).unwrap();
@@ -638,6 +639,281 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     assert_eq!(b.readdir(e.ino, None, 100).unwrap().len(), 8);
     assert_eq!(b.lookup(d.ino, b"moved").unwrap().kind, Kind::File);
     assert_clean(s);
+}
+
+/// Unlinks and rmdirs under a directory lease (docs/design.md, "Unlinks
+/// and rmdirs under the lease"): answered from memory in a held range
+/// (ENOENT and EISDIR too), seen by another daemon once committed; an
+/// unlinked inode that another daemon changes meanwhile (a link
+/// elsewhere, a chmod) keeps an exact link count; an empty child held
+/// here goes from memory, one not held commits under the parent's lease
+/// (which stays), a non-empty one answers ENOTEMPTY; the namespace checks
+/// clean.
+pub fn an_unlink_under_a_lease_is_answered_from_memory(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"rm", 0o755).unwrap().ino;
+    let mut files = vec![];
+    for i in 0..100 {
+        files.push(
+            a.create(d, format!("f{i:02}").as_bytes(), 0o644)
+                .unwrap()
+                .ino,
+        );
+    }
+    let e = a.mkdir(d, b"e", 0o755).unwrap().ino;
+    for i in 0..5 {
+        a.create(e, format!("g{i}").as_bytes(), 0o644).unwrap();
+    }
+    a.mkdir(d, b"f", 0o755).unwrap();
+    let g = a.mkdir(d, b"g", 0o755).unwrap().ino;
+    a.fsync(d).unwrap();
+    b.create(g, b"inside", 0o644).unwrap();
+    assert!(
+        a.holds_lease(d) && a.holds_lease(e),
+        "no leases to remove under"
+    );
+    // x: one more name of f00, made by B elsewhere (B's link does not touch d).
+    b.link(files[0], ROOT_INO, b"x").unwrap();
+    let removals = count(a, |s| &s.lease_removals);
+    // More than one batch takes (the store's limit counts conditions and
+    // operations together: a first build's batches of 60 unlinks were
+    // refused by etcd without end).
+    for i in 0..60 {
+        a.unlink(d, format!("f{i:02}").as_bytes()).unwrap();
+    }
+    assert_eq!(a.unlink(d, b"f00"), Err(Error::NotFound));
+    assert_eq!(a.unlink(d, b"e"), Err(Error::IsDir));
+    assert_eq!(a.lookup(d, b"f05"), Err(Error::NotFound));
+    assert_eq!(
+        a.getattr(files[0]).unwrap().nlink,
+        1,
+        "a queued unlink's stat"
+    );
+    // B changes an unlinked inode before A's batch commits (or after):
+    // either way the batch commits, on the record as it is.
+    let chmod = crate_setattr_mode(0o600);
+    let _ = b.setattr(files[1], &chmod);
+    for i in 0..5 {
+        a.unlink(e, format!("g{i}").as_bytes()).unwrap();
+    }
+    a.rmdir(d, b"e").unwrap();
+    assert!(!a.holds_lease(e));
+    a.rmdir(d, b"f").unwrap();
+    assert_eq!(a.rmdir(d, b"g"), Err(Error::NotEmpty));
+    assert_eq!(a.rmdir(d, b"e"), Err(Error::NotFound));
+    assert!(a.holds_lease(d), "an rmdir gave the parent's lease back");
+    let removed = count(a, |s| &s.lease_removals) - removals;
+    assert!(removed >= 66, "{removed} of 67 removals from memory");
+    a.fsync(d).unwrap();
+    // B sees every removal once committed.
+    for i in 0..60 {
+        soon("B sees the unlink", Err(Error::NotFound), || {
+            b.lookup(d, format!("f{i:02}").as_bytes()).map(|a| a.ino)
+        });
+    }
+    soon("B sees the rmdir", Err(Error::NotFound), || {
+        b.lookup(d, b"e").map(|a| a.ino)
+    });
+    soon("B sees the rmdir", Err(Error::NotFound), || {
+        b.lookup(d, b"f").map(|a| a.ino)
+    });
+    soon("the link count", 1, || {
+        b.getattr(files[0]).map(|a| a.nlink).unwrap_or(9)
+    });
+    assert_eq!(b.lookup(ROOT_INO, b"x").unwrap().ino, files[0]);
+    // B's unlink in A's directory: A gives it back, B finds what A left.
+    assert_eq!(b.unlink(d, b"f03"), Err(Error::NotFound));
+    b.unlink(d, b"f70").unwrap();
+    // (B may have taken the lease for it: its unlink shows once committed.)
+    b.fsync(d).unwrap();
+    let names: Vec<String> = a
+        .readdir(d, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8_lossy(&e.0).into_owned())
+        .collect();
+    assert_eq!(names.len(), 39 + 1, "{names:?}");
+    assert_clean(s);
+}
+
+/// Removals answered under a directory lease keep the rules the committed
+/// path applies in its transaction (`rules::flags::may_remove`,
+/// `rules::perm::may_delete`): an immutable file, a file in an immutable
+/// or append-only directory, and the same for directories, answer EPERM;
+/// with a checking `Ctx`, another user's name in a sticky directory EPERM,
+/// and a directory the caller may not write EACCES; every name stays.
+/// Each refusal is asked while this daemon holds the directory's lease.
+pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::rules::flags::{APPEND, IMMUTABLE};
+    use shoal_core::{Ctx, Ino};
+    let (a, b) = (&fss[0], &fss[1]);
+    let root = Ctx::root();
+    let chown = |uid: u32| shoal_core::SetAttr {
+        uid: Some(uid),
+        ..Default::default()
+    };
+    let (perm, acces) = (Err(Error::NotPermitted), Err(Error::PermissionDenied));
+    // Leased by creates in it (a directory's own flags or owner change
+    // before: a change of its record gives its lease back).
+    let leased = |parent: Ino, name: &[u8], mode: u16, flags: u32, uid: u32| -> Ino {
+        let d = a.mkdir(parent, name, mode).unwrap().ino;
+        if uid != 0 {
+            a.setattr(d, &chown(uid)).unwrap();
+        }
+        if flags != 0 {
+            a.set_flags(&root, d, flags).unwrap();
+        }
+        for i in 0..6 {
+            a.create(d, format!("f{i}").as_bytes(), 0o644).unwrap();
+        }
+        assert!(
+            a.holds_lease(d),
+            "no lease on {}",
+            String::from_utf8_lossy(name)
+        );
+        d
+    };
+    let stays = |d: Ino, name: &[u8]| {
+        assert!(
+            a.lookup(d, name).is_ok(),
+            "{} went",
+            String::from_utf8_lossy(name)
+        );
+    };
+    // A sticky directory everyone may write, and one only root may.
+    let t = leased(ROOT_INO, b"sticky", 0o1777, 0, 0);
+    let w = leased(ROOT_INO, b"rootonly", 0o755, 0, 0);
+    // An immutable file, in a leased directory.
+    let f = a.lookup(t, b"f0").unwrap().ino;
+    a.set_flags(&root, f, IMMUTABLE).unwrap();
+    let e = a.mkdir(t, b"imm", 0o755).unwrap().ino;
+    a.set_flags(&root, e, IMMUTABLE).unwrap();
+    // Another user's file and directory in the sticky one; a directory of
+    // that user's, held whole here (emptied from memory).
+    let g = a.lookup(t, b"f1").unwrap().ino;
+    a.setattr(g, &chown(1001)).unwrap();
+    let h = a.mkdir(t, b"theirs", 0o755).unwrap().ino;
+    a.setattr(h, &chown(1001)).unwrap();
+    let whole = leased(t, b"held", 0o755, 0, 1001);
+    let whole2 = leased(w, b"held", 0o777, 0, 0);
+    for i in 0..6 {
+        a.unlink(whole, format!("f{i}").as_bytes()).unwrap();
+        a.unlink(whole2, format!("f{i}").as_bytes()).unwrap();
+    }
+    let _ = (whole, whole2);
+    assert!(a.holds_lease(t) && a.holds_lease(w), "leases given back");
+    let removals = count(a, |s| &s.lease_removals);
+    assert_eq!(a.unlink(t, b"f0"), perm, "unlink of an immutable file");
+    assert_eq!(a.rmdir(t, b"imm"), perm, "rmdir of an immutable directory");
+    let other = Ctx::user(1002, 1002);
+    assert_eq!(a.unlink_as(&other, t, b"f1"), perm, "sticky unlink");
+    assert_eq!(a.rmdir_as(&other, t, b"theirs"), perm, "sticky rmdir");
+    assert_eq!(a.rmdir_as(&other, t, b"held"), perm, "sticky rmdir (held)");
+    assert_eq!(a.unlink_as(&other, w, b"f2"), acces, "unlink, no write");
+    assert_eq!(a.rmdir_as(&other, w, b"held"), acces, "rmdir, no write");
+    // The owner may (sticky): after the refusals.
+    let owner = Ctx::user(1001, 1001);
+    assert!(
+        a.holds_lease(t) && a.holds_lease(w),
+        "a refusal gave a lease back"
+    );
+    for (d, name) in [
+        (t, &b"f0"[..]),
+        (t, b"imm"),
+        (t, b"f1"),
+        (t, b"theirs"),
+        (t, b"held"),
+    ] {
+        stays(d, name);
+    }
+    stays(w, b"f2");
+    stays(w, b"held");
+    assert_eq!(
+        count(a, |s| &s.lease_removals),
+        removals,
+        "a refused removal was queued"
+    );
+    a.unlink_as(&owner, t, b"f1").unwrap();
+    a.rmdir_as(&owner, t, b"theirs").unwrap();
+    // Directories that are append-only or immutable: no name removed.
+    let ap = leased(ROOT_INO, b"append", 0o755, APPEND, 0);
+    a.mkdir(ap, b"sub", 0o755).unwrap();
+    assert!(a.holds_lease(ap));
+    assert_eq!(
+        a.unlink(ap, b"f0"),
+        perm,
+        "unlink in an append-only directory"
+    );
+    assert_eq!(
+        a.rmdir(ap, b"sub"),
+        perm,
+        "rmdir in an append-only directory"
+    );
+    stays(ap, b"f0");
+    stays(ap, b"sub");
+    let im = leased(ROOT_INO, b"immdir", 0o755, 0, 0);
+    a.mkdir(im, b"sub", 0o755).unwrap();
+    a.set_flags(&root, im, IMMUTABLE).unwrap();
+    // (Its lease went with the change of its record: removals in a row
+    // take it again.)
+    for _ in 0..6 {
+        assert_eq!(
+            a.unlink(im, b"f0"),
+            perm,
+            "unlink in an immutable directory"
+        );
+    }
+    assert!(a.holds_lease(im), "no lease taken again by removals");
+    assert_eq!(
+        a.unlink(im, b"f1"),
+        perm,
+        "unlink in an immutable directory"
+    );
+    assert_eq!(a.rmdir(im, b"sub"), perm, "rmdir in an immutable directory");
+    stays(im, b"f0");
+    stays(im, b"sub");
+    // Committed: B sees every name refused.
+    a.fsync(t).unwrap();
+    a.fsync(w).unwrap();
+    for (d, name) in [
+        (t, &b"f0"[..]),
+        (t, b"imm"),
+        (t, b"held"),
+        (w, b"f2"),
+        (w, b"held"),
+        (ap, b"f0"),
+        (im, b"f0"),
+    ] {
+        soon("B sees the name", true, || b.lookup(d, name).is_ok());
+    }
+    soon("B sees the owner's unlink", Err(Error::NotFound), || {
+        b.lookup(t, b"f1").map(|a| a.ino)
+    });
+    // Flags cleared: everything goes.
+    for (ino, _) in [(f, 0), (e, 0), (ap, 0), (im, 0)] {
+        a.set_flags(&root, ino, 0).unwrap();
+    }
+    for d in [t, w, ap, im] {
+        for e in a.readdir(d, None, 100).unwrap() {
+            if e.0 == b"." || e.0 == b".." {
+                continue;
+            }
+            if a.unlink(d, &e.0) == Err(Error::IsDir) {
+                a.rmdir(d, &e.0).unwrap();
+            }
+        }
+    }
+    for name in [&b"sticky"[..], b"rootonly", b"append", b"immdir"] {
+        a.rmdir(ROOT_INO, name).unwrap();
+    }
+    assert_clean(s);
+}
+
+fn crate_setattr_mode(mode: u32) -> shoal_core::SetAttr {
+    shoal_core::SetAttr {
+        mode: Some(mode),
+        ..Default::default()
+    }
 }
 
 /// Two daemons creating names that interleave in one directory take
@@ -1224,5 +1500,116 @@ pub fn rename_exchange_and_whiteout(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
     soon("A's moved", Ok(f.ino), || {
         a.lookup(ROOT_INO, b"moved").map(|a| a.ino)
     });
+    assert_clean(s);
+}
+
+/// Lock leases (`shoal_core::shared::locks`, docs/design.md "Lock
+/// leases"): a daemon that alone locks a file answers its locks from
+/// memory (no round trip a pair); owners on two daemons racing for one
+/// byte while the lease moves between them never hold it at once (a
+/// checker owns a token while holding the lock: a second holder finds it
+/// taken); and after the race every lock is gone from both.
+pub fn lock_leases_exclude_while_they_move(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_core::shared::locks::{Lock, Want};
+    use std::sync::atomic::AtomicU64;
+    let lk = |owner: u64, write: bool| Lock {
+        owner,
+        flock: false,
+        write,
+        start: 0,
+        end: 0,
+        pid: owner as u32,
+    };
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"leased-locks", 0o644).unwrap().ino;
+    a.fsync(f).unwrap();
+    // The first lock commits and takes the lease; the next pairs are
+    // answered from memory.
+    assert_eq!(a.setlk(f, &lk(1, true), Want::Write).unwrap(), None);
+    a.unlock_owner(f, 1, false).unwrap();
+    assert_eq!(a.lock_leases_held(), 1, "a lone locker took no lease");
+    let (reads, commits) = (
+        a.stats.reads.load(Ordering::Relaxed),
+        a.stats.commits.load(Ordering::Relaxed),
+    );
+    for _ in 0..100 {
+        assert_eq!(a.setlk(f, &lk(1, true), Want::Write).unwrap(), None);
+        assert_eq!(a.setlk(f, &lk(1, true), Want::Unlock).unwrap(), None);
+    }
+    assert_eq!(
+        (
+            a.stats.reads.load(Ordering::Relaxed),
+            a.stats.commits.load(Ordering::Relaxed)
+        ),
+        (reads, commits),
+        "lock pairs under a lease went to the store"
+    );
+    // A lock held under the lease stops another daemon's (which asks for
+    // the lease, and gets the holder's locks with it), and F_GETLK there
+    // names it.
+    assert_eq!(a.setlk(f, &lk(2, true), Want::Write).unwrap(), None);
+    assert_eq!(
+        b.setlk(f, &lk(3, false), Want::Read).unwrap(),
+        Some(lk(2, true))
+    );
+    assert_eq!(b.getlk(f, &lk(3, true)).unwrap(), Some(lk(2, true)));
+    a.unlock_owner(f, 2, false).unwrap();
+    // Owners on both daemons race for byte 0, each holding it a moment:
+    // never two at once.
+    let token = AtomicU64::new(0);
+    let overlaps = AtomicU64::new(0);
+    let won = race(fss, 4, |i, fs| {
+        let owner = 100 + i as u64;
+        let mut won = 0;
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        while std::time::Instant::now() < until {
+            let write = i % 4 != 3; // one reader among writers
+            let want = if write { Want::Write } else { Want::Read };
+            match fs.setlk(f, &lk(owner, write), want).unwrap() {
+                Some(_) => std::thread::sleep(Duration::from_micros(200)),
+                None => {
+                    won += 1;
+                    if write {
+                        if token
+                            .compare_exchange(0, owner, Ordering::SeqCst, Ordering::SeqCst)
+                            .is_err()
+                        {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(300));
+                        let _ =
+                            token.compare_exchange(owner, 0, Ordering::SeqCst, Ordering::SeqCst);
+                    } else {
+                        // A reader: no writer may hold it now.
+                        if token.load(Ordering::SeqCst) != 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_micros(300));
+                        if token.load(Ordering::SeqCst) != 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    fs.setlk(f, &lk(owner, write), Want::Unlock).unwrap();
+                }
+            }
+        }
+        won
+    });
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two owners held conflicting locks at once ({won:?} locks won per thread)"
+    );
+    let moved: u64 = fss
+        .iter()
+        .map(|fs| fs.stats.lock_leases_given.load(Ordering::Relaxed))
+        .sum();
+    assert!(
+        won.iter().all(|&w| w > 0) && moved > 0,
+        "every owner got the lock, the lease moved ({won:?}, {moved} hand-backs)"
+    );
+    for fs in fss {
+        assert_eq!(fs.locks_held(), (0, 0));
+    }
     assert_clean(s);
 }

@@ -52,7 +52,9 @@
 //! **Changes to queued creates** (a file's bytes, mode, owner, times,
 //! chunk table) are made in the queue while its batch has not left.
 
-use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
+use super::ns::{
+    ekey, enc_entry, erange, ikey, lkey_at, lrange, okey, pkey, rkey, skey, tkey, Node, SharedFs,
+};
 use super::{Cond, KvError, Op, Outcome};
 use crate::error::{Error, Result};
 use crate::rules;
@@ -201,8 +203,22 @@ struct Due {
     wanted: Vec<u8>,
 }
 
-/// A create acknowledged from memory.
+/// What a queued change is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PendOp {
+    /// `name` made, naming the new inode `ino` (its record in `nodes`).
+    Create,
+    /// `name` (naming `ino`, not a directory) removed: its inode's change
+    /// is computed on its record as it is when the batch commits.
+    Unlink,
+    /// `name` (the empty directory `ino`, whose only range this daemon
+    /// held) removed, with the directory's keys and its lease.
+    Rmdir,
+}
+
+/// A create, unlink or rmdir acknowledged from memory.
 struct Pending {
+    op: PendOp,
     dir: Ino,
     name: Vec<u8>,
     ino: Ino,
@@ -245,6 +261,9 @@ struct State {
     /// after a create showed the directory's old mtime; xfstests
     /// generic/003 on etcd).
     dir_times: HashMap<Ino, Ts>,
+    /// Per inode, its names removed from memory and not committed yet:
+    /// its stat shows that many links less.
+    unlinked: HashMap<Ino, u32>,
 }
 
 impl State {
@@ -337,6 +356,23 @@ pub(super) enum Known {
     At(Ino),
 }
 
+/// The keys a queued change writes (besides its directory's time), at
+/// most: a batch never holds two changes of one key.
+fn touched(sid: u64, p: &Pending) -> Vec<Vec<u8>> {
+    match p.op {
+        PendOp::Create => vec![ikey(p.ino), ekey(p.dir, &p.name)],
+        PendOp::Unlink => vec![ikey(p.ino), ekey(p.dir, &p.name), okey(sid, p.ino)],
+        PendOp::Rmdir => vec![
+            ekey(p.dir, &p.name),
+            ikey(p.ino),
+            tkey(p.ino),
+            pkey(p.ino),
+            lkey_at(p.ino, b""),
+            rkey(p.ino),
+        ],
+    }
+}
+
 /// The lost-session error, as `SharedFs::run` words it.
 fn lost() -> Error {
     Error::Io("this mount's etcd session expired (cut off longer than its lease): remount".into())
@@ -351,7 +387,7 @@ impl SharedFs {
     /// Whether the session surely lives: half its lease has not passed
     /// since the last renewal was sent. Only then is anything answered from
     /// memory (after it ends, another daemon could win what was answered).
-    fn session_sure(&self) -> bool {
+    pub(super) fn session_sure(&self) -> bool {
         self.renewed.lock().elapsed() < self.ttl / 2
     }
 
@@ -392,6 +428,19 @@ impl SharedFs {
         self.leases.st.lock().nodes.get(&ino).cloned()
     }
 
+    /// `pending_node` as a stat sees it: less the names of it removed from
+    /// memory since (queued behind its create), read under one lock.
+    pub(super) fn pending_seen(&self, ino: Ino) -> Option<Node> {
+        if !self.leases.enabled {
+            return None;
+        }
+        let st = self.leases.st.lock();
+        let mut n = st.nodes.get(&ino).cloned()?;
+        let gone = st.unlinked.get(&ino).copied().unwrap_or(0);
+        n.attr.nlink = n.attr.nlink.saturating_sub(gone);
+        Some(n)
+    }
+
     /// Change, in memory, a node created from memory whose batch has not
     /// left yet (chmod, chown, times, a small file's bytes, a file's chunk
     /// table after its uploads): no other daemon can see it before that
@@ -410,7 +459,10 @@ impl SharedFs {
         // Its record is here until its batch committed; it is still in the
         // queue until its batch left (then the batch has it encoded).
         if !st.nodes.contains_key(&ino)
-            || !st.queue.iter().any(|p| p.ino == ino)
+            || !st
+                .queue
+                .iter()
+                .any(|p| p.ino == ino && p.op == PendOp::Create)
             || !self.session_sure()
         {
             return None;
@@ -561,6 +613,7 @@ impl SharedFs {
                 let dt = st.dir_times.entry(parent).or_insert(t);
                 *dt = (*dt).max(t);
                 st.queue.push_back(Pending {
+                    op: PendOp::Create,
                     dir: parent,
                     name: name.to_vec(),
                     ino,
@@ -651,6 +704,306 @@ impl SharedFs {
                     self.wait_given_back(parent, name, deadline)?;
                 }
             }
+        }
+    }
+
+    /// Names of `ino` removed from memory, not committed yet.
+    pub(super) fn queued_unlinks(&self, ino: Ino) -> u32 {
+        if !self.leases.enabled {
+            return 0;
+        }
+        let st = self.leases.st.lock();
+        st.unlinked.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Whether this daemon holds the range of `parent` that `name` falls
+    /// in, or takes it now for a removal (after `STREAK` changes in a row
+    /// there, as creates do: rm -rf). False: run it as a transaction.
+    fn removal_lease(&self, parent: Ino, name: &[u8]) -> Result<bool> {
+        let mut st = self.leases.st.lock();
+        if st.range(parent, name).is_some() {
+            return Ok(true);
+        }
+        if st.acquiring.contains(&parent) || !self.session_sure() || st.stalled.is_some() {
+            return Ok(false);
+        }
+        // A daemon holding another range of the directory takes this one
+        // at once (a transaction would give back what it holds).
+        if !st.held.contains_key(&parent) {
+            let streak = st.streak.entry(parent).or_default();
+            *streak += 1;
+            if *streak < STREAK {
+                return Ok(false);
+            }
+            *streak = 0;
+        }
+        if st
+            .not_before
+            .get(&parent)
+            .is_some_and(|&t| t > Instant::now())
+        {
+            return Ok(false);
+        }
+        st.acquiring.insert(parent);
+        drop(st);
+        let took = self.acquire(parent, name);
+        self.leases.st.lock().acquiring.remove(&parent);
+        self.leases.cv.notify_all();
+        Ok(matches!(took?, Acquired::Took))
+    }
+
+    /// The range of `parent` holding `name`, if it answers from memory
+    /// now (held, not being given back, the session sure, the queue
+    /// keeping up); waits for room in a full queue, as creates do.
+    fn removal_range<'a>(
+        &self,
+        mut st: PlainMutexGuard<'a, State>,
+        parent: Ino,
+        name: &[u8],
+    ) -> Result<Option<PlainMutexGuard<'a, State>>> {
+        let started = Instant::now();
+        while st.queue.len() >= MAX_QUEUE && st.stalled.is_none() {
+            if started.elapsed() >= self.unavailable_wait {
+                return Err(self.not_taken(&st));
+            }
+            st = self.leases.wait(st);
+            if self.lost.load(Ordering::Relaxed) {
+                return Err(lost());
+            }
+        }
+        let usable = st.stalled.is_none()
+            && self.session_sure()
+            && st.queue.front().is_none_or(|p| p.at.elapsed() < STALE);
+        let held = st
+            .range(parent, name)
+            .is_some_and(|h| !h.releasing && !h.moved);
+        Ok((usable && held).then_some(st))
+    }
+
+    /// An unlink in a range of `parent` this daemon holds, answered from
+    /// memory and queued (docs/design.md, "Unlinks and rmdirs under the
+    /// lease"), after the rules the transaction applies
+    /// (`super::ns::may_remove_name`): the directory's record as leased, the
+    /// file's as queued here, as the record cache knows it, or read. False:
+    /// not held; run it as a transaction.
+    pub(super) fn lease_unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<bool> {
+        if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        if !self.removal_lease(parent, name)? {
+            return Ok(false);
+        }
+        // The file's record, read outside the lock when not queued here:
+        // then the name must still name it.
+        let mut read: Option<Node> = None;
+        loop {
+            let Some(mut st) = self.removal_range(self.leases.st.lock(), parent, name)? else {
+                return Ok(false);
+            };
+            let h = st.range(parent, name).unwrap();
+            let (ino, kind) = match h.names.get(name) {
+                None => return Err(Error::NotFound),
+                Some(&(_, Kind::Dir)) => return Err(Error::IsDir),
+                Some(&e) => e,
+            };
+            let n = match st.nodes.get(&ino) {
+                Some(n) => n.clone(),
+                None => match read.take().filter(|n| n.attr.ino == ino) {
+                    Some(n) => n,
+                    None => {
+                        drop(st);
+                        read = Some(self.removal_node(ino)?);
+                        continue;
+                    }
+                },
+            };
+            super::ns::may_remove_name(ctx, &h.dir, &n)?;
+            st.range_mut(parent, name).unwrap().names.remove(name);
+            self.queue_removal(&mut st, PendOp::Unlink, parent, name, ino, kind);
+            *st.unlinked.entry(ino).or_default() += 1;
+            return Ok(true);
+        }
+    }
+
+    fn queue_removal(
+        &self,
+        st: &mut State,
+        op: PendOp,
+        parent: Ino,
+        name: &[u8],
+        ino: Ino,
+        kind: Kind,
+    ) {
+        let t = Ts::now();
+        if st.dir_times.len() > 4096 {
+            st.dir_times.clear();
+        }
+        let dt = st.dir_times.entry(parent).or_insert(t);
+        *dt = (*dt).max(t);
+        st.queue.push_back(Pending {
+            op,
+            dir: parent,
+            name: name.to_vec(),
+            ino,
+            kind,
+            t,
+            at: Instant::now(),
+        });
+        self.stats.lease_removals.fetch_add(1, Ordering::Relaxed);
+        self.stats.ops.fetch_add(1, Ordering::Relaxed);
+        self.leases.cv.notify_all();
+    }
+
+    /// An rmdir in a range of `parent` this daemon holds: from memory if
+    /// it also holds the child's only range and knows it empty, else
+    /// committed now under the parent's lease. False: not held; run it
+    /// as a transaction.
+    pub(super) fn lease_rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<bool> {
+        if !self.leases.enabled || self.lost.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        if !self.removal_lease(parent, name)? {
+            return Ok(false);
+        }
+        let Some(mut st) = self.removal_range(self.leases.st.lock(), parent, name)? else {
+            return Ok(false);
+        };
+        let h = st.range(parent, name).unwrap();
+        let child = match h.names.get(name) {
+            None => return Err(Error::NotFound),
+            Some(&(ino, Kind::Dir)) => ino,
+            Some(_) => return Err(Error::NotDir),
+        };
+        let whole = st.held.get(&child).filter(|hs| {
+            hs.len() == 1
+                && hs[0].lo.is_empty()
+                && hs[0].hi.is_none()
+                && !hs[0].releasing
+                && !hs[0].moved
+                && hs[0].names.is_empty()
+        });
+        if let Some(hs) = whole {
+            // The rules on both records as leased here.
+            super::ns::may_remove_name(ctx, &h.dir, &hs[0].dir)?;
+            // Its lease answers nothing more; the batch deletes it.
+            st.held.remove(&child);
+            st.cold.remove(&child);
+            st.due.retain(|(d, _), _| *d != child);
+            st.range_mut(parent, name).unwrap().names.remove(name);
+            self.queue_removal(&mut st, PendOp::Rmdir, parent, name, child, Kind::Dir);
+            return Ok(true);
+        }
+        drop(st);
+        self.rmdir_under_lease(ctx, parent, name, child)
+    }
+
+    /// Commit the rmdir of `parent`'s `name` (directory `child`) now,
+    /// keeping the parent's lease: after the queue, requiring this
+    /// daemon's lease on the name's range, the child empty and unleased,
+    /// the entry and the child's record as read. False: the range was
+    /// given back meanwhile (run it as a transaction).
+    fn rmdir_under_lease(&self, ctx: &Ctx, parent: Ino, name: &[u8], child: Ino) -> Result<bool> {
+        self.settle()?;
+        let since = Instant::now();
+        let mut asked: Option<Instant> = None;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            let (lo, dir) = {
+                let st = self.leases.st.lock();
+                match st.range(parent, name).filter(|h| !h.releasing && !h.moved) {
+                    Some(h) => (h.lo.clone(), h.dir.clone()),
+                    None => return Ok(false),
+                }
+            };
+            self.stats.reads.fetch_add(2, Ordering::Relaxed);
+            let (vs, _) =
+                self.patient(|| self.store.get_many(&[ikey(child), ekey(parent, name)]))?;
+            if vs[1].is_none() {
+                return Err(Error::NotFound);
+            }
+            // The rules on the child's record as read (the commit requires
+            // it) and the directory's as leased.
+            let n = vs[0].as_ref().ok_or(Error::NotFound)?;
+            super::ns::may_remove_name(ctx, &dir, &Node::decode(child, &n.value)?)?;
+            let (from, to) = erange(child);
+            let (first, _) = self.patient(|| self.store.scan(&from, &to, 1))?;
+            if !first.is_empty() {
+                return Err(Error::NotEmpty);
+            }
+            let (llo, lhi) = lrange(child);
+            let conds = [
+                Cond::Exists(skey(self.sid)),
+                Cond::Exists(lkey_at(parent, &lo)),
+                Cond::as_read(ikey(child), &vs[0]),
+                Cond::as_read(ekey(parent, name), &vs[1]),
+                Cond::Empty(from, to),
+                Cond::Empty(llo, lhi),
+            ];
+            let t = Ts::now();
+            let mut tv = t.sec.to_le_bytes().to_vec();
+            tv.extend_from_slice(&t.nsec.to_le_bytes());
+            let ops = [
+                Op::Delete(ekey(parent, name)),
+                Op::Delete(ikey(child)),
+                Op::Delete(tkey(child)),
+                Op::Delete(pkey(child)),
+                Op::Put(tkey(parent), tv, None),
+            ];
+            let done = match self.store.commit(&conds, &ops) {
+                Ok(Outcome::Committed(rev)) => {
+                    self.note_own(rev, &ops);
+                    true
+                }
+                Ok(Outcome::Conflict(failed)) => {
+                    if failed.contains(&0) {
+                        self.lost.store(true, Ordering::SeqCst);
+                        return Err(lost());
+                    }
+                    if failed.contains(&1) {
+                        return Ok(false);
+                    }
+                    if failed.contains(&5) {
+                        // Another daemon leases the child: ask for it back.
+                        if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
+                            self.request_lease(child, b"");
+                            asked = Some(Instant::now());
+                        }
+                        if since.elapsed() > self.ttl * 2 + Duration::from_secs(5) {
+                            return Err(Error::Io(format!(
+                                "another mount holds directory {child} and did not give it back within {:?}: try again",
+                                self.ttl * 2
+                            )));
+                        }
+                    } else {
+                        self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    false
+                }
+                Err(KvError::Unknown(_)) => {
+                    self.cache.unsure(&ops);
+                    self.applied(&ops)?
+                }
+                Err(KvError::Unavailable(m)) => {
+                    self.wait_available(since, &m)?;
+                    false
+                }
+                Err(e) => return Err(Error::from(e)),
+            };
+            if done {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats.ops.fetch_add(1, Ordering::Relaxed);
+                let mut st = self.leases.st.lock();
+                if let Some(h) = st.range_mut(parent, name) {
+                    if h.names.get(name).is_some_and(|&(i, _)| i == child) {
+                        h.names.remove(name);
+                    }
+                }
+                let dt = st.dir_times.entry(parent).or_insert(t);
+                *dt = (*dt).max(t);
+                return Ok(true);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
         }
     }
 
@@ -843,6 +1196,7 @@ impl SharedFs {
     /// What the stream delivered: requests for this daemon's leases, and
     /// changes to the entries of directories it gave back.
     pub(super) fn lease_events(&self, evs: &[super::Event]) {
+        self.lock_lease_events(evs);
         if !self.leases.enabled {
             return;
         }
@@ -1190,37 +1544,39 @@ impl SharedFs {
             st.urgent = false;
             return;
         }
-        // One condition (the session) and per create two puts, per
-        // directory one time: as many as the store's limit takes.
+        // A batch: the queue in order, as many as one transaction takes,
+        // ending before a change that touches a key an earlier one of the
+        // batch touched (etcd refuses a key twice in one transaction).
         let max = self.store.limits().max_ops;
-        let mut ops = Vec::new();
-        let mut times: HashMap<Ino, Ts> = HashMap::new();
-        let mut n = 0;
+        let mut keys: HashSet<Vec<u8>> = HashSet::new();
+        let mut dirs: HashSet<Ino> = HashSet::new();
+        let (mut nops, mut nconds, mut n) = (0, 1, 0);
         for p in st.queue.iter() {
-            let more = 2 + usize::from(!times.contains_key(&p.dir));
-            if 1 + ops.len() + times.len() + more > max {
+            let its = touched(self.sid, p);
+            let new_dir = usize::from(!dirs.contains(&p.dir));
+            let cond = usize::from(p.op == PendOp::Unlink);
+            // (The store's limit counts conditions and operations together.)
+            if n > 0
+                && (nops + its.len() + dirs.len() + new_dir + nconds + cond > max
+                    || its.iter().any(|k| keys.contains(k)))
+            {
                 break;
             }
-            let node = &st.nodes[&p.ino];
-            ops.push(Op::Put(ikey(p.ino), node.encode(), None));
-            ops.push(Op::Put(
-                ekey(p.dir, &p.name),
-                enc_entry(p.ino, p.kind),
-                None,
-            ));
-            let t = times.entry(p.dir).or_insert(p.t);
-            *t = (*t).max(p.t);
+            nops += its.len();
+            keys.extend(its);
+            dirs.insert(p.dir);
+            nconds += cond;
             n += 1;
         }
-        for (dir, t) in &times {
-            let mut v = t.sec.to_le_bytes().to_vec();
-            v.extend_from_slice(&t.nsec.to_le_bytes());
-            ops.push(Op::Put(tkey(*dir), v, None));
-        }
         let batch: Vec<Pending> = st.queue.drain(..n).collect();
+        let nodes: HashMap<Ino, Vec<u8>> = batch
+            .iter()
+            .filter(|p| p.op == PendOp::Create)
+            .map(|p| (p.ino, st.nodes[&p.ino].encode()))
+            .collect();
         st.in_flight = n;
         drop(st);
-        let r = self.commit_batch(&ops);
+        let r = self.commit_queued(&batch, &nodes);
         let mut st = self.leases.st.lock();
         st.in_flight = 0;
         match r {
@@ -1230,7 +1586,20 @@ impl SharedFs {
                     st.urgent = false;
                 }
                 for p in &batch {
-                    st.nodes.remove(&p.ino);
+                    match p.op {
+                        PendOp::Create => {
+                            st.nodes.remove(&p.ino);
+                        }
+                        PendOp::Unlink => {
+                            if let Some(c) = st.unlinked.get_mut(&p.ino) {
+                                *c -= 1;
+                                if *c == 0 {
+                                    st.unlinked.remove(&p.ino);
+                                }
+                            }
+                        }
+                        PendOp::Rmdir => {}
+                    }
                 }
                 self.stats.lease_batches.fetch_add(1, Ordering::Relaxed);
             }
@@ -1244,48 +1613,147 @@ impl SharedFs {
             }
             Err(e) => {
                 tracing::error!(
-                    "{} creates acknowledged from memory could not be committed ({e}): this mount's session is lost, remount",
+                    "{} changes acknowledged from memory could not be committed ({e}): this mount's session is lost, remount",
                     batch.len() + st.queue.len()
                 );
                 self.lost.store(true, Ordering::SeqCst);
                 st.queue.clear();
                 st.nodes.clear();
                 st.held.clear();
+                st.unlinked.clear();
             }
         }
         self.leases.cv.notify_all();
     }
 
-    /// Commit one batch of queued creates; waits out an unavailable store
-    /// (the creates are acknowledged: they must not be dropped while the
-    /// session lives).
-    fn commit_batch(&self, ops: &[Op]) -> Result<()> {
-        let conds = [Cond::Exists(skey(self.sid))];
+    /// Commit one batch of queued changes; waits out an unavailable store
+    /// (they are acknowledged: they must not be dropped while the session
+    /// lives). An unlink's inode is changed as a transactional unlink
+    /// would change it, on its record read here, which the commit requires
+    /// unchanged; if another daemon changed one meanwhile, the records are
+    /// read again and the whole batch committed again (docs/design.md,
+    /// "Unlinks and rmdirs under the lease").
+    fn commit_queued(&self, batch: &[Pending], nodes: &HashMap<Ino, Vec<u8>>) -> Result<()> {
         loop {
             if self.lost.load(Ordering::Relaxed) {
                 return Err(lost());
             }
-            match self.store.commit(&conds, ops) {
+            let unlinked: Vec<Vec<u8>> = batch
+                .iter()
+                .filter(|p| p.op == PendOp::Unlink)
+                .map(|p| ikey(p.ino))
+                .collect();
+            let records = if unlinked.is_empty() {
+                Vec::new()
+            } else {
+                self.stats.reads.fetch_add(1, Ordering::Relaxed);
+                match self.patient(|| self.store.get_many(&unlinked)) {
+                    Ok((vs, _)) => vs,
+                    Err(e) => {
+                        tracing::warn!("reading the records of queued unlinks: {e}; trying again");
+                        std::thread::sleep(Duration::from_millis(200));
+                        continue;
+                    }
+                }
+            };
+            let mut records = records.into_iter();
+            let mut conds = vec![Cond::Exists(skey(self.sid))];
+            let mut ops = Vec::new();
+            let mut doomed = Vec::new();
+            let mut later = Vec::new();
+            let mut times: HashMap<Ino, Ts> = HashMap::new();
+            let removed: HashSet<Ino> = batch
+                .iter()
+                .filter(|p| p.op == PendOp::Rmdir)
+                .map(|p| p.ino)
+                .collect();
+            for p in batch {
+                match p.op {
+                    PendOp::Create => {
+                        ops.push(Op::Put(ikey(p.ino), nodes[&p.ino].clone(), None));
+                        ops.push(Op::Put(
+                            ekey(p.dir, &p.name),
+                            enc_entry(p.ino, p.kind),
+                            None,
+                        ));
+                    }
+                    PendOp::Unlink => {
+                        ops.push(Op::Delete(ekey(p.dir, &p.name)));
+                        let v = records.next().flatten();
+                        conds.push(Cond::as_read(ikey(p.ino), &v));
+                        let Some(v) = v else { continue };
+                        match Node::decode(p.ino, &v.value)
+                            .and_then(|mut n| self.unlink_ops(&mut n))
+                        {
+                            Ok((o, d, l)) => {
+                                ops.extend(o);
+                                doomed.extend(d);
+                                later.extend(l);
+                            }
+                            Err(e) => tracing::warn!(
+                                "inode {} of a queued unlink: {e}; its name goes, the inode stays for fsck",
+                                p.ino
+                            ),
+                        }
+                    }
+                    PendOp::Rmdir => {
+                        ops.push(Op::Delete(ekey(p.dir, &p.name)));
+                        ops.push(Op::Delete(ikey(p.ino)));
+                        ops.push(Op::Delete(tkey(p.ino)));
+                        ops.push(Op::Delete(pkey(p.ino)));
+                        ops.push(Op::Delete(lkey_at(p.ino, b"")));
+                        ops.push(Op::Delete(rkey(p.ino)));
+                    }
+                }
+                if !removed.contains(&p.dir) {
+                    let t = times.entry(p.dir).or_insert(p.t);
+                    *t = (*t).max(p.t);
+                }
+            }
+            for (dir, t) in &times {
+                let mut v = t.sec.to_le_bytes().to_vec();
+                v.extend_from_slice(&t.nsec.to_le_bytes());
+                ops.push(Op::Put(tkey(*dir), v, None));
+            }
+            let after = || {
+                for name in &doomed {
+                    self.delete_object(name);
+                }
+                for &ino in &later {
+                    self.remove_after_grace(ino);
+                }
+            };
+            match self.store.commit(&conds, &ops) {
                 Ok(Outcome::Committed(rev)) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    self.note_own(rev, ops);
+                    self.note_own(rev, &ops);
+                    after();
                     return Ok(());
                 }
-                Ok(Outcome::Conflict(_)) => {
+                Ok(Outcome::Conflict(failed)) if failed.contains(&0) => {
                     self.lost.store(true, Ordering::SeqCst);
                     return Err(lost());
                 }
+                // An unlinked inode changed since it was read: again.
+                Ok(Outcome::Conflict(_)) => {
+                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                }
                 Err(KvError::Unknown(_)) => {
                     self.stats.unknown.fetch_add(1, Ordering::Relaxed);
-                    self.cache.unsure(ops);
+                    self.cache.unsure(&ops);
                     // Read back; a store that cannot answer that is tried
-                    // again (the creates are acknowledged: never dropped
-                    // while the session may live).
-                    match self.applied(ops) {
-                        Ok(true) => return Ok(()),
+                    // again (acknowledged: never dropped while the session
+                    // may live).
+                    match self.applied(&ops) {
+                        Ok(true) => {
+                            after();
+                            return Ok(());
+                        }
                         Ok(false) => {}
                         Err(e) => {
-                            tracing::warn!("reading back a batch of creates: {e}; trying again");
+                            tracing::warn!(
+                                "reading back a batch of queued changes: {e}; trying again"
+                            );
                         }
                     }
                 }
@@ -1294,7 +1762,7 @@ impl SharedFs {
                     return Err(Error::NoSpace);
                 }
                 Err(e) => {
-                    tracing::warn!("committing acknowledged creates: {e}; trying again");
+                    tracing::warn!("committing acknowledged changes: {e}; trying again");
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
@@ -1311,10 +1779,12 @@ impl SharedFs {
             .map(|d| d.at.saturating_duration_since(now))
             .min()
             .unwrap_or(Duration::from_millis(200))
+            .min(self.lock_lease_wait())
     }
 
     /// Give back each requested directory whose slice has ended.
     pub(super) fn release_due(&self) -> Result<()> {
+        self.give_back_due_locks();
         let now = Instant::now();
         let due: Vec<(Ino, Vec<u8>, Vec<u8>)> = {
             let st = self.leases.st.lock();

@@ -164,6 +164,16 @@ pub(super) fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
 /// operation on the inode rewrites it (`rules::modes`, docs/rules.md).
 pub const XATTRS_MAX: usize = modes::SHARED.xattr_total;
 
+/// May `ctx` remove directory `p`'s name of `n` (unlink, rmdir)? In the
+/// engine's order (Linux's): the directory's flags, the caller's rights,
+/// the inode's flags. For the transactions and the directory lease's
+/// answers from memory alike (`super::lease`).
+pub(super) fn may_remove_name(ctx: &Ctx, p: &Node, n: &Node) -> Result<()> {
+    rules::flags::may_remove(p.flags, None)?;
+    rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
+    rules::flags::may_remove(p.flags, Some(n.flags))
+}
+
 /// An inode as the shared namespace keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
@@ -229,6 +239,15 @@ pub struct SharedStats {
     pub lease_listed: AtomicU64,
     /// Changes to queued creates made in memory (`lease::amend_queued`).
     pub lease_amends: AtomicU64,
+    /// Unlinks and rmdirs answered from memory (`super::lease`).
+    pub lease_removals: AtomicU64,
+    /// Lock leases (`super::locks`): taken, given back, lock requests
+    /// answered from memory under one, and requests that waited for
+    /// another daemon's.
+    pub lock_leases_taken: AtomicU64,
+    pub lock_leases_given: AtomicU64,
+    pub lock_lease_answers: AtomicU64,
+    pub lock_lease_waits: AtomicU64,
     /// Stats and lookups answered by the record cache (`super::cache`),
     /// and those that read the store.
     pub cache_hits: AtomicU64,
@@ -590,6 +609,10 @@ pub struct SessionOpts {
     /// writes are acknowledged from memory and committed in batches
     /// (`super::lease`). Off: every operation commits before it answers.
     pub dir_leases: bool,
+    /// Take lock leases: an inode's file locks are answered from memory
+    /// while no other daemon holds one (`super::locks`). Off: every lock
+    /// and unlock commits.
+    pub lock_leases: bool,
     /// The record cache's budget in bytes (`super::cache`; 0: none, every
     /// stat and lookup the kernel does not answer reads the store).
     pub record_cache: u64,
@@ -610,6 +633,7 @@ impl Default for SessionOpts {
             unavailable_wait: Duration::from_secs(30),
             dirty_max: 256 << 20,
             dir_leases: true,
+            lock_leases: true,
             record_cache: super::cache::DEFAULT_BYTES,
             unlinked_grace: Duration::from_secs(10),
         }
@@ -783,7 +807,7 @@ impl SharedFs {
             keeper: PlainMutex::new(None),
             lost: Arc::new(AtomicBool::new(false)),
             opens: PlainMutex::new(HashMap::new()),
-            locks: Default::default(),
+            locks: super::locks::Held::new(opts.lock_leases && has_watch),
             orphaned: PlainMutex::new(Default::default()),
             linkable: PlainMutex::new(Default::default()),
             statfs_seen: PlainMutex::new(None),
@@ -1181,7 +1205,7 @@ impl SharedFs {
     /// `getattr`; `fresh`: read the store, whatever the cache knows (an
     /// open: close-to-open).
     fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {
-        if let Some(n) = self.pending_node(ino) {
+        if let Some(n) = self.pending_seen(ino) {
             // Made here from memory, not committed yet (`super::lease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
@@ -1217,6 +1241,8 @@ impl SharedFs {
         if a.kind == Kind::File {
             a = self.with_buffered(a);
         }
+        // Names of it this daemon removed from memory (`super::lease`).
+        a.nlink = a.nlink.saturating_sub(self.queued_unlinks(ino));
         if a.kind == Kind::Dir {
             if let Some(t) = t {
                 if t.len() == 12 {
@@ -1531,23 +1557,55 @@ impl SharedFs {
     /// `unlink` by `ctx` (`rules::perm::may_delete` on the records read).
     pub fn unlink_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Unlink, name)?;
+        // In a range this daemon holds: from memory (`super::lease`).
+        if self.lease_unlink(ctx, parent, name)? {
+            return Ok(());
+        }
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
+            // Counts towards taking the directory's lease (rm -rf).
+            tx.creating = true;
             let (p, found) = tx.dir_entry_node(parent, name, guess)?;
             let (_, kind, mut n) = found.ok_or(Error::NotFound)?;
             if kind == Kind::Dir {
                 return Err(Error::IsDir);
             }
-            // The engine's order (Linux's): the directory's flags, the
-            // caller's rights, the inode's flags.
-            rules::flags::may_remove(p.flags, None)?;
-            rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
-            rules::flags::may_remove(p.flags, Some(n.flags))?;
+            may_remove_name(ctx, &p, &n)?;
             tx.del_entry(parent, name)?;
             self.drop_link(tx, &mut n)?;
             tx.touch_dir(parent, Ts::now());
             Ok(())
         })
+    }
+
+    /// The record of `ino` for a removal's rules answered from memory
+    /// (`super::lease`): as the record cache knows it, else read.
+    pub(super) fn removal_node(&self, ino: Ino) -> Result<Node> {
+        match self.read_known(vec![ikey(ino)], false)?.pop().flatten() {
+            Some(v) => Node::decode(ino, &v),
+            None => Err(Error::NotFound),
+        }
+    }
+
+    /// What a transactional unlink writes for `n` losing one name
+    /// (`drop_link`), for a batch of the lease's queue: the writes, the
+    /// objects to delete and the inodes to remove after the grace, once
+    /// the batch committed.
+    pub(super) fn unlink_ops(&self, n: &mut Node) -> Result<(Vec<Op>, Vec<String>, Vec<Ino>)> {
+        let mut tx = Tx {
+            fs: self,
+            conds: vec![],
+            seen: HashMap::new(),
+            ops: vec![],
+            doomed: vec![],
+            later: vec![],
+            creating: true,
+            want: None,
+            trips: 0,
+            untracked: false,
+        };
+        self.drop_link(&mut tx, n)?;
+        Ok((tx.ops, tx.doomed, tx.later))
     }
 
     /// A removed inode's objects go after the commit.
@@ -1591,16 +1649,21 @@ impl SharedFs {
     /// `rmdir` by `ctx` (`rules::perm::may_delete` on the records read).
     pub fn rmdir_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Rmdir, name)?;
+        // In a range this daemon holds: from memory, or committed under
+        // the lease (`super::lease`).
+        if self.lease_rmdir(ctx, parent, name)? {
+            return Ok(());
+        }
         let guess = self.cached_child(parent, name);
         self.run(|tx| {
+            // Counts towards taking the directory's lease (rm -rf).
+            tx.creating = true;
             let (p, found) = tx.dir_entry_node(parent, name, guess)?;
             let (ino, kind, n) = found.ok_or(Error::NotFound)?;
             if kind != Kind::Dir {
                 return Err(Error::NotDir);
             }
-            rules::flags::may_remove(p.flags, None)?;
-            rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
-            rules::flags::may_remove(p.flags, Some(n.flags))?;
+            may_remove_name(ctx, &p, &n)?;
             if !tx.require_empty(ino)? {
                 return Err(Error::NotEmpty);
             }
