@@ -7,8 +7,8 @@
 //! commits and conflicts per operation, latency percentiles.
 
 use crate::cli::BenchArgs;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::SharedStore;
 use shoal_core::ROOT_INO;
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use std::sync::atomic::Ordering;

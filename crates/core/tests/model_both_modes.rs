@@ -13,11 +13,11 @@
 //! The seed is printed on failure; rerun with SHOAL_SEED=... .
 
 use rand::Rng;
+use shoal_cluster::blob::MemBlobs;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::rules::modes::{self, Limits};
-use shoal_core::shared::blob::MemBlobs;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
 use shoal_core::{Ctx, Engine, Kind, Namespace, SetAttr, ROOT_INO};
 use shoal_testkit::model::{self, Gen, Model, NsTarget, Op, E, K};
 use std::sync::Arc;

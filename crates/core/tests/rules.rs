@@ -6,10 +6,10 @@
 //! the rules were written once are pinned here: each such test failed
 //! before (the test's comment says how).
 
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::rules::modes;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
 use shoal_core::{Ctx, Engine, Error, Namespace, SetAttr, RENAME_NOREPLACE, ROOT_INO};
 use shoal_testkit::setup;
 use std::sync::Arc;

@@ -16,8 +16,8 @@
 //! Needs root and `nft` (scripts/install-deps.sh installs nftables); CI sets
 //! SHOAL_REQUIRE_ETCD=1, which makes a missing `nft` a failure too.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::SharedStore;
 use shoal_core::{Ino, SetAttr, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::{self, Cluster};

@@ -3,8 +3,8 @@
 //! the simulator (`shoal_testkit::shared_ns`), and fencing with a real
 //! lease. CI sets SHOAL_REQUIRE_ETCD=1, so a missing etcd fails.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;

@@ -1,5 +1,5 @@
 //! The FUSE adapter for a namespace shared by several daemons
-//! (`shoal_core::shared::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
+//! (`shoal_cluster::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
 //!
 //! Deliberately small beside `ShoalFs`: the kernel checks permissions
 //! (default_permissions and FUSE_POSIX_ACL: mode bits and POSIX ACLs, kept
@@ -12,7 +12,7 @@
 //! name another daemon changed and the attributes and pages of every inode
 //! it changed. File data up to
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
-//! the object store behind the data seam (`shoal_core::shared::data`).
+//! the object store behind the data seam (`shoal_cluster::data`).
 
 use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
@@ -21,8 +21,8 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use shoal_core::shared::locks::{Lock, Want};
-use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_cluster::locks::{Lock, Want};
+use shoal_cluster::ns::{NewNode, SharedFs};
 use shoal_core::stats::Op;
 use shoal_core::sync::PlainMutex as Mutex;
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
@@ -517,13 +517,13 @@ impl SharedFuse {
 /// entry's name (`inval_entry`), an inode's attributes and pages
 /// (`inval_inode`); this daemon's own changes were told by its replies.
 /// Runs on its own thread, never a FUSE worker nor the stream's
-/// (`shoal_core::shared::SharedFs::subscribe`): the kernel takes the
+/// (`shoal_cluster::SharedFs::subscribe`): the kernel takes the
 /// directory's lock for `inval_entry`, and a create holding it may wait
 /// for the stream. While the stream is broken nothing comes; the kernel's
 /// TTL bounds what was missed.
 fn invalidate(
     fs: &SharedFs,
-    changes: &std::sync::mpsc::Receiver<Vec<shoal_core::shared::Event>>,
+    changes: &std::sync::mpsc::Receiver<Vec<shoal_cluster::Event>>,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
     handed: &Mutex<Handed>,
@@ -582,7 +582,7 @@ impl Filesystem for SharedFuse {
             want |= InitFlags::FUSE_OVER_IO_URING;
         }
         // fcntl and flock locks come here and are kept in the shared
-        // store, so they hold across mounts (`shoal_core::shared::locks`);
+        // store, so they hold across mounts (`shoal_cluster::locks`);
         // without these the kernel keeps them per mount.
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
         // LOOKUP of "." and ".." for any inode: file handles
@@ -1004,7 +1004,7 @@ impl Filesystem for SharedFuse {
                 tracing::warn!(
                     "inode {}: a write past {} bytes, and this filesystem has no object store for file data (make one with `shoal mkfs etcd://... --data s3://BUCKET?endpoint=...`)",
                     ino.0,
-                    shoal_core::shared::ns::SHARED_INLINE_MAX
+                    shoal_cluster::ns::SHARED_INLINE_MAX
                 );
                 reply.error(errno(&Error::FileTooBig))
             }
@@ -1272,7 +1272,7 @@ impl Filesystem for SharedFuse {
     }
 
     /// open(2) with O_TMPFILE: an unnamed file, open, with nlink 0, which
-    /// linkat may name (`shoal_core::shared::SharedFs::tmpfile`).
+    /// linkat may name (`shoal_cluster::SharedFs::tmpfile`).
     fn tmpfile(
         &self,
         req: &Request,
@@ -1392,7 +1392,7 @@ impl Filesystem for SharedFuse {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _t = self.fs.stats.op_stats.start(Op::Statfs);
-        // The stores' own figures (`shoal_core::shared::space`).
+        // The stores' own figures (`shoal_cluster::space`).
         match self.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,

@@ -4,11 +4,11 @@
 //! 20 MiB file through SeaweedFS. CI sets SHOAL_REQUIRE_WEED=1, so a
 //! missing `weed` fails.
 
-use shoal_core::shared::blob::{Blobs, MemBlobs};
-use shoal_core::shared::data;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
+use shoal_cluster::blob::{Blobs, MemBlobs};
+use shoal_cluster::data;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::ROOT_INO;
 use shoal_objects::ObjectBlobs;
 use shoal_testkit::objects::{blobs_conformance, Seaweed};

@@ -1,12 +1,12 @@
-//! The multi-daemon namespace checks (`shoal_core::shared::ns`), one copy
+//! The multi-daemon namespace checks (`shoal_cluster::ns`), one copy
 //! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`),
 //! a real etcd cluster (`crates/etcd/tests/shared_ns.rs`) and the TiKV
 //! backend on its model (`crates/tikv/tests/shared_ns.rs`). Each takes
 //! the daemons (two or three `SharedFs` on one namespace, each with its own
 //! connection) and the store, for `ns::check`.
 
-use shoal_core::shared::ns::{self, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SharedFs};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, Kind, ROOT_INO};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub fn assert_clean(s: &dyn SharedStore) {
 }
 
 /// How long another daemon may take to see a change: its change stream's
-/// lag (`shoal_core::shared::cache`), far under this on a quiet machine.
+/// lag (`shoal_cluster::cache`), far under this on a quiet machine.
 pub const SEEN_WITHIN: Duration = Duration::from_secs(5);
 
 /// `f()` comes to `want` within `SEEN_WITHIN`; how long it took.
@@ -214,8 +214,8 @@ fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
 /// on another daemon rewrites its mask; a default ACL is a directory's
 /// only, and a create on another daemon inherits it in place of the umask.
 pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+    use shoal_cluster::ns::NewNode;
     use shoal_core::acl::{ACCESS, DEFAULT};
-    use shoal_core::shared::ns::NewNode;
     use shoal_core::{Ctx, SetAttr};
     let (a, b) = (&fss[0], &fss[1]);
     let (uo, u, go, m, o) = (0x01, 0x02, 0x04, 0x10, 0x20);
@@ -343,7 +343,7 @@ pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
         a.setxattr(
             f.ino,
             b"user.big",
-            &vec![0; shoal_core::shared::ns::XATTRS_MAX],
+            &vec![0; shoal_cluster::ns::XATTRS_MAX],
             0
         ),
         Err(Error::NoSpace)
@@ -994,13 +994,13 @@ pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
     assert_clean(s);
 }
 
-/// File locks across daemons (`shoal_core::shared::locks`): a POSIX lock
+/// File locks across daemons (`shoal_cluster::locks`): a POSIX lock
 /// on one daemon stops an overlapping one on another (F_GETLK names it)
 /// and not one past its range; of six owners over the daemons racing for
 /// one byte exactly one wins; a close by the owner releases its locks;
 /// flock and POSIX locks are apart.
 pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::locks::{Lock, Want};
     let lk = |owner: u64, start: u64, end: u64, write: bool| Lock {
         owner,
         flock: false,

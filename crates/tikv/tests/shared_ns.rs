@@ -4,8 +4,8 @@
 //! races checked clean, a session that ends (fencing and its orphans), and
 //! a lost answer.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_testkit::shared_ns::{self as checks, assert_clean};
 use shoal_tikv::model::{Fault, MemTikv};

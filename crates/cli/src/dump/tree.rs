@@ -6,7 +6,7 @@
 //! keep (link counts, allocation groups, leases), and fsck finds the store
 //! loaded as clean as one made by hand.
 
-use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_cluster::ns::{NewNode, SharedFs};
 use shoal_core::{Attr, Ctx, Engine, Error, Ino, Kind, Result, SetAttr, ROOT_INO};
 use std::sync::Arc;
 

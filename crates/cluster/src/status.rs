@@ -18,8 +18,8 @@
 use super::locks::{decode as decode_locks, Lock};
 use super::ns::{data_url, scan_all, Node};
 use super::SharedStore;
-use crate::error::{Error, Result};
-use crate::types::{Ino, Kind};
+use shoal_core::error::{Error, Result};
+use shoal_core::types::{Ino, Kind};
 
 /// A session of a mount: its id and what its daemon wrote about itself.
 #[derive(Clone, Debug)]
@@ -149,15 +149,15 @@ pub fn status(store: &dyn SharedStore) -> Result<Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared::ns::{SessionOpts, SharedFs};
-    use crate::shared::sim::SimStore;
-    use crate::types::ROOT_INO;
+    use crate::ns::{SessionOpts, SharedFs};
+    use crate::sim::SimStore;
+    use shoal_core::types::ROOT_INO;
 
     /// A session, a file unlinked while open, a lock and a lease all show.
     #[test]
     fn status_shows_sessions_open_unlinked_files_and_locks() {
         let store = SimStore::new();
-        crate::shared::ns::mkfs(&*store).unwrap();
+        crate::ns::mkfs(&*store).unwrap();
         let opts = SessionOpts {
             who: r#"{"host":"h1","pid":7}"#.into(),
             ..SessionOpts::default()
@@ -178,7 +178,7 @@ mod tests {
         fs.unlink(ROOT_INO, b"f").unwrap();
         fs.fsyncdir().unwrap();
         let s = status(&*store).unwrap();
-        assert_eq!(s.format, crate::shared::ns::SHARED_FORMAT);
+        assert_eq!(s.format, crate::ns::SHARED_FORMAT);
         assert_eq!(s.sessions.len(), 1);
         assert_eq!(s.sessions[0].sid, fs.session());
         assert!(s.sessions[0].who.contains("\"host\":\"h1\""));

@@ -12,9 +12,9 @@
 //! namespace at all (docs/rules.md), so it changes nothing here.
 
 use super::ns::{ikey, Node, SharedFs};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::types::{Attr, Ctx, Ino, Ts};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::types::{Attr, Ctx, Ino, Ts};
 
 impl SharedFs {
     /// The inode's flags (`FS_IOC_GETFLAGS`), from the record cache if it

@@ -52,7 +52,7 @@ impl SharedFs {
                     };
                     let r = stream
                         .next(fs.lease_wait())
-                        .map_err(crate::Error::from)
+                        .map_err(shoal_core::Error::from)
                         .and_then(|evs| {
                             fs.apply(evs);
                             fs.release_due()

@@ -45,13 +45,13 @@
 use super::blob::Blobs;
 use super::data::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
-use crate::acl;
-use crate::error::{Again, Error, Result};
-use crate::rules::names::{self, NameOp};
-use crate::rules::{self, modes};
-use crate::schema::{decode_inode, encode_inode};
-use crate::sync::PlainMutex;
-use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
+use shoal_core::acl;
+use shoal_core::error::{Again, Error, Result};
+use shoal_core::rules::names::{self, NameOp};
+use shoal_core::rules::{self, modes};
+use shoal_core::schema::{decode_inode, encode_inode};
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub const CHUNK: u64 = 1024;
 pub const SHARED_FORMAT: u32 = 1;
 /// Bytes a file keeps in its inode record; a larger file keeps a chunk
 /// table there and its bytes in an object store (`super::data`).
-pub const SHARED_INLINE_MAX: u64 = crate::INLINE_MAX;
+pub const SHARED_INLINE_MAX: u64 = shoal_core::INLINE_MAX;
 /// Retries of one operation before it gives up with EIO.
 const MAX_TRIES: u32 = 200;
 
@@ -235,7 +235,7 @@ pub struct SharedStats {
     pub cache_misses: AtomicU64,
     /// Per-operation counts and sampled latencies, as the embedded
     /// engine's (`Engine::stats`), kept by the FUSE adapter.
-    pub op_stats: crate::stats::OpStats,
+    pub op_stats: shoal_core::stats::OpStats,
 }
 
 /// One operation's reads (its conditions) and writes.
@@ -518,7 +518,7 @@ pub struct SharedFs {
     /// Inodes this daemon made orphans (their last close removes them).
     orphaned: PlainMutex<std::collections::HashSet<Ino>>,
     /// The last statfs figures and when they were read (`super::space`).
-    pub(super) statfs_seen: PlainMutex<Option<(Instant, crate::types::StatFs)>>,
+    pub(super) statfs_seen: PlainMutex<Option<(Instant, shoal_core::types::StatFs)>>,
     /// O_TMPFILEs of this daemon not named yet (`super::tmpfile`).
     pub(super) linkable: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
@@ -1674,7 +1674,7 @@ impl SharedFs {
         noreplace: bool,
     ) -> Result<()> {
         let flags = if noreplace {
-            crate::RENAME_NOREPLACE
+            shoal_core::RENAME_NOREPLACE
         } else {
             0
         };
@@ -1703,9 +1703,9 @@ impl SharedFs {
         rules::rename::check_flags(flags)?;
         names::check(NameOp::Rename, n1)?;
         names::check(NameOp::Rename, n2)?;
-        let exchange = flags & crate::RENAME_EXCHANGE != 0;
+        let exchange = flags & shoal_core::RENAME_EXCHANGE != 0;
         // The whiteout's inode number, the same on every try.
-        let whiteout = if flags & crate::engine::RENAME_WHITEOUT != 0 {
+        let whiteout = if flags & shoal_core::engine::RENAME_WHITEOUT != 0 {
             Some(self.new_ino()?)
         } else {
             None
@@ -1830,7 +1830,7 @@ impl SharedFs {
     /// chmod, chown, truncate and times; the caller (the kernel, with
     /// default_permissions) checked who may. A chown without a mode clears
     /// setuid/setgid as root's would (`setattr_as`).
-    pub fn setattr(&self, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+    pub fn setattr(&self, ino: Ino, sa: &shoal_core::SetAttr) -> Result<Attr> {
         self.setattr_as(&Ctx::root(), ino, sa)
     }
 
@@ -1838,7 +1838,7 @@ impl SharedFs {
     /// (`rules::perm::may_setattr`, on the record the transaction read);
     /// its groups decide whether a chown without a mode clears setgid
     /// (`rules::privs::chown_perm`).
-    pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+    pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &shoal_core::SetAttr) -> Result<Attr> {
         if let Some(size) = sa.size {
             rules::link::check_size(size)?;
         }
@@ -1913,7 +1913,7 @@ impl SharedFs {
 
     /// setattr's mode, owner and times (its size is the caller's), on the
     /// record as the transaction read it.
-    fn set_attrs(ctx: &Ctx, n: &mut Node, sa: &crate::SetAttr, t: Ts) -> Result<()> {
+    fn set_attrs(ctx: &Ctx, n: &mut Node, sa: &shoal_core::SetAttr, t: Ts) -> Result<()> {
         let before = n.attr;
         if let Some(m) = sa.mode {
             n.attr.perm = rules::perm::chmod_perm(ctx, &before, (m & 0o7777) as u16);
@@ -1930,9 +1930,9 @@ impl SharedFs {
         if let Some(g) = sa.gid {
             n.attr.gid = g;
         }
-        let at = |x: crate::TimeSet| match x {
-            crate::TimeSet::Now => t,
-            crate::TimeSet::At(v) => v,
+        let at = |x: shoal_core::TimeSet| match x {
+            shoal_core::TimeSet::Now => t,
+            shoal_core::TimeSet::At(v) => v,
         };
         if let Some(a) = sa.atime {
             n.attr.atime = at(a);
@@ -1956,7 +1956,7 @@ impl SharedFs {
     }
 
     /// `setxattr` by the caller `ctx`. The POSIX ACLs are kept in step with
-    /// the mode as in the embedded engine (`crate::acl`; the kernel
+    /// the mode as in the embedded engine (`shoal_core::acl`; the kernel
     /// enforces them, FUSE_POSIX_ACL): an access ACL sets the mode's
     /// permission bits and clears setgid unless the caller is root or in
     /// the file's group; one the mode alone expresses is not stored; an
@@ -1993,8 +1993,8 @@ impl SharedFs {
             }
             let pos = n.xattrs.iter().position(|(k, _)| k == name);
             match (pos, flags) {
-                (Some(_), crate::XATTR_CREATE) => return Err(Error::Exists),
-                (None, crate::XATTR_REPLACE) => return Err(Error::NoAttr),
+                (Some(_), shoal_core::XATTR_CREATE) => return Err(Error::Exists),
+                (None, shoal_core::XATTR_REPLACE) => return Err(Error::NoAttr),
                 (Some(p), _) if remove => {
                     n.xattrs.remove(p);
                 }

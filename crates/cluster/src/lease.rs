@@ -54,10 +54,10 @@
 
 use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
 use super::{Cond, KvError, Op, Outcome};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
-use crate::types::{Attr, Ctx, Ino, Kind, Ts};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::sync::{Condvar, PlainMutex, PlainMutexGuard};
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};

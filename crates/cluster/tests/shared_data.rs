@@ -1,4 +1,4 @@
-//! File data of a shared namespace (`shoal_core::shared::data`): files past
+//! File data of a shared namespace (`shoal_cluster::data`): files past
 //! the inline size in an object store, as two daemons see them. Bytes
 //! written on one daemon read back on another after the writer's flush
 //! (close-to-open), sparse and overwritten chunks, truncates across the
@@ -6,11 +6,11 @@
 //! file or when replaced, and the collection of objects no inode names.
 
 use rand::{Rng, SeedableRng};
-use shoal_core::shared::blob::{Blobs, MemBlobs};
-use shoal_core::shared::data::{self, DATA_CHUNK};
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs, SHARED_INLINE_MAX};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
+use shoal_cluster::blob::{Blobs, MemBlobs};
+use shoal_cluster::data::{self, DATA_CHUNK};
+use shoal_cluster::ns::{self, SessionOpts, SharedFs, SHARED_INLINE_MAX};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::{SetAttr, ROOT_INO};
 use shoal_testkit::shared_ns::assert_clean;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
                 Some(b.clone() as Arc<dyn Blobs>),
                 SessionOpts {
                     // An unlinked file goes (objects and all) after this
-                    // (`shoal_core::shared::holds`; 10 s by default).
+                    // (`shoal_cluster::holds`; 10 s by default).
                     unlinked_grace: GRACE,
                     ..SessionOpts::default()
                 },

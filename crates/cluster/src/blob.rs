@@ -17,8 +17,8 @@
 //! - `list` gives every object's name and size (for the collection of
 //!   objects no inode names, and for fsck).
 
-use crate::error::{Error, Result};
-use crate::sync::PlainMutex;
+use shoal_core::error::{Error, Result};
+use shoal_core::sync::PlainMutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -14,9 +14,9 @@
 //! file unlinked while open does not have).
 
 use super::ns::{okey, NewNode, SharedFs};
-use crate::error::Result;
-use crate::rules;
-use crate::types::{Attr, Ctx, Ino, Kind, Ts};
+use shoal_core::error::Result;
+use shoal_core::rules;
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts};
 
 impl SharedFs {
     /// An unnamed regular file, open, in directory `parent` (its group,

@@ -1,13 +1,13 @@
-//! Several daemons' namespaces (`shoal_core::shared::ns::SharedFs`) on one
+//! Several daemons' namespaces (`shoal_cluster::ns::SharedFs`) on one
 //! shared store, racing on the same names: exactly one winner where POSIX
 //! says one, never a lost update, a namespace that checks clean after every
 //! race; creates of different names in one directory never conflict;
 //! a daemon whose session ended cannot commit; a lost answer neither loses
 //! nor doubles an operation.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::{Fault, SimStore};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::sim::{Fault, SimStore};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_testkit::shared_ns::{self as checks, assert_clean};
 use std::sync::Arc;
@@ -59,7 +59,7 @@ fn locks_exclude_across_daemons() {
 /// about as long as one (a scan and a commit each), not twice as long.
 #[test]
 fn locks_on_different_files_commit_in_parallel() {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::locks::{Lock, Want};
     let (s, fss) = daemons(1);
     let a = &fss[0];
     let files: Vec<u64> = (0..3)
@@ -103,7 +103,7 @@ fn locks_on_different_files_commit_in_parallel() {
 /// A daemon that dies loses its locks with its session: another takes them.
 #[test]
 fn a_dead_daemons_locks_go_with_its_session() {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::locks::{Lock, Want};
     let (s, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;

@@ -34,9 +34,9 @@
 
 use super::ns::{SharedFs, Tx};
 use super::Versioned;
-use crate::error::{Error, Result};
-use crate::sync::PlainMutex;
-use crate::types::Ino;
+use shoal_core::error::{Error, Result};
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::Ino;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

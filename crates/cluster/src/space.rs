@@ -18,8 +18,8 @@
 //! a busy mount costs two requests to etcd a second at most.
 
 use super::ns::SharedFs;
-use crate::error::Result;
-use crate::types::{StatFs, NAME_MAX};
+use shoal_core::error::Result;
+use shoal_core::types::{StatFs, NAME_MAX};
 use std::time::{Duration, Instant};
 
 /// Block size reported.

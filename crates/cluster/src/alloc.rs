@@ -10,11 +10,11 @@
 //! on a filesystem that does not track them (the VFS's default answer).
 
 use super::ns::SharedFs;
-use crate::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::types::{Ino, Kind};
-use crate::SetAttr;
+use shoal_core::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::types::{Ino, Kind};
+use shoal_core::SetAttr;
 
 /// Zeros written at once by a punch or a zeroing.
 const ZEROS: u64 = 1 << 20;
@@ -99,7 +99,7 @@ impl SharedFs {
                 return Ok(false);
             }
             n.attr.perm &= !k;
-            n.attr.ctime = crate::types::Ts::now();
+            n.attr.ctime = shoal_core::types::Ts::now();
             tx.put_node(&mut n)?;
             Ok(true)
         })

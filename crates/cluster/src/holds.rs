@@ -33,9 +33,9 @@
 
 use super::ns::{ikey, okey, skey, Node, SharedFs, Tx};
 use super::Cond;
-use crate::error::Result;
-use crate::sync::PlainMutex;
-use crate::types::Ino;
+use shoal_core::error::Result;
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::Ino;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -78,7 +78,7 @@ impl SharedFs {
     /// the commit is in: `Tx::later`).
     pub(super) fn remove_later(&self, tx: &mut Tx, n: &mut Node) -> Result<()> {
         n.attr.nlink = 0;
-        n.attr.ctime = crate::types::Ts::now();
+        n.attr.ctime = shoal_core::types::Ts::now();
         tx.put_node(n)?;
         tx.put_plain(okey(self.sid, n.attr.ino), vec![]);
         tx.remove_after_grace(n.attr.ino);

@@ -27,7 +27,7 @@
 //! (tested on a model of TiKV's transactions). One conformance suite runs
 //! against every one (`shoal_testkit::conformance`).
 //!
-//! [`Store`]: crate::store::Store
+//! [`Store`]: shoal_core::store::Store
 
 mod alloc;
 pub mod blob;
@@ -43,6 +43,7 @@ pub mod sim;
 pub mod space;
 pub mod status;
 mod stream;
+mod surface;
 mod tmpfile;
 
 use std::fmt;
@@ -224,11 +225,11 @@ impl fmt::Display for KvError {
 
 impl std::error::Error for KvError {}
 
-impl From<KvError> for crate::Error {
-    fn from(e: KvError) -> crate::Error {
+impl From<KvError> for shoal_core::Error {
+    fn from(e: KvError) -> shoal_core::Error {
         match e {
-            KvError::NoSpace => crate::Error::NoSpace,
-            other => crate::Error::Io(other.to_string()),
+            KvError::NoSpace => shoal_core::Error::NoSpace,
+            other => shoal_core::Error::Io(other.to_string()),
         }
     }
 }
