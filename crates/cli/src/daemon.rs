@@ -833,7 +833,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
                 counts: extra.objects.clone(),
             }) as Arc<dyn shoal_cluster::blob::Blobs>
         });
-    let fs = shoal_cluster::ns::SharedFs::open_with_data(store.clone(), blobs, session)
+    let fs = shoal_cluster::ns::ClusterFs::open_with_data(store.clone(), blobs, session)
         .map_err(|e| format!("{src}: {e}"))?;
     watch_signals(mnt.clone());
     let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);

@@ -266,8 +266,8 @@ fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
         let r = shoal_cluster::ns::check(&*store).map_err(|e| e.to_string())?;
         let mut r = r;
         if let Some(b) = daemon::data_store(&*store)? {
-            let c =
-                shoal_cluster::data::collect(&*store, &*b, !a.repair).map_err(|e| e.to_string())?;
+            let c = shoal_cluster::filedata::collect(&*store, &*b, !a.repair)
+                .map_err(|e| e.to_string())?;
             for m in &c.missing {
                 r.problems.push(format!(
                     "object {m}: a file names it, the object store lacks it"

@@ -9,7 +9,7 @@
 //! zeros). A file has no holes that SEEK_HOLE finds before its end, as
 //! on a filesystem that does not track them (the VFS's default answer).
 
-use super::ns::SharedFs;
+use super::ns::ClusterFs;
 use shoal_core::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
 use shoal_core::error::{Error, Result};
 use shoal_core::rules;
@@ -19,7 +19,7 @@ use shoal_core::SetAttr;
 /// Zeros written at once by a punch or a zeroing.
 const ZEROS: u64 = 1 << 20;
 
-impl SharedFs {
+impl ClusterFs {
     /// fallocate(2): `mode` of `FALLOC_KEEP_SIZE`, `FALLOC_PUNCH_HOLE`
     /// (with KEEP_SIZE) and `FALLOC_ZERO_RANGE`; any other EOPNOTSUPP.
     pub fn fallocate(&self, ino: Ino, off: u64, len: u64, mode: u32) -> Result<()> {

@@ -31,18 +31,18 @@
 
 mod alloc;
 pub mod blob;
-mod cache;
-pub mod data;
+mod change_stream;
+mod dirlease;
+pub mod filedata;
+pub mod filelocks;
 mod flags;
 mod holds;
-mod lease;
-pub mod locks;
 pub mod ns;
 pub mod pinned;
+mod record_cache;
 pub mod sim;
 pub mod space;
 pub mod status;
-mod stream;
 mod surface;
 mod tmpfile;
 

@@ -43,7 +43,7 @@
 //! inode number and kind), `S sid` a session.
 
 use super::blob::Blobs;
-use super::data::{FileBuf, Piece, Table};
+use super::filedata::{FileBuf, Piece, Table};
 use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
 use shoal_core::acl;
 use shoal_core::error::{Again, Error, Result};
@@ -62,7 +62,7 @@ pub const CHUNK: u64 = 1024;
 /// The format of a shared namespace (`V`).
 pub const SHARED_FORMAT: u32 = 1;
 /// Bytes a file keeps in its inode record; a larger file keeps a chunk
-/// table there and its bytes in an object store (`super::data`).
+/// table there and its bytes in an object store (`super::filedata`).
 pub const SHARED_INLINE_MAX: u64 = shoal_core::INLINE_MAX;
 /// Retries of one operation before it gives up with EIO.
 const MAX_TRIES: u32 = 200;
@@ -111,7 +111,7 @@ pub(super) fn skey(sid: u64) -> Vec<u8> {
     tagged(b'S', sid)
 }
 
-/// The lease on `dir`'s first name range (`super::lease`): the holder's session.
+/// The lease on `dir`'s first name range (`super::dirlease`): the holder's session.
 pub(super) fn lkey(dir: Ino) -> Vec<u8> {
     tagged(b'L', dir)
 }
@@ -215,21 +215,21 @@ pub struct SharedStats {
     pub blob_puts: AtomicU64,
     pub blob_gets: AtomicU64,
     pub blob_deletes: AtomicU64,
-    /// Directory leases (`super::lease`): taken, given back, creates
+    /// Directory leases (`super::dirlease`): taken, given back, creates
     /// acknowledged from memory, their batch commits, commits that found
     /// another daemon's lease (and asked for it), and the entries read to
     /// take them (a directory's listing).
     pub leases_taken: AtomicU64,
     pub leases_given: AtomicU64,
-    /// Leased name ranges split between two daemons (`super::lease`).
+    /// Leased name ranges split between two daemons (`super::dirlease`).
     pub lease_splits: AtomicU64,
     pub lease_creates: AtomicU64,
     pub lease_batches: AtomicU64,
     pub lease_waits: AtomicU64,
     pub lease_listed: AtomicU64,
-    /// Changes to queued creates made in memory (`lease::amend_queued`).
+    /// Changes to queued creates made in memory (`dirlease::amend_queued`).
     pub lease_amends: AtomicU64,
-    /// Stats and lookups answered by the record cache (`super::cache`),
+    /// Stats and lookups answered by the record cache (`super::record_cache`),
     /// and those that read the store.
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
@@ -240,7 +240,7 @@ pub struct SharedStats {
 
 /// One operation's reads (its conditions) and writes.
 pub struct Tx<'a> {
-    fs: &'a SharedFs,
+    fs: &'a ClusterFs,
     conds: Vec<Cond>,
     /// Read keys -> the version seen (0 = absent), so a key read twice is one condition.
     seen: HashMap<Vec<u8>, u64>,
@@ -260,7 +260,7 @@ pub struct Tx<'a> {
     /// Round trips that read the conditions (`get`, `get_many`,
     /// `require_empty`); `untracked`: a condition came from elsewhere
     /// (a scan of the caller's). Reads of one round trip are one
-    /// snapshot; any more must be checked together (`SharedFs::run_at`).
+    /// snapshot; any more must be checked together (`ClusterFs::run_at`).
     trips: u32,
     untracked: bool,
 }
@@ -292,7 +292,7 @@ impl Tx<'_> {
         Ok(vs)
     }
     /// The commit requires `key` as read (`v`): at its version, or absent.
-    /// (`super::locks` passes the epoch as its scan of an inode's locks
+    /// (`super::filelocks` passes the epoch as its scan of an inode's locks
     /// found it.)
     pub(super) fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
         self.untracked = true;
@@ -325,7 +325,7 @@ impl Tx<'_> {
     /// The commit requires that no other daemon leases a range of `dir`
     /// (this daemon's own acknowledged creates there are committed before
     /// any read, `settle`). Not read: an answer without writes checks it
-    /// at commit, and a lease it meets is asked back (`SharedFs::run_at`).
+    /// at commit, and a lease it meets is asked back (`ClusterFs::run_at`).
     fn require_unleased(&mut self, dir: Ino) {
         if !self.fs.holds(dir) {
             self.require_no_lease(dir);
@@ -438,7 +438,7 @@ impl Tx<'_> {
     }
     /// This commit changes `dir` (an entry, its record, its emptiness):
     /// it requires that no daemon holds a lease on any of `dir`'s name
-    /// ranges, and this daemon gives back its own first (`super::lease`).
+    /// ranges, and this daemon gives back its own first (`super::dirlease`).
     fn guard(&mut self, dir: Ino) -> Result<()> {
         if self.fs.holds(dir) {
             self.fs.release_lease(dir, None, None)?;
@@ -466,7 +466,7 @@ impl Tx<'_> {
         self.untracked = true;
         self.conds.push(c);
     }
-    /// Put a key that goes with this daemon's session (`super::locks`).
+    /// Put a key that goes with this daemon's session (`super::filelocks`).
     pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
     }
@@ -492,7 +492,7 @@ fn kv(e: KvError) -> Error {
     Error::from(e)
 }
 
-pub struct SharedFs {
+pub struct ClusterFs {
     pub(super) store: Arc<dyn SharedStore>,
     pub(super) sid: u64,
     pub(super) lease: LeaseId,
@@ -523,32 +523,32 @@ pub struct SharedFs {
     pub(super) linkable: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
     pub(super) blobs: Option<Arc<dyn Blobs>>,
-    /// Files with writes not yet committed (`super::data`).
+    /// Files with writes not yet committed (`super::filedata`).
     pub(super) bufs: PlainMutex<HashMap<Ino, Arc<PlainMutex<FileBuf>>>>,
     /// This session's object counter (object names are unique per session).
     pub(super) blob_seq: AtomicU64,
-    /// Bytes of every file's buffered writes (`super::data`), and their bound.
+    /// Bytes of every file's buffered writes (`super::filedata`), and their bound.
     pub(super) dirty_total: AtomicU64,
     pub(super) dirty_max: u64,
-    /// Chunks read whole (`super::data`).
-    pub(super) chunks: Arc<super::data::ChunkReader>,
+    /// Chunks read whole (`super::filedata`).
+    pub(super) chunks: Arc<super::filedata::ChunkReader>,
     /// Directory leases and the creates acknowledged under them.
-    pub(super) leases: super::lease::Leases,
-    /// The store has a change stream (`super::stream`; TiKV has none).
+    pub(super) leases: super::dirlease::DirLeases,
+    /// The store has a change stream (`super::change_stream`; TiKV has none).
     pub(super) has_watch: bool,
     /// Records, directory times and entries read, kept current by the
-    /// stream (`super::cache`).
-    pub(super) cache: super::cache::RecordCache,
+    /// stream (`super::record_cache`).
+    pub(super) cache: super::record_cache::RecordCache,
     /// Who gets the stream's changes (`subscribe`).
     pub(super) subscribers: PlainMutex<Vec<std::sync::mpsc::Sender<Vec<super::Event>>>>,
     /// The session lease's time to live.
     pub(super) ttl: Duration,
     /// When the last renewal that succeeded was sent: the lease lives at
-    /// least `ttl` past it (`super::lease` acknowledges from memory only
+    /// least `ttl` past it (`super::dirlease` acknowledges from memory only
     /// within half of that).
     pub(super) renewed: Arc<PlainMutex<Instant>>,
-    /// This daemon's file locks (`super::locks`).
-    pub(super) locks: super::locks::Held,
+    /// This daemon's file locks (`super::filelocks`).
+    pub(super) locks: super::filelocks::Held,
     /// How long an inode whose last name went waits before it is removed,
     /// for daemons that have it open to hold it (`super::holds`; zero:
     /// removed with its last name unless open here).
@@ -588,9 +588,9 @@ pub struct SessionOpts {
     pub dirty_max: u64,
     /// Take directory leases: creates in a directory this daemon alone
     /// writes are acknowledged from memory and committed in batches
-    /// (`super::lease`). Off: every operation commits before it answers.
+    /// (`super::dirlease`). Off: every operation commits before it answers.
     pub dir_leases: bool,
-    /// The record cache's budget in bytes (`super::cache`; 0: none, every
+    /// The record cache's budget in bytes (`super::record_cache`; 0: none, every
     /// stat and lookup the kernel does not answer reads the store).
     pub record_cache: u64,
     /// How long a file whose last name went stays for daemons that have
@@ -610,7 +610,7 @@ impl Default for SessionOpts {
             unavailable_wait: Duration::from_secs(30),
             dirty_max: 256 << 20,
             dir_leases: true,
-            record_cache: super::cache::DEFAULT_BYTES,
+            record_cache: super::record_cache::DEFAULT_BYTES,
             unlinked_grace: Duration::from_secs(10),
         }
     }
@@ -723,10 +723,10 @@ pub(super) fn scan_all(
     }
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// Join the namespace on `store` with a new session, without an object
     /// store (files stay within the inline size).
-    pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<SharedFs>> {
+    pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<ClusterFs>> {
         Self::open_with_data(store, None, opts)
     }
 
@@ -736,7 +736,7 @@ impl SharedFs {
         store: Arc<dyn SharedStore>,
         blobs: Option<Arc<dyn Blobs>>,
         opts: SessionOpts,
-    ) -> Result<Arc<SharedFs>> {
+    ) -> Result<Arc<ClusterFs>> {
         match store.get(FORMAT_KEY).map_err(kv)? {
             None => {
                 return Err(Error::Corrupted(
@@ -770,7 +770,7 @@ impl SharedFs {
             Outcome::Committed(_) => {}
             Outcome::Conflict(_) => return Err(Error::Io("session key taken".into())),
         }
-        let fs = Arc::new(SharedFs {
+        let fs = Arc::new(ClusterFs {
             store: store.clone(),
             sid,
             lease,
@@ -794,18 +794,18 @@ impl SharedFs {
             dirty_total: AtomicU64::new(0),
             dirty_max: opts.dirty_max,
             chunks: Arc::default(),
-            leases: super::lease::Leases::new(opts.dir_leases && has_watch),
+            leases: super::dirlease::DirLeases::new(opts.dir_leases && has_watch),
             has_watch,
-            cache: super::cache::RecordCache::new(opts.record_cache),
+            cache: super::record_cache::RecordCache::new(opts.record_cache),
             subscribers: PlainMutex::new(Vec::new()),
             ttl: opts.ttl,
             renewed: Arc::new(PlainMutex::new(granted)),
             grace: opts.unlinked_grace,
             holds: Default::default(),
         });
-        SharedFs::start_holds(&fs);
-        SharedFs::start_leases(&fs);
-        SharedFs::start_stream(&fs);
+        ClusterFs::start_holds(&fs);
+        ClusterFs::start_leases(&fs);
+        ClusterFs::start_stream(&fs);
         let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
         let renewed = fs.renewed.clone();
         let h = std::thread::Builder::new()
@@ -1173,7 +1173,7 @@ impl SharedFs {
     }
 
     /// An inode's attributes, from the record cache if it knows them: at
-    /// most the change stream's lag behind the store (`super::cache`).
+    /// most the change stream's lag behind the store (`super::record_cache`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         self.attr_of(ino, false)
     }
@@ -1182,7 +1182,7 @@ impl SharedFs {
     /// open: close-to-open).
     fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {
         if let Some(n) = self.pending_node(ino) {
-            // Made here from memory, not committed yet (`super::lease`).
+            // Made here from memory, not committed yet (`super::dirlease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
         // The record and, for a directory, its time key: one round trip,
@@ -1275,8 +1275,8 @@ impl SharedFs {
         }
         // In a directory this daemon holds, its listing knows.
         match self.known(parent, name) {
-            Some(super::lease::Known::Absent) => return Err(Error::NotFound),
-            Some(super::lease::Known::At(ino)) => return self.getattr(ino),
+            Some(super::dirlease::Known::Absent) => return Err(Error::NotFound),
+            Some(super::dirlease::Known::At(ino)) => return self.getattr(ino),
             None => {}
         }
         let v = self
@@ -2070,7 +2070,7 @@ impl SharedFs {
     /// An inode's record from the record cache when it knows it, else (or
     /// `fresh`) from the store. What the cache answers is at least as new
     /// as what this daemon's last read of the store saw (an open's, for
-    /// close-to-open): it only ever moves forward (`super::cache`).
+    /// close-to-open): it only ever moves forward (`super::record_cache`).
     pub(super) fn load_known(&self, ino: Ino, fresh: bool) -> Result<Node> {
         if let Some(n) = self.pending_node(ino) {
             return Ok(n);
@@ -2193,7 +2193,7 @@ impl SharedFs {
     }
 }
 
-impl Drop for SharedFs {
+impl Drop for ClusterFs {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
     }

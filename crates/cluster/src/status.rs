@@ -10,12 +10,12 @@
 //! before), `O sid ino` an inode unlinked while open on session `sid`,
 //! `H ino sid` a hold of another session on such an inode
 //! (`super::holds`), `K ino sid` the file locks of a session on an inode
-//! (`super::locks`), `L dir lo` a directory lease and `R dir` a request
-//! for one (`super::lease`), `I ino` the inode records (counted, and the
+//! (`super::filelocks`), `L dir lo` a directory lease and `R dir` a request
+//! for one (`super::dirlease`), `I ino` the inode records (counted, and the
 //! files' sizes summed: a scan of every record, so it takes time on a
 //! large namespace).
 
-use super::locks::{decode as decode_locks, Lock};
+use super::filelocks::{decode as decode_locks, Lock};
 use super::ns::{data_url, scan_all, Node};
 use super::SharedStore;
 use shoal_core::error::{Error, Result};
@@ -149,7 +149,7 @@ pub fn status(store: &dyn SharedStore) -> Result<Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ns::{SessionOpts, SharedFs};
+    use crate::ns::{ClusterFs, SessionOpts};
     use crate::sim::SimStore;
     use shoal_core::types::ROOT_INO;
 
@@ -162,7 +162,7 @@ mod tests {
             who: r#"{"host":"h1","pid":7}"#.into(),
             ..SessionOpts::default()
         };
-        let fs = SharedFs::open(store.clone(), opts).unwrap();
+        let fs = ClusterFs::open(store.clone(), opts).unwrap();
         let f = fs.create(ROOT_INO, b"f", 0o644).unwrap();
         fs.open_file(f.ino).unwrap();
         let lock = Lock {
@@ -173,7 +173,7 @@ mod tests {
             end: i64::MAX as u64,
             pid: 42,
         };
-        let got = fs.setlk(f.ino, &lock, super::super::locks::Want::Write);
+        let got = fs.setlk(f.ino, &lock, super::super::filelocks::Want::Write);
         assert_eq!(got.unwrap(), None, "no other lock stops it");
         fs.unlink(ROOT_INO, b"f").unwrap();
         fs.fsyncdir().unwrap();

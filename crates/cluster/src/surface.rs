@@ -7,14 +7,14 @@ use shoal_core::rules;
 use shoal_core::surface::{checking, Entry, Namespace};
 use shoal_core::types::{Attr, Ctx, Ino, Kind};
 
-use crate::ns::{NewNode, SharedFs};
+use crate::ns::{ClusterFs, NewNode};
 
-impl Namespace for SharedFs {
+impl Namespace for ClusterFs {
     fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Attr> {
         self.lookup_as(ctx, parent, name)
     }
     fn getattr(&self, _ctx: &Ctx, ino: Ino) -> Result<Attr> {
-        SharedFs::getattr(self, ino)
+        ClusterFs::getattr(self, ino)
     }
     fn setattr(&self, ctx: &Ctx, ino: Ino, sa: &SetAttr) -> Result<Attr> {
         self.setattr_as(ctx, ino, sa)
@@ -27,7 +27,7 @@ impl Namespace for SharedFs {
             rdev,
             target: b"",
         };
-        SharedFs::mknod(self, ctx, parent, name, &new)
+        ClusterFs::mknod(self, ctx, parent, name, &new)
     }
     fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], perm: u32) -> Result<Attr> {
         let new = NewNode {
@@ -36,7 +36,7 @@ impl Namespace for SharedFs {
             rdev: 0,
             target: b"",
         };
-        SharedFs::mknod(self, ctx, parent, name, &new)
+        ClusterFs::mknod(self, ctx, parent, name, &new)
     }
     fn symlink(&self, ctx: &Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
         let new = NewNode {
@@ -45,7 +45,7 @@ impl Namespace for SharedFs {
             rdev: 0,
             target,
         };
-        SharedFs::mknod(self, ctx, parent, name, &new)
+        ClusterFs::mknod(self, ctx, parent, name, &new)
     }
     fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         self.unlink_as(ctx, parent, name)
@@ -68,16 +68,16 @@ impl Namespace for SharedFs {
         self.rename_as(ctx, parent, name, newparent, newname, flags)
     }
     fn readlink(&self, _ctx: &Ctx, ino: Ino) -> Result<Vec<u8>> {
-        SharedFs::readlink(self, ino)
+        ClusterFs::readlink(self, ino)
     }
     fn list(&self, _ctx: &Ctx, dir: Ino) -> Result<Vec<Entry>> {
-        if SharedFs::getattr(self, dir)?.kind != Kind::Dir {
+        if ClusterFs::getattr(self, dir)?.kind != Kind::Dir {
             return Err(Error::NotDir);
         }
         let mut out: Vec<Entry> = Vec::new();
         loop {
             let after = out.last().map(|e| e.0.clone());
-            let page = SharedFs::readdir(self, dir, after.as_deref(), 256)?;
+            let page = ClusterFs::readdir(self, dir, after.as_deref(), 256)?;
             let more = page.len() == 256;
             out.extend(page);
             if !more {
@@ -92,27 +92,27 @@ impl Namespace for SharedFs {
         self.setxattr_as(ctx, ino, name, value, flags)
     }
     fn listxattr(&self, _ctx: &Ctx, ino: Ino) -> Result<Vec<Vec<u8>>> {
-        SharedFs::listxattr(self, ino)
+        ClusterFs::listxattr(self, ino)
     }
     fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
         self.removexattr_as(ctx, ino, name)
     }
     fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
-        rules::perm::access(&checking(ctx), &SharedFs::getattr(self, ino)?, mask)
+        rules::perm::access(&checking(ctx), &ClusterFs::getattr(self, ino)?, mask)
     }
     fn open(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Attr> {
         self.open_for(ctx, ino, mask, false, false)
     }
     fn release(&self, _ctx: &Ctx, ino: Ino) -> Result<()> {
-        SharedFs::release(self, ino)
+        ClusterFs::release(self, ino)
     }
     fn read(&self, _ctx: &Ctx, ino: Ino, off: u64, len: u32) -> Result<Vec<u8>> {
-        SharedFs::read(self, ino, off, len)
+        ClusterFs::read(self, ino, off, len)
     }
     fn write(&self, _ctx: &Ctx, ino: Ino, off: u64, data: &[u8]) -> Result<u32> {
-        SharedFs::write(self, ino, off, data)
+        ClusterFs::write(self, ino, off, data)
     }
     fn fsync(&self, _ctx: &Ctx, ino: Ino) -> Result<()> {
-        SharedFs::fsync(self, ino)
+        ClusterFs::fsync(self, ino)
     }
 }

@@ -1,4 +1,4 @@
-//! File data of a shared namespace (`shoal_cluster::data`): files past
+//! File data of a shared namespace (`shoal_cluster::filedata`): files past
 //! the inline size in an object store, as two daemons see them. Bytes
 //! written on one daemon read back on another after the writer's flush
 //! (close-to-open), sparse and overwritten chunks, truncates across the
@@ -7,8 +7,8 @@
 
 use rand::{Rng, SeedableRng};
 use shoal_cluster::blob::{Blobs, MemBlobs};
-use shoal_cluster::data::{self, DATA_CHUNK};
-use shoal_cluster::ns::{self, SessionOpts, SharedFs, SHARED_INLINE_MAX};
+use shoal_cluster::filedata::{self, DATA_CHUNK};
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts, SHARED_INLINE_MAX};
 use shoal_cluster::sim::SimStore;
 use shoal_cluster::SharedStore;
 use shoal_core::{SetAttr, ROOT_INO};
@@ -17,13 +17,13 @@ use std::sync::Arc;
 
 const GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
-fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
+fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<ClusterFs>>) {
     let s = SimStore::new();
     ns::mkfs_with_data(&*s, Some("mem:")).unwrap();
     let b = Arc::new(MemBlobs::default());
     let fss = (0..n)
         .map(|_| {
-            SharedFs::open_with_data(
+            ClusterFs::open_with_data(
                 s.clone() as Arc<dyn SharedStore>,
                 Some(b.clone() as Arc<dyn Blobs>),
                 SessionOpts {
@@ -39,7 +39,7 @@ fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
     (s, b, fss)
 }
 
-fn truncate(fs: &SharedFs, ino: u64, size: u64) {
+fn truncate(fs: &ClusterFs, ino: u64, size: u64) {
     let sa = SetAttr {
         size: Some(size),
         ..Default::default()
@@ -50,7 +50,7 @@ fn truncate(fs: &SharedFs, ino: u64, size: u64) {
 /// The file's bytes as a program on `fs` sees them: open (which reads the
 /// record from the store: another daemon's committed changes are there at
 /// once, where a stat may lag by the change stream's delay), read, close.
-fn read_all(fs: &SharedFs, ino: u64) -> Vec<u8> {
+fn read_all(fs: &ClusterFs, ino: u64) -> Vec<u8> {
     let size = open_size(fs, ino);
     let mut out = vec![];
     while (out.len() as u64) < size {
@@ -62,7 +62,7 @@ fn read_all(fs: &SharedFs, ino: u64) -> Vec<u8> {
 }
 
 /// The size an open on `fs` finds (close-to-open).
-fn open_size(fs: &SharedFs, ino: u64) -> u64 {
+fn open_size(fs: &ClusterFs, ino: u64) -> u64 {
     let size = fs.open_file(ino).unwrap().size;
     fs.release(ino).unwrap();
     size
@@ -251,7 +251,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
 fn without_an_object_store_large_writes_are_refused() {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
     a.write(f, 0, b"ok").unwrap();
     assert_eq!(
@@ -272,7 +272,7 @@ fn buffered_writes_of_many_files_stay_within_the_bound() {
     let b = Arc::new(MemBlobs::default());
     let bound = 8 << 20;
     let open = |dirty_max| {
-        SharedFs::open_with_data(
+        ClusterFs::open_with_data(
             s.clone() as Arc<dyn SharedStore>,
             Some(b.clone() as Arc<dyn Blobs>),
             SessionOpts {

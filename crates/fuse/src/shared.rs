@@ -12,7 +12,7 @@
 //! name another daemon changed and the attributes and pages of every inode
 //! it changed. File data up to
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
-//! the object store behind the data seam (`shoal_cluster::data`).
+//! the object store behind the data seam (`shoal_cluster::filedata`).
 
 use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
 use fuser::{
@@ -21,8 +21,8 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use shoal_cluster::locks::{Lock, Want};
-use shoal_cluster::ns::{NewNode, SharedFs};
+use shoal_cluster::filelocks::{Lock, Want};
+use shoal_cluster::ns::{ClusterFs as SharedFs, NewNode};
 use shoal_core::stats::Op;
 use shoal_core::sync::PlainMutex as Mutex;
 use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
@@ -582,7 +582,7 @@ impl Filesystem for SharedFuse {
             want |= InitFlags::FUSE_OVER_IO_URING;
         }
         // fcntl and flock locks come here and are kept in the shared
-        // store, so they hold across mounts (`shoal_cluster::locks`);
+        // store, so they hold across mounts (`shoal_cluster::filelocks`);
         // without these the kernel keeps them per mount.
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
         // LOOKUP of "." and ".." for any inode: file handles

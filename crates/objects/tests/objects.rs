@@ -5,8 +5,8 @@
 //! missing `weed` fails.
 
 use shoal_cluster::blob::{Blobs, MemBlobs};
-use shoal_cluster::data;
-use shoal_cluster::ns::{self, SessionOpts, SharedFs};
+use shoal_cluster::filedata;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
 use shoal_cluster::sim::SimStore;
 use shoal_cluster::SharedStore;
 use shoal_core::ROOT_INO;
@@ -36,7 +36,7 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     ns::mkfs_with_data(&*s, Some(&url)).unwrap();
     let open = || {
         let b = Arc::new(ObjectBlobs::open(&ns::data_url(&*s).unwrap().unwrap()).unwrap());
-        SharedFs::open_with_data(
+        ClusterFs::open_with_data(
             s.clone() as Arc<dyn SharedStore>,
             Some(b as Arc<dyn Blobs>),
             SessionOpts {

@@ -14,7 +14,7 @@ pub mod walk;
 
 use crate::args::{DumpArgs, LoadArgs};
 use format::{Counts, Head};
-use shoal_cluster::ns::{SessionOpts, SharedFs};
+use shoal_cluster::ns::{ClusterFs, SessionOpts};
 use shoal_cluster::pinned::Pinned;
 use shoal_cluster::KvError;
 use shoal_core::{Config, Engine};
@@ -341,7 +341,7 @@ pub fn serve_dump(e: &Arc<Engine>, req: &str, out: &mut dyn Write) {
 }
 
 /// A session on the etcd namespace `src`, for a dump or a load.
-fn open_shared(src: &str, what: &str) -> Result<Arc<SharedFs>, String> {
+fn open_shared(src: &str, what: &str) -> Result<Arc<ClusterFs>, String> {
     open_shared_on(crate::shared_connect(src)?, src, what)
 }
 
@@ -349,7 +349,7 @@ fn open_shared_on(
     store: Arc<dyn shoal_cluster::SharedStore>,
     src: &str,
     what: &str,
-) -> Result<Arc<SharedFs>, String> {
+) -> Result<Arc<ClusterFs>, String> {
     let blobs = crate::daemon::data_store(&*store)
         .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))?;
     let opts = SessionOpts {
@@ -363,7 +363,7 @@ fn open_shared_on(
         record_cache: 0,
         ..SessionOpts::default()
     };
-    SharedFs::open_with_data(store, blobs, opts)
+    ClusterFs::open_with_data(store, blobs, opts)
         .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))
 }
 

@@ -32,7 +32,7 @@
 //! at its last close (FUSE's release). The two kinds do not conflict with
 //! each other, as on a local Linux filesystem.
 
-use super::ns::{SharedFs, Tx};
+use super::ns::{ClusterFs, Tx};
 use super::Versioned;
 use shoal_core::error::{Error, Result};
 use shoal_core::sync::PlainMutex;
@@ -239,7 +239,7 @@ impl Held {
     }
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// The other sessions' locks on `ino` and its epoch, read from the
     /// store (one scan of the inode's lock keys).
     fn scan_locks(&self, ino: Ino) -> Result<(Others, Option<Versioned>)> {

@@ -52,7 +52,7 @@
 //! **Changes to queued creates** (a file's bytes, mode, owner, times,
 //! chunk table) are made in the queue while its batch has not left.
 
-use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, Node, SharedFs};
+use super::ns::{ekey, enc_entry, erange, ikey, lkey_at, pkey, rkey, skey, tkey, ClusterFs, Node};
 use super::{Cond, KvError, Op, Outcome};
 use shoal_core::error::{Error, Result};
 use shoal_core::rules;
@@ -294,7 +294,7 @@ impl State {
 }
 
 /// The daemon's leases and its queue of creates acknowledged from memory.
-pub(super) struct Leases {
+pub(super) struct DirLeases {
     st: PlainMutex<State>,
     cv: Condvar,
     /// This daemon takes leases (`SessionOpts::dir_leases`, and the store
@@ -302,9 +302,9 @@ pub(super) struct Leases {
     pub(super) enabled: bool,
 }
 
-impl Leases {
-    pub(super) fn new(enabled: bool) -> Leases {
-        Leases {
+impl DirLeases {
+    pub(super) fn new(enabled: bool) -> DirLeases {
+        DirLeases {
             st: PlainMutex::new(State::default()),
             cv: Condvar::new(),
             enabled,
@@ -337,12 +337,12 @@ pub(super) enum Known {
     At(Ino),
 }
 
-/// The lost-session error, as `SharedFs::run` words it.
+/// The lost-session error, as `ClusterFs::run` words it.
 fn lost() -> Error {
     Error::Io("this mount's etcd session expired (cut off longer than its lease): remount".into())
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// Whether this daemon holds `dir`'s lease (for tests and `stats`).
     pub fn holds_lease(&self, dir: Ino) -> bool {
         self.holds(dir)
@@ -1331,7 +1331,7 @@ impl SharedFs {
         Ok(())
     }
 
-    /// The change stream follows from after revision `at` (`super::stream`):
+    /// The change stream follows from after revision `at` (`super::change_stream`):
     /// listings kept before missed some changes (dropped); requests made
     /// while no stream followed are answered.
     pub(super) fn lease_stream_from(&self, at: super::Rev) {
@@ -1362,12 +1362,12 @@ impl SharedFs {
     }
 
     /// Start the flusher; it ends when the daemon does. (Requests for
-    /// leases come by the change stream: `super::stream`.)
-    pub(super) fn start_leases(fs: &Arc<SharedFs>) {
+    /// leases come by the change stream: `super::change_stream`.)
+    pub(super) fn start_leases(fs: &Arc<ClusterFs>) {
         if !fs.leases.enabled {
             return;
         }
-        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        let weak: Weak<ClusterFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
             .name("shoal-lease-flush".into())
             .spawn(move || loop {

@@ -40,7 +40,7 @@
 
 use super::blob::Blobs;
 use super::ns::SharedStats;
-use super::ns::{Node, SharedFs, Tx, SHARED_INLINE_MAX};
+use super::ns::{ClusterFs, Node, Tx, SHARED_INLINE_MAX};
 use shoal_core::error::{Error, Result};
 use shoal_core::sync::PlainMutex;
 use shoal_core::types::{Attr, Ino, Kind, Ts};
@@ -305,7 +305,7 @@ impl Upload {
     }
 }
 
-impl SharedFs {
+impl ClusterFs {
     fn blobs(&self) -> Result<&Arc<dyn Blobs>> {
         self.blobs.as_ref().ok_or(Error::FileTooBig)
     }
