@@ -138,7 +138,7 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     assert_eq!(blobs.len(), before);
     assert_eq!(read_all(a, f), model);
     assert_clean(&*s);
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!(
         (c.unnamed, c.in_flight, c.missing.len()),
         (0, 0, 0),
@@ -227,7 +227,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     let dead = format!("{f:016x}/00000005-{:016x}-98", 0xdead_u64);
     blobs.put(&live, b"in flight").unwrap();
     blobs.put(&dead, b"left by a crash").unwrap();
-    let c = data::collect(&*s, &*blobs, false).unwrap();
+    let c = filedata::collect(&*s, &*blobs, false).unwrap();
     assert_eq!(
         (c.unnamed, c.in_flight, c.missing.len()),
         (1, 1, 0),
@@ -239,7 +239,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     // Lose the file's object: reported, and a read says what is wrong.
     let (obj, _) = blobs.list().unwrap().remove(0);
     blobs.delete(&obj).unwrap();
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!(c.missing, vec![obj]);
     let e = a.read(f, 0, 10).unwrap_err().to_string();
     assert!(e.contains("missing"), "{e}");
@@ -352,7 +352,7 @@ fn whole_chunks_upload_while_writing_and_reads_fetch_ahead() {
     a.flush(f).unwrap();
     assert_eq!(blobs.puts.load(Relaxed), 4, "only chunk 1 again");
     assert_eq!(blobs.len(), 3, "the early object of chunk 1 is gone");
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!((c.unnamed, c.missing.len()), (0, 0), "{c:?}");
 
     // Two reads in order on b: the second is sequential, so chunks 1 and

@@ -67,6 +67,6 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     shoal_testkit::shared_ns::soon("the file's objects after its unlink", 0, || {
         s3.list().unwrap().len()
     });
-    let r = data::collect(&*s, &s3, true).unwrap();
+    let r = filedata::collect(&*s, &s3, true).unwrap();
     assert_eq!((r.unnamed, r.missing.len()), (0, 0));
 }
