@@ -838,7 +838,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     watch_signals(mnt.clone());
     let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);
     let extra = crate::stats::SharedExtra {
-        invalidations: f.invalidations.clone(),
+        invalidations: f.invalidations(),
         ..extra
     };
     let snap: crate::metrics::Snapshot = {

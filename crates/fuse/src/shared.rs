@@ -1,7 +1,8 @@
-//! The FUSE adapter for a namespace shared by several daemons
-//! (`shoal_cluster::ns::SharedFs`, issue 24): `shoal mount etcd://...`.
+//! The etcd mount's own part (`Mode` for the adapter core,
+//! `crate::adapter`): a namespace shared by several daemons
+//! (`shoal_cluster::ns::SharedFs`, issue 24), `shoal mount etcd://...`.
 //!
-//! Deliberately small beside `ShoalFs`: the kernel checks permissions
+//! By default the kernel checks permissions
 //! (default_permissions and FUSE_POSIX_ACL: mode bits and POSIX ACLs, kept
 //! in step with the mode by `SharedFs`), every change is one transaction on the shared
 //! store, and a stat or lookup is answered by the daemon's record cache or
@@ -14,25 +15,24 @@
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
 //! the object store behind the data seam (`shoal_cluster::filedata`).
 
-use crate::{errno, file_attr, kind, reply_xattr_names, reply_xattr_value, time};
+use crate::adapter::reply::{errno, file_attr, kind, reply_empty};
+use crate::adapter::requests::req;
+use crate::adapter::{Adapter, Background, Caller, CoreOptions, Locks, Made, Mode};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, InitFlags, LockOwner, OpenFlags,
+    ReplyDirectory, ReplyEmpty, ReplyLock, ReplyOpen, Request,
 };
 use shoal_cluster::filelocks::{Lock, Want};
 use shoal_cluster::ns::{ClusterFs as SharedFs, NewNode};
 use shoal_core::stats::Op;
 use shoal_core::sync::PlainMutex as Mutex;
-use shoal_core::{Attr, Ctx, Error, Kind, SetAttr, Ts};
+use shoal_core::{Attr, Ctx, Error, Kind, StatFs};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct SharedOptions {
@@ -66,7 +66,8 @@ impl Default for SharedOptions {
 /// A directory's entries as one listing: (name, inode, kind).
 type Listing = Vec<(Vec<u8>, u64, Kind)>;
 
-pub struct SharedFuse {
+/// The etcd mount's state beside the core.
+pub struct Shared {
     fs: Arc<SharedFs>,
     opts: SharedOptions,
     /// Directory handles: the listing taken at offset 0, served by index
@@ -177,9 +178,9 @@ struct HandleLocks {
 /// (`after_releases`).
 const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
-impl SharedFuse {
-    pub fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> SharedFuse {
-        SharedFuse {
+impl Shared {
+    fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> Shared {
+        Shared {
             fs,
             opts,
             dirs: Mutex::new(HashMap::new()),
@@ -380,136 +381,61 @@ impl SharedFuse {
         r
     }
 
-    fn attr(&self, a: &Attr) -> FileAttr {
-        file_attr(a)
+    /// The timer of request `r` (`req`), for the operation statistics;
+    /// None for the requests not timed.
+    fn op(r: usize) -> Option<Op> {
+        Some(match r {
+            req::LOOKUP => Op::Lookup,
+            req::GETATTR => Op::Getattr,
+            req::SETATTR | req::IOCTL => Op::Setattr,
+            req::SETXATTR | req::GETXATTR | req::LISTXATTR | req::REMOVEXATTR => Op::Xattr,
+            req::READLINK => Op::Readlink,
+            req::MKNOD | req::CREATE => Op::Create,
+            req::MKDIR => Op::Mkdir,
+            req::SYMLINK => Op::Symlink,
+            req::UNLINK => Op::Unlink,
+            req::RMDIR => Op::Rmdir,
+            req::RENAME => Op::Rename,
+            req::LINK => Op::Link,
+            req::OPEN => Op::Open,
+            req::READ => Op::Read,
+            req::WRITE | req::FALLOCATE => Op::Write,
+            req::RELEASE => Op::Release,
+            req::FSYNC | req::FSYNCDIR => Op::Fsync,
+            req::READDIR => Op::Readdir,
+            req::STATFS => Op::Statfs,
+            _ => return None,
+        })
     }
+}
 
-    fn entry(&self, reply: ReplyEntry, r: shoal_core::Result<Attr>) {
-        match r {
-            Ok(a) => reply.entry_with_ttls(
-                &self.opts.ttl,
-                &self.opts.ttl,
-                &self.attr(&a),
-                Generation(0),
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
+/// The FUSE filesystem of an etcd (or TiKV) mount.
+pub type SharedFuse = Adapter<Shared>;
 
-    fn empty(reply: ReplyEmpty, r: shoal_core::Result<()>) {
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    /// Who `req` acts as (`SharedOptions::squash`), and whether the
-    /// daemon checks its permissions: with `daemon_permissions`, and for a
-    /// request that acts as another (root_squash, all_squash), since the
-    /// kernel checked the caller's own uid (or nothing). The namespace
-    /// checks with `rules::perm` inside each operation's transaction, on
-    /// the mode bits (not POSIX ACLs, which a checking caller cannot set:
-    /// `rules::xattr::check_name`). Its supplementary groups only when they
-    /// are asked for (a /proc read): checking and not squashed.
-    fn ctx_of(&self, req: &Request) -> Ctx {
-        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        let check = self.opts.daemon_permissions || squashed;
-        Ctx {
-            uid,
-            gid,
-            groups: if check && !squashed {
-                crate::caller_groups(req)
-            } else {
-                vec![]
+impl SharedFuse {
+    pub fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> SharedFuse {
+        let core = CoreOptions {
+            entry_ttl: opts.ttl,
+            attr_ttl: opts.ttl,
+            // A miss is answered as an error: another mount may create
+            // the name at any time.
+            negative_ttl: Duration::ZERO,
+            threads: opts.threads,
+            clone_fd: false,
+            uring: opts.uring,
+            xattr: true,
+            caller: Caller {
+                squash: opts.squash,
+                daemon_permissions: opts.daemon_permissions,
+                kernel_ref: false,
             },
-            check_perms: check,
-            umask: 0,
-            kernel_ref: false,
-        }
-    }
-
-    /// `ctx_of` with the caller's supplementary groups even when the kernel
-    /// checks: a chown without a mode and an access ACL clear setgid unless
-    /// the caller is in the file's group (`rules::privs`, `crate::acl`).
-    fn ctx_with_groups(&self, req: &Request) -> Ctx {
-        let mut c = self.ctx_of(req);
-        if c.groups.is_empty() && !self.opts.squash.map(req.uid(), req.gid()).2 {
-            c.groups = crate::caller_groups(req);
-        }
-        c
-    }
-
-    /// Make `new` (its `perm` the caller's mode, before `umask`).
-    fn new_node(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mut new: NewNode,
-        umask: u32,
-    ) -> shoal_core::Result<Attr> {
-        // FUSE_DONT_MASK: the mode comes unmasked; the umask applies unless
-        // the directory's default ACL replaces it (`SharedFs::mknod`).
-        new.perm &= 0o7777;
-        let ctx = Ctx {
-            umask,
-            ..self.ctx_of(req)
         };
-        let a = self.fs.mknod(&ctx, parent.0, name.as_bytes(), &new)?;
-        self.hand(parent.0, name.as_bytes(), &a);
-        Ok(a)
+        Adapter::with_mode(Shared::new(fs, opts), core)
     }
 
-    /// Serve at `mountpoint` until unmounted, dropping from the kernel's
-    /// caches what the change stream says others changed.
-    pub fn mount(
-        self,
-        mountpoint: &Path,
-        options: Vec<fuser::MountOption>,
-        allow_other: bool,
-    ) -> std::io::Result<()> {
-        let mut cfg = fuser::Config::default();
-        cfg.mount_options = crate::kernel_subtype(options);
-        cfg.n_threads = Some(self.opts.threads.max(1));
-        if allow_other {
-            cfg.acl = fuser::SessionACL::All;
-        }
-        let fs = self.fs.clone();
-        let counter = self.invalidations.clone();
-        let handed = self.handed.clone();
-        let changes = fs.subscribe();
-        let (drop_tx, drop_rx) = std::sync::mpsc::channel::<DropName>();
-        *self.drop_name.lock() = Some(drop_tx);
-        let notify = self.notifier.clone();
-        let session = fuser::Session::new(self, mountpoint, &cfg)?;
-        let _ = notify.set(session.notifier());
-        let notifier = session.notifier();
-        // Stale names dropped for lookups (`fresh_name`), on a thread of
-        // their own: each may wait for a rename's directory locks.
-        {
-            let notifier = session.notifier();
-            let handed = handed.clone();
-            std::thread::Builder::new()
-                .name("shoal-drop-name".into())
-                .spawn(move || {
-                    for (p, n, done) in drop_rx {
-                        let _ = notifier.inval_entry(INodeNo(p), OsStr::from_bytes(&n));
-                        handed.lock().forget_name(p, &n);
-                        let _ = done.try_send(());
-                    }
-                })?;
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let follower = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("shoal-invalidate".into())
-                .spawn(move || invalidate(&fs, &changes, &notifier, &counter, &handed, &stop))?
-        };
-        let r = session.run();
-        stop.store(true, Ordering::Relaxed);
-        let _ = follower.join();
-        r
+    /// Invalidations sent for other daemons' (and this one's) changes.
+    pub fn invalidations(&self) -> Arc<AtomicU64> {
+        self.mode().invalidations.clone()
     }
 }
 
@@ -563,14 +489,27 @@ fn invalidate(
     }
 }
 
-impl Filesystem for SharedFuse {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let have = config.capabilities();
+impl Mode for Shared {
+    type Ns = SharedFs;
+    type Timer<'a> = Option<shoal_core::stats::Timer<'a>>;
+
+    fn ns(&self) -> &SharedFs {
+        &self.fs
+    }
+
+    fn start(&self, r: usize) -> Self::Timer<'_> {
+        Shared::op(r).map(|op| self.fs.stats.op_stats.start(op))
+    }
+
+    fn notifier(&self) -> &Arc<OnceLock<fuser::Notifier>> {
+        &self.notifier
+    }
+
+    fn wants(&mut self, have: InitFlags) -> InitFlags {
         // POSIX ACLs checked by the kernel (its ACL cache is dropped with
         // the attributes when another mount changes the inode), a create's
         // umask applied here unless a default ACL replaces it.
-        let mut want =
-            InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        let mut want = InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
         if self.opts.daemon_permissions || matches!(self.opts.squash, crate::Squash::All(..)) {
             // FUSE_POSIX_ACL turns the kernel's default_permissions on,
             // which would check each caller's own uid: when the daemon
@@ -578,25 +517,12 @@ impl Filesystem for SharedFuse {
             // squashed one), on mode bits, it is off.
             want.remove(InitFlags::FUSE_POSIX_ACL);
         }
-        if self.opts.uring {
-            want |= InitFlags::FUSE_OVER_IO_URING;
-        }
         // fcntl and flock locks come here and are kept in the shared
         // store, so they hold across mounts (`shoal_cluster::filelocks`);
         // without these the kernel keeps them per mount.
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
-        // LOOKUP of "." and ".." for any inode: file handles
-        // (open_by_handle_at, NFS export) outlive the kernel's inode cache.
-        want |= InitFlags::FUSE_EXPORT_SUPPORT;
         self.uring_on = self.opts.uring && have.contains(InitFlags::FUSE_OVER_IO_URING);
-        let _ = config.add_capabilities(want & have);
-        if self.opts.uring && !have.contains(InitFlags::FUSE_OVER_IO_URING) {
-            tracing::info!(
-                "FUSE over io_uring not offered by the kernel (Linux 6.14+ with \
-                 `echo Y > /sys/module/fuse/parameters/enable_uring`): serving /dev/fuse"
-            );
-        }
-        Ok(())
+        want
     }
 
     fn destroy(&mut self) {
@@ -605,424 +531,186 @@ impl Filesystem for SharedFuse {
         }
     }
 
-    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _t = self.fs.stats.op_stats.start(Op::Lookup);
-        let n = name.as_bytes();
-        let r = self
-            .fs
-            .lookup_as(&self.ctx_of(req), parent.0, n)
-            .and_then(|a| {
-                self.fresh_name(parent.0, n, &a)?;
-                self.hand(parent.0, n, &a);
-                Ok(a)
-            });
-        self.entry(reply, r)
+    /// Drops from the kernel's caches what the change stream says others
+    /// changed (`invalidate`), and stale names for lookups (`fresh_name`).
+    fn background(&self) -> Background {
+        let fs = self.fs.clone();
+        let counter = self.invalidations.clone();
+        let handed = self.handed.clone();
+        let changes = fs.subscribe();
+        let (drop_tx, drop_rx) = std::sync::mpsc::channel::<DropName>();
+        *self.drop_name.lock() = Some(drop_tx);
+        Box::new(move |notifier, stop| {
+            // Stale names dropped for lookups (`fresh_name`), on a thread of
+            // their own: each may wait for a rename's directory locks.
+            {
+                let notifier = notifier.clone();
+                let handed = handed.clone();
+                std::thread::Builder::new()
+                    .name("shoal-drop-name".into())
+                    .spawn(move || {
+                        for (p, n, done) in drop_rx {
+                            let _ = notifier.inval_entry(INodeNo(p), OsStr::from_bytes(&n));
+                            handed.lock().forget_name(p, &n);
+                            let _ = done.try_send(());
+                        }
+                    })?;
+            }
+            let follower = std::thread::Builder::new()
+                .name("shoal-invalidate".into())
+                .spawn(move || invalidate(&fs, &changes, &notifier, &counter, &handed, &stop))?;
+            Ok(vec![follower])
+        })
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _t = self.fs.stats.op_stats.start(Op::Getattr);
-        match self.fs.getattr(ino.0) {
-            Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
-            Err(Error::NotFound) => match self.open_dirs.lock().get(&ino.0).copied() {
+    fn fattr(&self, a: &Attr) -> FileAttr {
+        file_attr(a)
+    }
+
+    /// A lookup's file whose old name the kernel may still show is dropped
+    /// first (`fresh_name`); each file's name is remembered (`hand`), but
+    /// a link's (the file keeps the name it had).
+    fn handed(
+        &self,
+        made: Made,
+        parent: u64,
+        name: &[u8],
+        a: Attr,
+        attr_ttl: Duration,
+    ) -> shoal_core::Result<(Attr, Duration)> {
+        if made == Made::Lookup {
+            self.fresh_name(parent, name, &a)?;
+        }
+        if made != Made::Link {
+            self.hand(parent, name, &a);
+        }
+        Ok((a, attr_ttl))
+    }
+
+    /// A directory removed while open here still answers fstat, with no
+    /// links, as a local filesystem does.
+    fn getattr(&self, ino: u64, attr_ttl: Duration) -> shoal_core::Result<(Attr, Duration)> {
+        match self.fs.getattr(ino) {
+            Ok(a) => Ok((a, attr_ttl)),
+            Err(Error::NotFound) => match self.open_dirs.lock().get(&ino).copied() {
                 Some((_, mut a)) => {
                     a.nlink = 0;
-                    reply.attr(&Duration::ZERO, &self.attr(&a))
+                    Ok((a, Duration::ZERO))
                 }
-                None => reply.error(errno(&Error::NotFound)),
+                None => Err(Error::NotFound),
             },
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => Err(e),
         }
     }
 
-    /// statx(2) (FUSE_STATX: the kernel asks when a caller wants the birth
-    /// time): the attributes with the creation time, and chattr's flags as
-    /// `stx_attributes`, as on an embedded mount.
-    fn statx(
+    fn unlinked(&self, parent: u64, name: &[u8]) {
+        self.handed.lock().forget_name(parent, name);
+    }
+
+    /// The kernel moves its entries: so does `handed` (an exchange swaps
+    /// the two; a whiteout is a new inode at the old name).
+    fn renamed(
         &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: Option<FileHandle>,
-        _flags: u32,
-        _mask: u32,
-        reply: fuser::ReplyStatx,
-    ) {
-        use shoal_core::rules::flags;
-        let _t = self.fs.stats.op_stats.start(Op::Getattr);
-        // STATX_ATTR_IMMUTABLE, _APPEND, _NODUMP: the same bits as the flags'.
-        let known = (flags::IMMUTABLE | flags::APPEND | flags::NODUMP) as u64;
-        match self
-            .fs
-            .getattr(ino.0)
-            .and_then(|a| Ok((a, self.fs.flags(ino.0)?)))
-        {
-            Ok((a, f)) => reply.statx(&self.opts.ttl, &self.attr(&a), f as u64 & known, known),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Setattr);
-        let sa = SetAttr {
-            mode,
-            uid,
-            gid,
-            size,
-            atime: atime.map(time),
-            mtime: mtime.map(time),
-            ctime: ctime.map(Ts::from_system),
-            by_handle: fh.is_some(),
-        };
-        // A chown without a mode clears setgid by the caller's groups
-        // (`rules::privs::chown_perm`).
-        let ctx = if uid.is_some() || gid.is_some() {
-            self.ctx_with_groups(req)
-        } else {
-            self.ctx_of(req)
-        };
-        match self.fs.setattr_as(&ctx, ino.0, &sa) {
-            Ok(a) => reply.attr(&self.opts.ttl, &self.attr(&a)),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        _pos: u32,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        let f = flags as u32 & (shoal_core::XATTR_CREATE | shoal_core::XATTR_REPLACE);
-        // The caller's groups: an access ACL clears setgid unless the
-        // caller is in the file's group.
-        let ctx = self.ctx_with_groups(req);
-        let r = self.fs.setxattr_as(&ctx, ino.0, name.as_bytes(), value, f);
-        Self::empty(reply, r);
-    }
-
-    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        let r = self
-            .fs
-            .getxattr_as(&self.ctx_of(req), ino.0, name.as_bytes());
-        reply_xattr_value(reply, r, size);
-    }
-
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        reply_xattr_names(reply, self.fs.listxattr(ino.0), size);
-    }
-
-    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _t = self.fs.stats.op_stats.start(Op::Xattr);
-        let r = self
-            .fs
-            .removexattr_as(&self.ctx_of(req), ino.0, name.as_bytes());
-        Self::empty(reply, r);
-    }
-
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _t = self.fs.stats.op_stats.start(Op::Readlink);
-        match self.fs.readlink(ino.0) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Create);
-        // No directory or symlink through mknod (`rules::new_inode`).
-        let kind = match shoal_core::rules::new_inode::mknod_kind(mode) {
-            Ok(k) => k,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        self.entry(
-            reply,
-            self.new_node(
-                req,
-                parent,
-                name,
-                NewNode {
-                    kind,
-                    perm: mode as u16,
-                    rdev,
-                    target: b"",
-                },
-                umask,
-            ),
-        )
-    }
-
-    fn mkdir(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        reply: ReplyEntry,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Mkdir);
-        self.entry(
-            reply,
-            self.new_node(
-                req,
-                parent,
-                name,
-                NewNode {
-                    kind: Kind::Dir,
-                    perm: mode as u16,
-                    rdev: 0,
-                    target: b"",
-                },
-                umask,
-            ),
-        )
-    }
-
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        target: &Path,
-        reply: ReplyEntry,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Symlink);
-        let t = target.as_os_str().as_bytes();
-        self.entry(
-            reply,
-            self.new_node(
-                req,
-                parent,
-                name,
-                NewNode {
-                    kind: Kind::Symlink,
-                    perm: 0o777,
-                    rdev: 0,
-                    target: t,
-                },
-                0,
-            ),
-        )
-    }
-
-    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _t = self.fs.stats.op_stats.start(Op::Unlink);
-        let r = self
-            .fs
-            .unlink_as(&self.ctx_of(req), parent.0, name.as_bytes());
-        if r.is_ok() {
-            self.handed.lock().forget_name(parent.0, name.as_bytes());
-        }
-        Self::empty(reply, r)
-    }
-
-    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _t = self.fs.stats.op_stats.start(Op::Rmdir);
-        let r = self
-            .fs
-            .rmdir_as(&self.ctx_of(req), parent.0, name.as_bytes());
-        Self::empty(reply, r)
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Rename);
-        let flags = flags.bits();
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Vec<(u64, Vec<u8>)> {
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
-        let r = self.fs.rename_as(
-            &self.ctx_of(req),
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            flags,
-        );
-        if r.is_ok() {
-            // The kernel moves its entries: so does `handed` (an exchange
-            // swaps the two; a whiteout is a new inode at the old name).
-            let mut h = self.handed.lock();
-            let (old, new) = (
-                h.ino_of(parent.0, name.as_bytes()),
-                h.ino_of(newparent.0, newname.as_bytes()),
-            );
-            h.forget_name(newparent.0, newname.as_bytes());
-            h.forget_name(parent.0, name.as_bytes());
-            if let Some(ino) = old {
-                h.insert(ino, newparent.0, newname.as_bytes());
-            }
-            if let Some(ino) = new.filter(|_| exchange) {
-                h.insert(ino, parent.0, name.as_bytes());
-            }
+        let mut h = self.handed.lock();
+        let (old, new) = (h.ino_of(parent, name), h.ino_of(newparent, newname));
+        h.forget_name(newparent, newname);
+        h.forget_name(parent, name);
+        if let Some(ino) = old {
+            h.insert(ino, newparent, newname);
         }
-        Self::empty(reply, r)
+        if let Some(ino) = new.filter(|_| exchange) {
+            h.insert(ino, parent, name);
+        }
+        Vec::new()
     }
 
-    fn link(
+    fn drop_privileges(
         &self,
-        req: &Request,
-        ino: INodeNo,
-        newparent: INodeNo,
-        newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Link);
-        let r = self
-            .fs
-            .link_as(&self.ctx_of(req), ino.0, newparent.0, newname.as_bytes());
-        self.entry(reply, r)
+        uid: u32,
+        gid: u32,
+        groups: &dyn Fn() -> Vec<u32>,
+        ino: u64,
+    ) -> shoal_core::Result<bool> {
+        self.fs.drop_privileges(uid, gid, groups, ino)
     }
 
-    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _t = self.fs.stats.op_stats.start(Op::Open);
-        let mask = match flags.0 & libc::O_ACCMODE {
-            libc::O_WRONLY => 2,
-            libc::O_RDWR => 6,
-            _ => 4,
-        } | if flags.0 & libc::O_TRUNC != 0 { 2 } else { 0 };
+    fn flags(&self, ino: u64) -> shoal_core::Result<u32> {
+        self.fs.flags(ino)
+    }
+
+    /// Kept in the inode record, so a flag set on one mount holds on every
+    /// other.
+    fn set_flags(&self, ctx: &Ctx, ino: u64, flags: u32) -> shoal_core::Result<()> {
+        self.fs.set_flags(ctx, ino, flags).map(drop)
+    }
+
+    /// The stores' own figures (`shoal_cluster::space`).
+    fn statfs(&self) -> shoal_core::Result<StatFs> {
+        self.fs.statfs()
+    }
+
+    fn seek(&self, ino: u64, off: u64, data: bool) -> shoal_core::Result<u64> {
+        self.fs.seek(ino, off, data)
+    }
+
+    fn fallocate(&self, ino: u64, off: u64, len: u64, mode: u32) -> shoal_core::Result<()> {
+        self.fs.fallocate(ino, off, len, mode)
+    }
+
+    fn create(&self, ctx: &Ctx, parent: u64, name: &[u8], mode: u32) -> shoal_core::Result<Attr> {
+        let new = NewNode {
+            kind: Kind::File,
+            perm: (mode & 0o7777) as u16,
+            rdev: 0,
+            target: b"",
+        };
+        let a = self.fs.mknod(ctx, parent, name, &new)?;
+        self.fs.open_new(a.ino);
+        Ok(a)
+    }
+
+    /// `shoal_cluster::SharedFs::tmpfile`: linkat may name it.
+    fn tmpfile(&self, ctx: &Ctx, parent: u64, mode: u32) -> shoal_core::Result<Attr> {
+        self.fs.tmpfile(ctx, parent, (mode & 0o7777) as u16)
+    }
+
+    fn created(&self, _a: &Attr, _flags: i32) -> (FileHandle, FopenFlags) {
+        (self.new_fh(), FopenFlags::empty())
+    }
+
+    fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let mask = shoal_core::rules::perm::open_access(flags.0);
         // chattr's immutable and append-only (`rules::flags::may_open`).
         let (append, trunc) = (flags.0 & libc::O_APPEND != 0, flags.0 & libc::O_TRUNC != 0);
-        match self
-            .fs
-            .open_for(&self.ctx_of(req), ino.0, mask, append, trunc)
-        {
+        match self.fs.open_for(ctx, ino.0, mask, append, trunc) {
             Ok(_) => reply.opened(self.new_fh(), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Create);
-        let r = self
-            .new_node(
-                req,
-                parent,
-                name,
-                NewNode {
-                    kind: Kind::File,
-                    perm: mode as u16,
-                    rdev: 0,
-                    target: b"",
-                },
-                umask,
-            )
-            .inspect(|a| self.fs.open_new(a.ino));
-        match r {
-            Ok(a) => reply.created(
-                &self.opts.ttl,
-                &self.attr(&a),
-                Generation(0),
-                self.new_fh(),
-                FopenFlags::empty(),
-            ),
-            Err(e) => reply.error(errno(&e)),
+    fn write(&self, ino: u64, off: u64, data: &[u8], _cached: bool) -> shoal_core::Result<u32> {
+        let r = self.fs.write(ino, off, data);
+        if let Err(Error::FileTooBig) = r {
+            tracing::warn!(
+                "inode {}: a write past {} bytes, and this filesystem has no object store for file data (make one with `shoal mkfs etcd://... --data s3://BUCKET?endpoint=...`)",
+                ino,
+                shoal_cluster::ns::SHARED_INLINE_MAX
+            );
         }
-    }
-
-    fn read(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock: Option<fuser::LockOwner>,
-        reply: ReplyData,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Read);
-        match self.fs.read(ino.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    fn write(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _wf: WriteFlags,
-        _flags: OpenFlags,
-        _lock: Option<fuser::LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Write);
-        match self.fs.write(ino.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(Error::FileTooBig) => {
-                tracing::warn!(
-                    "inode {}: a write past {} bytes, and this filesystem has no object store for file data (make one with `shoal mkfs etcd://... --data s3://BUCKET?endpoint=...`)",
-                    ino.0,
-                    shoal_cluster::ns::SHARED_INLINE_MAX
-                );
-                reply.error(errno(&Error::FileTooBig))
-            }
-            Err(e) => reply.error(errno(&e)),
-        }
+        r
     }
 
     /// close(2): the file's buffered writes are uploaded and committed, so
     /// that close reports their failure and another mount's next open sees
     /// them (close-to-open).
-    fn flush(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
+    fn flush(&self, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // A close by a POSIX lock's owner releases its locks on the file.
         let unlocked = self.fs.unlock_owner(ino.0, lock_owner.0, false);
         {
@@ -1034,20 +722,10 @@ impl Filesystem for SharedFuse {
                 }
             }
         }
-        Self::empty(reply, unlocked.and(self.fs.flush(ino.0)))
+        reply_empty(reply, unlocked.and(self.fs.flush(ino.0)))
     }
 
-    fn release(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        flock: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Release);
+    fn release(&self, ino: INodeNo, fh: FileHandle, flock: Option<LockOwner>, reply: ReplyEmpty) {
         self.releases.0.fetch_add(1, Ordering::AcqRel);
         // The open file's last close releases its flock.
         let mut unlocked = match flock {
@@ -1068,53 +746,19 @@ impl Filesystem for SharedFuse {
         // unlinked file alive); the flush's error, if any, is the answer.
         let flushed = unlocked.and(self.fs.flush(ino.0));
         let released = self.fs.release(ino.0);
-        Self::empty(reply, flushed.and(released))
+        reply_empty(reply, flushed.and(released))
     }
 
     /// A file's buffered writes are uploaded and committed now, and every
     /// create acknowledged from memory in a leased directory before.
-    fn fsync(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Fsync);
-        Self::empty(reply, self.fs.fsync(ino.0))
+    fn fsync(&self, ino: u64, _datasync: bool) -> shoal_core::Result<()> {
+        self.fs.fsync(ino)
     }
 
-    /// Every create acknowledged from memory is committed (other
-    /// operations were committed before they answered).
-    fn fsyncdir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Fsync);
-        Self::empty(reply, self.fs.fsyncdir())
-    }
-
-    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        // Sent only without default_permissions (daemon_permissions,
-        // all_squash): access(2), chdir, exec.
-        let ctx = self.ctx_of(req);
-        let r = self
-            .fs
-            .getattr(ino.0)
-            .and_then(|a| shoal_core::rules::perm::access(&ctx, &a, mask.bits() as u32 & 7));
-        Self::empty(reply, r)
-    }
-
-    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, ctx: &Ctx, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         // Listing needs read permission (checked here when the daemon checks).
-        let ctx = self.ctx_of(req);
         let r = self.fs.getattr(ino.0).and_then(|a| {
-            shoal_core::rules::perm::access(&ctx, &a, shoal_core::rules::perm::R_OK)?;
+            shoal_core::rules::perm::access(ctx, &a, shoal_core::rules::perm::R_OK)?;
             Ok(a)
         });
         match r {
@@ -1131,15 +775,7 @@ impl Filesystem for SharedFuse {
         }
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Readdir);
+    fn readdir(&self, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let mut dirs = self.dirs.lock();
         if offset == 0 || !dirs.contains_key(&fh.0) {
             // The listing, whole, at the first call (a directory read from
@@ -1184,14 +820,7 @@ impl Filesystem for SharedFuse {
         reply.ok()
     }
 
-    fn releasedir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
+    fn releasedir(&self, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
         self.dirs.lock().remove(&fh.0);
         let mut open = self.open_dirs.lock();
         if let Some(e) = open.get_mut(&ino.0) {
@@ -1204,6 +833,19 @@ impl Filesystem for SharedFuse {
         reply.ok()
     }
 
+    /// Every create acknowledged from memory is committed (other
+    /// operations were committed before they answered).
+    fn fsyncdir(&self, _ino: u64) -> shoal_core::Result<()> {
+        self.fs.fsyncdir()
+    }
+
+    fn locks(&self) -> Option<&dyn Locks> {
+        Some(self)
+    }
+}
+
+/// fcntl and flock locks across mounts (`shoal_cluster::filelocks`).
+impl Locks for Shared {
     fn getlk(
         &self,
         _req: &Request,
@@ -1269,136 +911,6 @@ impl Filesystem for SharedFuse {
         }
         let lk = fuse_lock(lock_owner, true, typ, 0, i64::MAX as u64, pid);
         self.lock(req, ino, lk, typ, sleep, reply)
-    }
-
-    /// open(2) with O_TMPFILE: an unnamed file, open, with nlink 0, which
-    /// linkat may name (`shoal_cluster::SharedFs::tmpfile`).
-    fn tmpfile(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        mode: u32,
-        umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Create);
-        let ctx = Ctx {
-            umask,
-            ..self.ctx_of(req)
-        };
-        let r = self.fs.tmpfile(&ctx, parent.0, (mode & 0o7777) as u16);
-        match r {
-            Ok(a) => reply.created(
-                &self.opts.ttl,
-                &self.attr(&a),
-                Generation(0),
-                self.new_fh(),
-                FopenFlags::empty(),
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    /// fallocate(2), as on an embedded mount (`SharedFs::fallocate`).
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Write);
-        let Some(m) = crate::falloc_mode(mode) else {
-            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-        };
-        // setuid and setgid cleared as Linux does (`rules::privs`).
-        let (uid, gid, squashed) = self.opts.squash.map(req.uid(), req.gid());
-        let groups = || {
-            if squashed {
-                vec![]
-            } else {
-                crate::caller_groups(req)
-            }
-        };
-        match self.fs.drop_privileges(uid, gid, groups, ino.0) {
-            Ok(true) => {
-                if let Some(n) = self.notifier.get() {
-                    let _ = n.inval_inode(ino, -1, 0);
-                }
-            }
-            Ok(false) => {}
-            Err(e) => return reply.error(errno(&e)),
-        }
-        Self::empty(reply, self.fs.fallocate(ino.0, offset, length, m))
-    }
-
-    /// SEEK_DATA and SEEK_HOLE (the kernel does SEEK_SET, SEEK_CUR and
-    /// SEEK_END itself).
-    fn lseek(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: i64,
-        whence: i32,
-        reply: fuser::ReplyLseek,
-    ) {
-        let (offset, data) = match crate::seek_args(offset, whence) {
-            Ok(a) => a,
-            Err(e) => return reply.error(e),
-        };
-        match self.fs.seek(ino.0, offset, data) {
-            Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    /// File flags (chattr, lsattr, xfs_io chattr), as on an embedded
-    /// mount (`crate::flags_ioctl`); kept in the inode record, so a flag
-    /// set on one mount holds on every other.
-    fn ioctl(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        _flags: IoctlFlags,
-        cmd: u32,
-        in_data: &[u8],
-        out_size: u32,
-        reply: ReplyIoctl,
-    ) {
-        let _t = self.fs.stats.op_stats.start(Op::Setattr);
-        crate::flags_ioctl(
-            cmd,
-            in_data,
-            out_size,
-            reply,
-            || self.fs.flags(ino.0),
-            |f| {
-                self.fs.set_flags(&self.ctx_of(req), ino.0, f)?;
-                // The new ctime: the kernel keeps attributes for the ttl
-                // (generic/277 saw the old one).
-                if let Some(n) = self.notifier.get() {
-                    let _ = n.inval_inode(ino, -1, 0);
-                }
-                Ok(())
-            },
-        )
-    }
-
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _t = self.fs.stats.op_stats.start(Op::Statfs);
-        // The stores' own figures (`shoal_cluster::space`).
-        match self.fs.statfs() {
-            Ok(s) => reply.statfs(
-                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
     }
 }
 

@@ -13,6 +13,29 @@ pub const R_OK: u32 = 4;
 pub const W_OK: u32 = 2;
 pub const X_OK: u32 = 1;
 
+/// The open(2) flags `open_access` reads, Linux's values
+/// (`asm-generic/fcntl.h`, the same on x86-64 and arm64; a test in
+/// shoal-fuse compares them with libc's).
+pub const O_ACCMODE: i32 = 0o3;
+pub const O_WRONLY: i32 = 0o1;
+pub const O_TRUNC: i32 = 0o1000;
+
+/// The access an open with `flags` asks for (`build_open_flags`'
+/// `ACC_MODE`): O_RDONLY read, O_WRONLY write, O_RDWR and the ioctl-only
+/// mode 3 both; O_TRUNC write too.
+pub fn open_access(flags: i32) -> u32 {
+    let m = match flags & O_ACCMODE {
+        0 => R_OK,
+        O_WRONLY => W_OK,
+        _ => R_OK | W_OK,
+    };
+    if flags & O_TRUNC != 0 {
+        m | W_OK
+    } else {
+        m
+    }
+}
+
 /// Linux's `in_group_or_capable`: the caller is root (CAP_FSETID) or in
 /// group `gid`. Whether a caller keeps a setgid bit.
 pub fn in_group_or_root(ctx: &Ctx, gid: u32) -> bool {
@@ -147,6 +170,17 @@ pub fn chmod_perm(ctx: &Ctx, a: &Attr, perm: u16) -> u16 {
 pub(crate) mod tests {
     use super::*;
     use crate::types::Ts;
+
+    #[test]
+    fn an_open_asks_read_write_or_both_and_truncate_asks_write() {
+        assert_eq!(open_access(0), R_OK);
+        assert_eq!(open_access(1), W_OK);
+        assert_eq!(open_access(2), R_OK | W_OK);
+        // Mode 3 (ioctl only) asks both, as Linux's ACC_MODE table.
+        assert_eq!(open_access(3), R_OK | W_OK);
+        assert_eq!(open_access(O_TRUNC), R_OK | W_OK);
+        assert_eq!(open_access(O_WRONLY | O_TRUNC), W_OK);
+    }
 
     pub(crate) fn attr(kind: Kind, perm: u16, uid: u32, gid: u32) -> Attr {
         let mut a = Attr::root(Ts::default());
