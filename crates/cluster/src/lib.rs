@@ -32,19 +32,24 @@
 mod alloc;
 pub mod blob;
 mod change_stream;
+mod check;
 mod dirlease;
 pub mod filedata;
 pub mod filelocks;
 mod flags;
+mod format;
 mod holds;
+mod keys;
 pub mod ns;
 pub mod pinned;
 mod record_cache;
+mod session;
 pub mod sim;
 pub mod space;
 pub mod status;
 mod surface;
 mod tmpfile;
+mod txn;
 
 use std::fmt;
 use std::time::Duration;
