@@ -16,10 +16,12 @@ if [ "${1:-}" = "--tests" ]; then
   # python3-prometheus-client parses the metrics endpoint (tests/scripts/metrics.sh);
   # python3-venv and python3-pip build the client's Python package in a venv
   # (tests/scripts/client-python.sh) and fetch SeaweedFS;
+  # strace counts the daemon's syncs (tests/scripts/powercut-names.sh);
+  # postgresql runs pgbench through a crash (tests/scripts/pg-crash.sh);
   # the rest builds and runs xfstests.
   for p in linux-source-6.1 fsmark postmark acl attr xfslibs-dev uuid-dev libtool-bin e2fsprogs automake gcc make \
     libacl1-dev libaio-dev xfsprogs libgdbm-dev gawk uuid-runtime python3 libcap-dev liburing-dev quota dbench fio \
-    etcd-server etcd-client nftables python3-prometheus-client python3-venv python3-pip debootstrap; do
+    etcd-server etcd-client nftables python3-prometheus-client python3-venv python3-pip debootstrap strace postgresql; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
 fi

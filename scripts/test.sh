@@ -70,6 +70,8 @@ suite "pjdfstest (daemon checks: daemon_permissions)" env MOUNT_OPTS=allow_other
 suite "daemon-checked permissions: no walk through a directory the caller may not search, whoever walked it first (daemon_permissions, root_squash; about 3 s)" bash tests/scripts/daemon-perms.sh
 suite "fsx" bash tests/scripts/fsx.sh
 suite "fsx through a passthrough handle (truncates to inline sizes and back)" env FSX_PASSTHROUGH=1 FSX_OPS=30000 bash tests/scripts/fsx.sh
+suite "power cut right after a new data object's first fsync (ext4 in each data mode and without a journal; XFS): the object and its bytes are there, and the daemon syncs no directory for it (about 10 s)" bash tests/scripts/powercut-names.sh
+suite "PostgreSQL: kill -9 of the daemon mid-pgbench, the server recovers with every acknowledged transaction (about 30 s)" bash tests/scripts/pg-crash.sh
 suite "FUSE transports: io_uring used by default with passthrough; pjdfstest, fsx, SIGKILL on /dev/fuse (nouring)" bash tests/scripts/transport.sh
 suite "tree" bash tests/scripts/tree.sh
 suite "xfstests (generic quick group)" bash tests/scripts/xfstests.sh

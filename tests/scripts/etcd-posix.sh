@@ -140,9 +140,32 @@ xfs_io -c 'seek -h 0' "$A/fa" | grep -q 'HOLE.*20480' || fail "SEEK_HOLE: $(xfs_
 rm "$A/fa"
 check "fallocate"
 
+# setuid and setgid cleared by a write and a truncate of another user, as
+# on ext4 and the embedded mount: setgid without group exec too, for a
+# caller outside the file's group (the kernel's FUSE code kept it: the
+# daemon takes it under KILLPRIV_V2, rules::privs::write_kills).
+for how in write truncate; do
+  echo x > "$A/sg-$how"; chmod 6666 "$A/sg-$how"
+  if [ $how = write ]; then
+    setpriv --reuid=1000 --regid=1000 --clear-groups sh -c "echo y >> '$A/sg-$how'" || fail "$how by uid 1000"
+  else
+    setpriv --reuid=1000 --regid=1000 --clear-groups truncate -s 1 "$A/sg-$how" || fail "$how by uid 1000"
+  fi
+  [ "$(stat -c %a "$A/sg-$how")" = 666 ] || fail "a $how by uid 1000 left mode $(stat -c %a "$A/sg-$how") (ext4: 666)"
+  within 2 test "$(stat -c %a "$B/sg-$how")" = 666 || fail "B: mode $(stat -c %a "$B/sg-$how") after the $how"
+  rm "$A/sg-$how"
+done
+# And by a chgrp of the owner outside the file's group (setgid without
+# group exec goes too: chown_common, setattr_should_drop_sgid).
+echo x > "$A/sg-chown"; chown 1000:0 "$A/sg-chown"; chmod 6644 "$A/sg-chown"
+setpriv --reuid=1000 --regid=1000 --clear-groups chgrp 1000 "$A/sg-chown" || fail "chgrp by its owner"
+[ "$(stat -c %a "$A/sg-chown")" = 644 ] || fail "a chgrp by the owner outside the group left mode $(stat -c %a "$A/sg-chown") (ext4: 644)"
+rm "$A/sg-chown"
+check "setuid and setgid cleared"
+
 # statfs: blocks from the object store's filesystem, inodes from etcd.
 read -r blocks bfree files ffree <<<"$(stat -f -c '%b %f %c %d' "$A")"
 read -r oblocks obs <<<"$(stat -f -c '%b %S' "$O")"
 [ "$((blocks * 4096))" = "$((oblocks * obs))" ] || fail "statfs blocks $blocks x 4096, the objects' filesystem $oblocks x $obs"
 [ "$files" != 16777216 ] && [ "$ffree" -lt "$files" ] && [ "$bfree" -le "$blocks" ] || fail "statfs: $blocks $bfree $files $ffree"
-echo "etcd-posix: chattr across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, fallocate, SEEK_HOLE, statx, statfs: ok"
+echo "etcd-posix: chattr across mounts, O_TMPFILE, RENAME_EXCHANGE, overlayfs upper layer, fallocate, SEEK_HOLE, statx, setuid/setgid on write and truncate, statfs: ok"

@@ -19,8 +19,8 @@ use crate::adapter::reply::{errno, file_attr, kind, reply_empty};
 use crate::adapter::requests::req;
 use crate::adapter::{Adapter, Background, Caller, CoreOptions, Locks, Made, Mode};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, InitFlags, LockOwner, OpenFlags,
-    ReplyDirectory, ReplyEmpty, ReplyLock, ReplyOpen, Request,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, ReplyDirectory, ReplyEmpty, ReplyLock, ReplyOpen, Request,
 };
 use shoal_cluster::filelocks::{Lock, Want};
 use shoal_cluster::ns::{ClusterFs as SharedFs, NewNode};
@@ -83,6 +83,11 @@ pub struct Shared {
     pub invalidations: Arc<AtomicU64>,
     /// Requests come over FUSE over io_uring (set at init).
     uring_on: bool,
+    /// The kernel took FUSE_HANDLE_KILLPRIV_V2 at init: the daemon clears
+    /// setuid/setgid on a write, truncate and chown by Linux's rule
+    /// (`rules::privs`), where the kernel's FUSE code would keep setgid
+    /// without group exec (docs/rules.md).
+    killpriv: bool,
     /// Lock requests waiting for another owner's lock, per FUSE queue
     /// (`take_lock`).
     lock_waits: Mutex<HashMap<i32, usize>>,
@@ -190,6 +195,7 @@ impl Shared {
             releases: Default::default(),
             invalidations: Arc::default(),
             uring_on: false,
+            killpriv: false,
             lock_waits: Mutex::new(HashMap::new()),
             handed: Arc::default(),
             drop_name: Mutex::default(),
@@ -523,6 +529,22 @@ impl Mode for Shared {
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
         self.uring_on = self.opts.uring && have.contains(InitFlags::FUSE_OVER_IO_URING);
         want
+    }
+
+    fn init(&mut self, _have: InitFlags, config: &mut KernelConfig) {
+        self.killpriv = config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok();
+    }
+
+    fn truncate_kills_privs(&self) -> bool {
+        self.killpriv
+    }
+
+    /// A non-root write reads the inode's record (the record cache's
+    /// when it holds it) and commits only when a bit must go.
+    fn write_kills_privs(&self) -> bool {
+        self.killpriv
     }
 
     fn destroy(&mut self) {

@@ -18,7 +18,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Open objects kept per shard; past it, half the shard's are closed.
@@ -29,13 +29,136 @@ pub struct DataFiles {
     dir: PathBuf,
     read_only: bool,
     open: Vec<Mutex<HashMap<Ino, Arc<Object>>>>,
+    /// What makes a new object's name durable on the filesystem under the
+    /// store (`NameSync::of`).
+    name_sync: NameSync,
+    /// Per directory of objects (`data/XX`), which names its last sync
+    /// covered: the only record of a new object's name not yet durable,
+    /// since the open-file cache may close an object before its first
+    /// sync and open it again by name.
+    names: Vec<DirNames>,
+    /// Directory syncs made (for the tests).
+    dir_syncs: AtomicU64,
+}
+
+/// The names made in one directory of objects and those its syncs made
+/// durable, as counts: a name made is counted after it exists, and a sync
+/// covers every name counted before it began.
+struct DirNames {
+    /// Names made in it by this opening of the store, plus one: the
+    /// names an earlier daemon made and did not sync (it was killed
+    /// before, and the host's cache still holds them) are covered by the
+    /// directory's first sync here.
+    made: AtomicU64,
+    /// The `made` count read before the directory's last successful sync.
+    synced: AtomicU64,
 }
 
 struct Object {
     file: Arc<File>,
-    /// Made since its directory was last synced: `sync` syncs the directory
-    /// too, so the object's name is as durable as its bytes.
-    fresh: AtomicBool,
+    /// Made by this open: the host's inode has stayed in memory since,
+    /// held by this descriptor (`NameSync::WhileOpen`).
+    made_here: bool,
+    /// Its name is durable once its directory's `synced` count reaches
+    /// this: the directory's `made` count after it was made, or when it
+    /// was opened (it may have been made here, closed and opened again).
+    name: AtomicU64,
+}
+
+/// The mount holding `dir` (the longest mount point that is a prefix of
+/// it, from /proc/self/mountinfo): its filesystem type and its device
+/// (MAJ:MIN), None if unknown.
+fn mount_of(dir: &Path) -> Option<(String, String)> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Mount points escape space, tab, newline and backslash as \ooo.
+    let unescape = |s: &str| {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            match (b[i], b.get(i + 1..i + 4)) {
+                (b'\\', Some(o)) if o.iter().all(|c| (b'0'..=b'7').contains(c)) => {
+                    out.push(o.iter().fold(0u8, |a, c| a * 8 + (c - b'0')));
+                    i += 4;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        let os: std::ffi::OsString = std::os::unix::ffi::OsStringExt::from_vec(out);
+        PathBuf::from(os)
+    };
+    let mut best: Option<(usize, String, String)> = None;
+    for line in info.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+        let mut parts = line.split(" - ");
+        let (Some(left), Some(right)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let mut fields = left.split(' ');
+        let (Some(dev), Some(mp)) = (fields.nth(2), fields.nth(1).map(unescape)) else {
+            continue;
+        };
+        let Some(t) = right.split(' ').next() else {
+            continue;
+        };
+        let depth = mp.components().count();
+        // The last of equal depth wins: a later mount over the same
+        // point hides the earlier one.
+        if dir.starts_with(&mp) && best.as_ref().is_none_or(|(d, _, _)| depth >= *d) {
+            best = Some((depth, t.to_string(), dev.to_string()));
+        }
+    }
+    best.map(|(_, t, dev)| (t, dev))
+}
+
+/// Whether the ext4 on device `dev` (MAJ:MIN) has a journal: its
+/// /sys/fs/ext4/NAME/journal_task names the journal's thread, or says
+/// `<none>`. None when the kernel does not tell.
+fn ext4_journalled(dev: &str) -> Option<bool> {
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
+    let name = sys.file_name()?.to_str()?;
+    let task = std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")).ok()?;
+    Some(task.trim() != "<none>")
+}
+
+/// What makes a new file's name durable on the filesystem under a store,
+/// besides a sync of its directory (the argument, from the kernel's code,
+/// is docs/design.md's "File data", case 4). POSIX promises none of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameSync {
+    /// The file's own fsync or fdatasync: XFS, and ext4 with a journal in
+    /// any data mode, log a new inode and its name in one transaction that
+    /// the file's sync forces.
+    WithFile,
+    /// The file's own sync while the host's inode has stayed in memory
+    /// since the file was made: ext4 without a journal, whose fsync writes
+    /// the parent directory when the inode carries an in-memory mark
+    /// (`EXT4_STATE_NEWENTRY`), lost if the inode is evicted, as it may be
+    /// once the open-file cache has closed the object.
+    WhileOpen,
+    /// Only a sync of the directory: any other filesystem, or one the
+    /// kernel does not tell about.
+    Directory,
+}
+
+impl NameSync {
+    /// The filesystem at `dir`'s answer: its type from the store's mount
+    /// and, for ext4, whether it has a journal.
+    pub fn of(dir: &Path) -> NameSync {
+        match mount_of(dir) {
+            Some((t, _)) if t == "xfs" => NameSync::WithFile,
+            Some((t, dev)) if t == "ext4" => match ext4_journalled(&dev) {
+                Some(true) => NameSync::WithFile,
+                Some(false) => NameSync::WhileOpen,
+                None => NameSync::Directory,
+            },
+            _ => NameSync::Directory,
+        }
+    }
 }
 
 /// The two answers of the filesystem under the store that are the caller's
@@ -58,6 +181,14 @@ impl DataFiles {
             dir: store.join("data"),
             read_only,
             open: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            name_sync: NameSync::of(store),
+            names: (0..256)
+                .map(|_| DirNames {
+                    made: AtomicU64::new(1),
+                    synced: AtomicU64::new(0),
+                })
+                .collect(),
+            dir_syncs: AtomicU64::new(0),
         }
     }
 
@@ -100,8 +231,11 @@ impl DataFiles {
             .read(true)
             .write(!self.read_only)
             .open(&path);
-        let (file, fresh) = match opened {
-            Ok(f) => (f, false),
+        let names = &self.names[(ino & 0xff) as usize];
+        let (file, name, made_here) = match opened {
+            // Perhaps made here and closed by the cache before its first
+            // sync: its name may be any counted so far.
+            Ok(f) => (f, names.made.load(Ordering::Acquire), false),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !create {
                     return Ok(None);
@@ -125,13 +259,16 @@ impl DataFiles {
                     other => other,
                 }
                 .map_err(|e| io_err("create", &path, e))?;
-                (f, true)
+                // Counted after the name exists, so a directory sync that
+                // began after this count was read covers it.
+                (f, names.made.fetch_add(1, Ordering::AcqRel) + 1, true)
             }
             Err(e) => return Err(io_err("open", &path, e)),
         };
         let o = Arc::new(Object {
             file: Arc::new(file),
-            fresh: AtomicBool::new(fresh),
+            made_here,
+            name: AtomicU64::new(name),
         });
         let mut m = self.shard(ino).lock().unwrap();
         if m.len() >= OPEN_PER_SHARD {
@@ -143,7 +280,12 @@ impl DataFiles {
                 m.remove(&v);
             }
         }
-        Ok(Some(m.entry(ino).or_insert(o).clone()))
+        let kept = m.entry(ino).or_insert_with(|| o.clone());
+        // Another thread opened it meanwhile (before this one made it,
+        // perhaps): the one kept waits for the later name count.
+        kept.name
+            .fetch_max(o.name.load(Ordering::Acquire), Ordering::AcqRel);
+        Ok(Some(kept.clone()))
     }
 
     /// The object's metadata, None when it does not exist.
@@ -285,13 +427,23 @@ impl DataStore for DataFiles {
         o.file
             .sync_data()
             .map_err(|e| io_err("sync", &self.path(ino), e))?;
-        if o.fresh.swap(false, Ordering::AcqRel) {
-            let path = self.path(ino);
-            let parent = path.parent().expect("object path has a directory");
-            File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| io_err("sync", parent, e))?;
+        match self.name_sync {
+            NameSync::WithFile => return Ok(()),
+            NameSync::WhileOpen if o.made_here => return Ok(()),
+            _ => {}
         }
+        let names = &self.names[(ino & 0xff) as usize];
+        if names.synced.load(Ordering::Acquire) >= o.name.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let path = self.path(ino);
+        let parent = path.parent().expect("object path has a directory");
+        let covers = names.made.load(Ordering::Acquire);
+        File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err("sync", parent, e))?;
+        names.synced.fetch_max(covers, Ordering::AcqRel);
+        self.dir_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn remove(&self, ino: Ino) -> Result<()> {
@@ -346,6 +498,66 @@ impl DataStore for DataFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file system type is found through the longest mount point:
+    /// /proc is procfs, its root's files are not; a tmpfs (/dev/shm, where
+    /// mounted) makes no name durable with a file.
+    #[test]
+    fn names_durable_only_where_the_filesystem_says_so() {
+        let fs_type = |p: &str| mount_of(Path::new(p)).map(|m| m.0);
+        assert_eq!(fs_type("/proc/self").as_deref(), Some("proc"));
+        assert_eq!(NameSync::of(Path::new("/proc")), NameSync::Directory);
+        if fs_type("/dev/shm").as_deref() == Some("tmpfs") {
+            assert_eq!(NameSync::of(Path::new("/dev/shm")), NameSync::Directory);
+        }
+    }
+
+    /// A new object's name is made durable by its first sync even when the
+    /// open-file cache closed the object before it (it is opened again by
+    /// name, found on disk): on a filesystem whose file sync does not cover
+    /// the name, its directory is synced then. A directory synced once is
+    /// not synced again for names it already covered.
+    #[test]
+    fn a_new_object_closed_before_its_first_sync_still_syncs_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        // An object of an earlier opening of the store, in data/02.
+        let before = DataFiles::new(tmp.path(), false);
+        before.write(2, 0, b"y").unwrap();
+        drop(before);
+        let mut d = DataFiles::new(tmp.path(), false);
+        d.name_sync = NameSync::Directory;
+        d.write(1, 0, b"x").unwrap();
+        // The cache closes it (as when its shard is full).
+        d.shard(1).lock().unwrap().remove(&1);
+        d.sync(1).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 1, "data/01 synced");
+        d.sync(1).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 1, "data/01 not again");
+        // An earlier daemon's object, perhaps never synced: its
+        // directory's first sync here covers it, once.
+        d.sync(2).unwrap();
+        d.shard(2).lock().unwrap().remove(&2);
+        d.sync(2).unwrap();
+        assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 2, "data/02 once");
+        // Where the file's sync covers its name, no directory is synced.
+        let mut e = DataFiles::new(tmp.path(), false);
+        e.name_sync = NameSync::WithFile;
+        e.write(3, 0, b"z").unwrap();
+        e.sync(3).unwrap();
+        assert_eq!(e.dir_syncs.load(Ordering::Relaxed), 0);
+        // Where it covers it while the inode stayed in memory (ext4
+        // without a journal): not for an object kept open since it was
+        // made; once for one closed before its first sync.
+        let mut w = DataFiles::new(tmp.path(), false);
+        w.name_sync = NameSync::WhileOpen;
+        w.write(4, 0, b"z").unwrap();
+        w.sync(4).unwrap();
+        assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 0, "kept open");
+        w.write(5, 0, b"z").unwrap();
+        w.shard(5).lock().unwrap().remove(&5);
+        w.sync(5).unwrap();
+        assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 1, "closed first");
+    }
 
     /// On a real filesystem: holes stay holes, a punch frees its blocks, a
     /// removal frees the rest, SEEK_DATA and SEEK_HOLE see the holes, and an
