@@ -1,14 +1,14 @@
 //! `shoal bench shared-create --etcd etcd://H:P,.../NAME`: creates in ONE
 //! directory shared by several daemons on an etcd cluster (issue 24's
-//! figure), then stats of what was created. Each daemon is a `SharedFs`
+//! figure), then stats of what was created. Each daemon is a `ClusterFs`
 //! with its own etcd connection and session, as separate mounts are; its
 //! workers are threads. For each daemon count in `--daemons` and worker
 //! count in `--workers` (per daemon), in one run: operations per second,
 //! commits and conflicts per operation, latency percentiles.
 
 use crate::cli::BenchArgs;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::ROOT_INO;
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use std::sync::atomic::Ordering;
@@ -79,13 +79,13 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                 Ok(EtcdStore::connect(&url, Duration::from_secs(5)).map_err(|e| e.to_string())?)
             };
             ns::mkfs(&*connect()?).map_err(|e| e.to_string())?;
-            let fss: Vec<Arc<SharedFs>> = (0..daemons)
+            let fss: Vec<Arc<ClusterFs>> = (0..daemons)
                 .map(|_| {
                     let opts = SessionOpts {
                         dir_leases: !a.nodirlease,
                         ..SessionOpts::default()
                     };
-                    SharedFs::open(connect()?, opts).map_err(|e| e.to_string())
+                    ClusterFs::open(connect()?, opts).map_err(|e| e.to_string())
                 })
                 .collect::<Result<_, _>>()?;
             let dir = fss[0]
@@ -94,7 +94,7 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                 .ino;
             let mut made = vec![0u64; daemons * workers];
             for phase in ["create", "stat"] {
-                let snap = |f: &SharedFs| {
+                let snap = |f: &ClusterFs| {
                     let s = &f.stats;
                     [
                         s.commits.load(Ordering::Relaxed),

@@ -24,7 +24,7 @@ pub fn version() -> &'static str {
              shared namespace (etcd, TiKV) format {}\n\
              dump format {}",
             env!("CARGO_PKG_VERSION"),
-            shoal_core::shared::ns::SHARED_FORMAT,
+            shoal_cluster::ns::SHARED_FORMAT,
             crate::dump::format::VERSION,
         )
     })

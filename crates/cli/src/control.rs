@@ -180,7 +180,7 @@ pub fn shared_socket(src: &str, mnt: &Path) -> std::path::PathBuf {
 /// namespace's counters (transactions, conflicts, retries, object store
 /// calls), "sync" commits every buffered write.
 pub fn serve_shared(
-    fs: Arc<shoal_core::shared::ns::SharedFs>,
+    fs: Arc<shoal_cluster::ns::ClusterFs>,
     snap: crate::metrics::Snapshot,
     info: Value,
     dir: &Path,

@@ -744,7 +744,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     // daemon forks.
     crate::shared_check(&full)?;
     let mut fuse = shoal_fuse::shared::SharedOptions::default();
-    let mut session = shoal_core::shared::ns::SessionOpts::default();
+    let mut session = shoal_cluster::ns::SessionOpts::default();
     let mut allow_other = false;
     let mut metrics = None;
     let mut mopts = vec![
@@ -832,9 +832,9 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
             Arc::new(crate::metrics::CountedBlobs {
                 inner,
                 counts: extra.objects.clone(),
-            }) as Arc<dyn shoal_core::shared::blob::Blobs>
+            }) as Arc<dyn shoal_cluster::blob::Blobs>
         });
-    let fs = shoal_core::shared::ns::SharedFs::open_with_data(store.clone(), blobs, session)
+    let fs = shoal_cluster::ns::ClusterFs::open_with_data(store.clone(), blobs, session)
         .map_err(|e| format!("{src}: {e}"))?;
     watch_signals(mnt.clone());
     let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);
@@ -880,9 +880,9 @@ fn metrics_addr(o: &str, v: Option<&str>) -> Result<String, String> {
 /// The object store a shared filesystem keeps file data in (what mkfs was
 /// given with --data), checked to answer.
 pub fn data_store(
-    store: &dyn shoal_core::shared::SharedStore,
-) -> Result<Option<Arc<dyn shoal_core::shared::blob::Blobs>>, String> {
-    let Some(url) = shoal_core::shared::ns::data_url(store).map_err(|e| e.to_string())? else {
+    store: &dyn shoal_cluster::SharedStore,
+) -> Result<Option<Arc<dyn shoal_cluster::blob::Blobs>>, String> {
+    let Some(url) = shoal_cluster::ns::data_url(store).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
     let b = shoal_objects::ObjectBlobs::open(&url).map_err(|e| e.to_string())?;

@@ -13,7 +13,7 @@ mod status;
 
 use args::{Cli, Cmd};
 use clap::Parser;
-use shoal_core::shared::SharedStore;
+use shoal_cluster::SharedStore;
 use shoal_core::Error;
 use std::path::Path;
 use std::sync::Arc;
@@ -144,12 +144,12 @@ fn cmd_config(a: &args::ConfigArgs) -> Result<i32, String> {
     };
     let store = store?;
     let fail = |e: Error| format!("{shown}: {e}");
-    if !shoal_core::shared::ns::is_formatted(&*store).map_err(fail)? {
+    if !shoal_cluster::ns::is_formatted(&*store).map_err(fail)? {
         return Err(format!(
             "{shown}: no shoal filesystem there (make one with shoal mkfs)"
         ));
     }
-    let old = shoal_core::shared::ns::data_url(&*store).map_err(fail)?;
+    let old = shoal_cluster::ns::data_url(&*store).map_err(fail)?;
     let Some(new) = &a.data else {
         match old {
             Some(d) => println!("data {}", status::redact(&d)),
@@ -160,8 +160,8 @@ fn cmd_config(a: &args::ConfigArgs) -> Result<i32, String> {
     let b = shoal_objects::ObjectBlobs::open(new).map_err(|e| e.to_string())?;
     b.probe().map_err(|e| e.to_string())?;
     if !a.force {
-        use shoal_core::shared::blob::Blobs;
-        let names = shoal_core::shared::ns::all_tables(&*store).map_err(fail)?;
+        use shoal_cluster::blob::Blobs;
+        let names = shoal_cluster::ns::all_tables(&*store).map_err(fail)?;
         for n in names.iter().take(3) {
             match b.get(n, 0, 1) {
                 Ok(_) => {}
@@ -175,7 +175,7 @@ fn cmd_config(a: &args::ConfigArgs) -> Result<i32, String> {
             }
         }
     }
-    shoal_core::shared::ns::set_data_url(&*store, new).map_err(fail)?;
+    shoal_cluster::ns::set_data_url(&*store, new).map_err(fail)?;
     println!(
         "{shown}: file data now in {new} (was {}); mounts take it when they next mount",
         old.as_deref()
@@ -192,15 +192,13 @@ fn cmd_mkfs(a: &args::MkfsArgs) -> Result<i32, String> {
             let b = shoal_objects::ObjectBlobs::open(url).map_err(|e| e.to_string())?;
             b.probe().map_err(|e| e.to_string())?;
         }
-        shoal_core::shared::ns::mkfs_with_data(&*store?, a.data.as_deref()).map_err(
-            |e| match e {
-                Error::Exists => format!(
-                    "{} already holds a shoal filesystem (pick another NAME)",
-                    shown
-                ),
-                e => format!("{}: {e}", shown),
-            },
-        )?;
+        shoal_cluster::ns::mkfs_with_data(&*store?, a.data.as_deref()).map_err(|e| match e {
+            Error::Exists => format!(
+                "{} already holds a shoal filesystem (pick another NAME)",
+                shown
+            ),
+            e => format!("{}: {e}", shown),
+        })?;
         match &a.data {
             Some(d) => println!("created shoal filesystem at {} (file data in {d})", shown),
             None => println!(
@@ -265,10 +263,10 @@ fn peak_rss_mb() -> u64 {
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     if let Some(store) = shared_target(&a.store) {
         let store = store?;
-        let r = shoal_core::shared::ns::check(&*store).map_err(|e| e.to_string())?;
+        let r = shoal_cluster::ns::check(&*store).map_err(|e| e.to_string())?;
         let mut r = r;
         if let Some(b) = daemon::data_store(&*store)? {
-            let c = shoal_core::shared::data::collect(&*store, &*b, !a.repair)
+            let c = shoal_cluster::filedata::collect(&*store, &*b, !a.repair)
                 .map_err(|e| e.to_string())?;
             for m in &c.missing {
                 r.problems.push(format!(

@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
-use shoal_core::shared::blob::Blobs;
+use shoal_cluster::blob::Blobs;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -675,7 +675,7 @@ mod tests {
     fn object_requests_are_counted_with_their_errors() {
         let counts = Arc::new(ObjectCounts::default());
         let b = CountedBlobs {
-            inner: Arc::new(shoal_core::shared::blob::MemBlobs::default()),
+            inner: Arc::new(shoal_cluster::blob::MemBlobs::default()),
             counts: counts.clone(),
         };
         b.put("a", b"x").unwrap();

@@ -131,7 +131,7 @@ pub struct SharedExtra {
 }
 
 /// The counters of an etcd mount's namespace.
-pub fn shared_snapshot(fs: &shoal_core::shared::ns::SharedFs, x: &SharedExtra) -> Value {
+pub fn shared_snapshot(fs: &shoal_cluster::ns::ClusterFs, x: &SharedExtra) -> Value {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &fs.stats;
     let cached = fs.cached_keys();

@@ -5,7 +5,7 @@
 //! file locks, directory leases, space and inodes.
 //!
 //! Where each answer comes from:
-//! - an etcd namespace: the store alone (`shoal_core::shared::status`); each
+//! - an etcd namespace: the store alone (`shoal_cluster::status`); each
 //!   mount's session record carries what its daemon wrote about itself
 //!   (`daemon_info`, a JSON object; a daemon from before 2026-11-28 wrote
 //!   "HOST pid N", shown as it is);
@@ -278,7 +278,7 @@ fn embedded_status(store: &Path) -> Result<Value, String> {
 
 fn shared_status(src: &str) -> Result<Value, String> {
     let store = crate::shared_connect(src)?;
-    let s = shoal_core::shared::status::status(&*store).map_err(|e| format!("{src}: {e}"))?;
+    let s = shoal_cluster::status::status(&*store).map_err(|e| format!("{src}: {e}"))?;
     let here: Vec<crate::mountinfo::Mount> = crate::mountinfo::all()
         .into_iter()
         .filter(|m| m.source == src)

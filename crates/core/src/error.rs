@@ -29,7 +29,7 @@ pub enum Error {
     /// The store failed (a write or sync error). The engine turns read-only.
     Io(String),
     /// Inside the shared namespace only: run the operation again
-    /// ([`Again`]). Its transaction loop (`shared::ns`) consumes every one;
+    /// ([`Again`]). Its transaction loop (`shoal_cluster`, txn.rs) consumes every one;
     /// none reaches a caller (an adapter that met one would answer EIO).
     /// A variant of its own, not a message inside `Io`, so that no
     /// rewording (`about`) can turn a retry into an error users see.

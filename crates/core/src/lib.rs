@@ -21,7 +21,6 @@ mod loom_models;
 pub mod rules;
 pub mod salvage;
 pub mod schema;
-pub mod shared;
 pub mod stats;
 pub mod store;
 pub mod surface;

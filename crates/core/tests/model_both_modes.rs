@@ -13,11 +13,11 @@
 //! The seed is printed on failure; rerun with SHOAL_SEED=... .
 
 use rand::Rng;
+use shoal_cluster::blob::MemBlobs;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::rules::modes::{self, Limits};
-use shoal_core::shared::blob::MemBlobs;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
 use shoal_core::{Ctx, Engine, Kind, Namespace, SetAttr, ROOT_INO};
 use shoal_testkit::model::{self, Gen, Model, NsTarget, Op, E, K};
 use std::sync::Arc;
@@ -28,10 +28,10 @@ fn engine() -> Arc<Engine> {
 
 /// A namespace on the simulator, with an object store for files past the
 /// inline size (the generator writes up to 25 KB).
-fn shared() -> Arc<SharedFs> {
+fn shared() -> Arc<ClusterFs> {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    SharedFs::open_with_data(
+    ClusterFs::open_with_data(
         s as Arc<dyn SharedStore>,
         Some(Arc::new(MemBlobs::default())),
         SessionOpts::default(),
@@ -43,7 +43,7 @@ fn shared() -> Arc<SharedFs> {
 /// modes equal but where `modes` says they differ: a directory's link
 /// count (2 + subdirectories, or 1) and its size (not compared: the
 /// table's "directory size" row).
-fn same_attributes(seed: u64, e: &Engine, s: &SharedFs, m: &Model, own: &dyn Fn(&str) -> bool) {
+fn same_attributes(seed: u64, e: &Engine, s: &ClusterFs, m: &Model, own: &dyn Fn(&str) -> bool) {
     let root = Ctx::root();
     let te = NsTarget {
         ns: e,
@@ -55,7 +55,7 @@ fn same_attributes(seed: u64, e: &Engine, s: &SharedFs, m: &Model, own: &dyn Fn(
     };
     for (path, k, _, _) in m.state(own) {
         let a = e.getattr(te.resolve(&path).unwrap()).unwrap();
-        let b = SharedFs::getattr(s, ts.resolve(&path).unwrap()).unwrap();
+        let b = ClusterFs::getattr(s, ts.resolve(&path).unwrap()).unwrap();
         let what = format!("seed={seed} {path}");
         assert_eq!(
             (a.kind, a.perm, a.uid, a.gid),

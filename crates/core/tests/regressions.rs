@@ -441,10 +441,10 @@ fn xattr_names_stop_at_what_one_listing_holds() {
         "stopped early: {listed}"
     );
     // On a namespace on a shared store, the same.
-    use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-    let s = shoal_core::shared::sim::SimStore::new();
+    use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+    let s = shoal_cluster::sim::SimStore::new();
     ns::mkfs(&*s).unwrap();
-    let fs = SharedFs::open(s.clone(), SessionOpts::default()).unwrap();
+    let fs = ClusterFs::open(s.clone(), SessionOpts::default()).unwrap();
     let g = fs.create(ROOT_INO, b"g", 0o644).unwrap();
     let mut m = 0;
     while fs

@@ -6,10 +6,10 @@
 //! the rules were written once are pinned here: each such test failed
 //! before (the test's comment says how).
 
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::rules::modes;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
 use shoal_core::{Ctx, Engine, Error, Namespace, SetAttr, RENAME_NOREPLACE, ROOT_INO};
 use shoal_testkit::setup;
 use std::sync::Arc;
@@ -18,10 +18,10 @@ fn engine() -> Arc<Engine> {
     setup::fresh().1
 }
 
-fn shared() -> Arc<SharedFs> {
+fn shared() -> Arc<ClusterFs> {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    SharedFs::open(s as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+    ClusterFs::open(s as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
 }
 
 fn long() -> Vec<u8> {
@@ -135,7 +135,7 @@ fn a_bad_name_gets_the_same_errno_from_both_modes() {
     }
 }
 
-fn chmod(e: &Engine, fs: &SharedFs, fi: u64, gi: u64, perm: u32) {
+fn chmod(e: &Engine, fs: &ClusterFs, fi: u64, gi: u64, perm: u32) {
     let sa = SetAttr {
         mode: Some(perm),
         ..Default::default()
@@ -561,7 +561,7 @@ fn flag_op_engine(e: &Engine, op: FlagOp, flags: u32) -> Option<Error> {
     r.err()
 }
 
-fn flag_op_shared(fs: &SharedFs, op: FlagOp, flags: u32) -> Option<Error> {
+fn flag_op_shared(fs: &ClusterFs, op: FlagOp, flags: u32) -> Option<Error> {
     let root = Ctx::root();
     let f = fs.create(ROOT_INO, b"f", 0o644).unwrap();
     let d = fs.mkdir(ROOT_INO, b"d", 0o755).unwrap();

@@ -1,4 +1,4 @@
-//! shoal's shared store on an etcd cluster (`shoal_core::shared::SharedStore`).
+//! shoal's shared store on an etcd cluster (`shoal_cluster::SharedStore`).
 //!
 //! One filesystem is one key prefix, `/shoal/NAME/`, in the cluster; the
 //! calls map one to one onto etcd's: a conditional commit is one `Txn`
@@ -16,7 +16,7 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
     TxnOpResponse, WatchOptions, WatchStream,
 };
-use shoal_core::shared::{
+use shoal_cluster::{
     Cond, Event, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore,
     Versioned, Watch,
 };
@@ -527,10 +527,10 @@ impl SharedStore for EtcdStore {
 
     /// The member's database size; its quota where it reports one (etcd
     /// 3.6's `dbSizeQuota`; 3.4 and 3.5 do not, and then it is None).
-    fn space(&self) -> KvResult<Option<shoal_core::shared::StoreSpace>> {
+    fn space(&self) -> KvResult<Option<shoal_cluster::StoreSpace>> {
         let mut c = self.client();
         let r = self.call(false, async move { c.status().await })?;
-        Ok(Some(shoal_core::shared::StoreSpace {
+        Ok(Some(shoal_cluster::StoreSpace {
             used: r.db_size().max(0) as u64,
             quota: (r.db_size_quota() > 0).then(|| r.db_size_quota() as u64),
         }))

@@ -2,7 +2,7 @@
 //! on 127.0.0.1 (ports 23791-23813). CI sets SHOAL_REQUIRE_ETCD=1, so a
 //! missing etcd fails instead of skipping.
 
-use shoal_core::shared::SharedStore;
+use shoal_cluster::SharedStore;
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::conformance::{run_all, Harness};
 use shoal_testkit::etcd::Cluster;

@@ -5,8 +5,8 @@
 //! with an error that says the mount recovers by itself, and it does;
 //! nothing acknowledged is lost. CI sets SHOAL_REQUIRE_ETCD=1.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;
@@ -32,7 +32,7 @@ fn the_namespace_survives_etcd_failures() {
         unavailable_wait: Duration::from_secs(8),
         ..SessionOpts::default()
     };
-    let fs = SharedFs::open(store.clone(), opts).unwrap();
+    let fs = ClusterFs::open(store.clone(), opts).unwrap();
     let d = fs.mkdir(ROOT_INO, b"d", 0o755).unwrap().ino;
 
     // A writer creates files the whole time; every create it was told

@@ -16,8 +16,8 @@
 //! Needs root and `nft` (scripts/install-deps.sh installs nftables); CI sets
 //! SHOAL_REQUIRE_ETCD=1, which makes a missing `nft` a failure too.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Ino, SetAttr, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::{self, Cluster};
@@ -41,7 +41,7 @@ struct Worked {
 
 /// Create names in `dir` (an fsync every tenth) until `stop`; any error
 /// fails the test, naming the operation.
-fn work(fs: &SharedFs, dir: Ino, tag: &str, stop: &AtomicBool) -> Worked {
+fn work(fs: &ClusterFs, dir: Ino, tag: &str, stop: &AtomicBool) -> Worked {
     let mut w = Worked {
         names: BTreeSet::new(),
         ops: 0,
@@ -79,7 +79,7 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-fn names(fs: &SharedFs, dir: Ino) -> BTreeSet<String> {
+fn names(fs: &ClusterFs, dir: Ino) -> BTreeSet<String> {
     fs.readdir(dir, None, 100_000)
         .unwrap()
         .into_iter()
@@ -133,8 +133,8 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
         unavailable_wait: Duration::from_secs(20),
         ..SessionOpts::default()
     };
-    let a = SharedFs::open(connect(&from(leader)), opts.clone()).unwrap();
-    let mut b = SharedFs::open(connect(&from(leader + 1)), opts.clone()).unwrap();
+    let a = ClusterFs::open(connect(&from(leader)), opts.clone()).unwrap();
+    let mut b = ClusterFs::open(connect(&from(leader + 1)), opts.clone()).unwrap();
     let da = a.mkdir(ROOT_INO, b"a", 0o755).unwrap().ino;
     let db = b.mkdir(ROOT_INO, b"b", 0o755).unwrap().ino;
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
@@ -166,7 +166,7 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
             let now = cluster.leader();
             let m = (0..3).find(|&m| Some(m) != now).unwrap();
             b.close().unwrap();
-            b = SharedFs::open(connect(&from(m)), opts.clone()).unwrap();
+            b = ClusterFs::open(connect(&from(m)), opts.clone()).unwrap();
             b.getattr(f).unwrap();
             b.getattr(g).unwrap();
             (m, "a follower, B's first member")

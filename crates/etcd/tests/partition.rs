@@ -15,8 +15,8 @@
 //!
 //! CI sets SHOAL_REQUIRE_ETCD=1.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;
@@ -57,8 +57,8 @@ fn a_daemon_cut_off_by_a_partition_is_fenced_and_the_others_go_on() {
         ..SessionOpts::default()
     };
     let connect = |u: &EtcdUrl| EtcdStore::connect(u, Duration::from_secs(2)).unwrap();
-    let a = SharedFs::open(connect(&through), opts.clone()).unwrap();
-    let b = SharedFs::open(connect(&direct), opts).unwrap();
+    let a = ClusterFs::open(connect(&through), opts.clone()).unwrap();
+    let b = ClusterFs::open(connect(&direct), opts).unwrap();
 
     // A makes a directory, creates in it from memory under its lease, and
     // syncs: those names must survive whatever follows.

@@ -5,8 +5,8 @@
 //! the alarm gets ENOSPC too (it writes the directory's time), and the
 //! namespace checks clean. CI sets SHOAL_REQUIRE_ETCD=1.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;
@@ -27,7 +27,7 @@ fn a_full_etcd_quota_is_enospc_and_loses_nothing() {
     };
     let store: Arc<dyn SharedStore> = EtcdStore::connect(&url, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*store).unwrap();
-    let fs = SharedFs::open(store.clone(), SessionOpts::default()).unwrap();
+    let fs = ClusterFs::open(store.clone(), SessionOpts::default()).unwrap();
     let bytes = |i: u32| -> Vec<u8> {
         (0..4000u32)
             .map(|j| (i.wrapping_mul(31) ^ j) as u8)

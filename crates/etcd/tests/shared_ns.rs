@@ -3,8 +3,8 @@
 //! the simulator (`shoal_testkit::shared_ns`), and fencing with a real
 //! lease. CI sets SHOAL_REQUIRE_ETCD=1, so a missing etcd fails.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;
@@ -28,7 +28,7 @@ fn daemons(
     name: &str,
     n: usize,
     ttl: Duration,
-) -> (Arc<dyn SharedStore>, Vec<Arc<SharedFs>>) {
+) -> (Arc<dyn SharedStore>, Vec<Arc<ClusterFs>>) {
     let url = EtcdUrl {
         endpoints: f.cluster.endpoints(),
         name: format!("{name}-{}", std::process::id()),
@@ -43,13 +43,13 @@ fn daemons(
         ..SessionOpts::default()
     };
     let fss = (0..n)
-        .map(|_| SharedFs::open(connect(), opts.clone()).unwrap())
+        .map(|_| ClusterFs::open(connect(), opts.clone()).unwrap())
         .collect();
     (s, fss)
 }
 
 /// One more daemon on namespace `name` of `daemons`.
-fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<SharedFs> {
+fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<ClusterFs> {
     let url = EtcdUrl {
         endpoints: f.cluster.endpoints(),
         name: format!("{name}-{}", std::process::id()),
@@ -60,7 +60,7 @@ fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<SharedFs> {
         ttl,
         ..SessionOpts::default()
     };
-    SharedFs::open(s, opts).unwrap()
+    ClusterFs::open(s, opts).unwrap()
 }
 
 /// One test: the cluster starts once (about a second) for every check.

@@ -1,6 +1,6 @@
 //! The etcd mount's own part (`Mode` for the adapter core,
 //! `crate::adapter`): a namespace shared by several daemons
-//! (`shoal_core::shared::ns::SharedFs`, issue 24), `shoal mount etcd://...`.
+//! (`shoal_cluster::ns::SharedFs`, issue 24), `shoal mount etcd://...`.
 //!
 //! By default the kernel checks permissions
 //! (default_permissions and FUSE_POSIX_ACL: mode bits and POSIX ACLs, kept
@@ -13,7 +13,7 @@
 //! name another daemon changed and the attributes and pages of every inode
 //! it changed. File data up to
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
-//! the object store behind the data seam (`shoal_core::shared::data`).
+//! the object store behind the data seam (`shoal_cluster::filedata`).
 
 use crate::adapter::reply::{errno, file_attr, kind, reply_empty};
 use crate::adapter::requests::req;
@@ -22,8 +22,8 @@ use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
     OpenFlags, ReplyDirectory, ReplyEmpty, ReplyLock, ReplyOpen, Request,
 };
-use shoal_core::shared::locks::{Lock, Want};
-use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_cluster::filelocks::{Lock, Want};
+use shoal_cluster::ns::{ClusterFs as SharedFs, NewNode};
 use shoal_core::stats::Op;
 use shoal_core::sync::PlainMutex as Mutex;
 use shoal_core::{Attr, Ctx, Error, Kind, StatFs};
@@ -449,13 +449,13 @@ impl SharedFuse {
 /// entry's name (`inval_entry`), an inode's attributes and pages
 /// (`inval_inode`); this daemon's own changes were told by its replies.
 /// Runs on its own thread, never a FUSE worker nor the stream's
-/// (`shoal_core::shared::SharedFs::subscribe`): the kernel takes the
+/// (`shoal_cluster::SharedFs::subscribe`): the kernel takes the
 /// directory's lock for `inval_entry`, and a create holding it may wait
 /// for the stream. While the stream is broken nothing comes; the kernel's
 /// TTL bounds what was missed.
 fn invalidate(
     fs: &SharedFs,
-    changes: &std::sync::mpsc::Receiver<Vec<shoal_core::shared::Event>>,
+    changes: &std::sync::mpsc::Receiver<Vec<shoal_cluster::Event>>,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
     handed: &Mutex<Handed>,
@@ -524,7 +524,7 @@ impl Mode for Shared {
             want.remove(InitFlags::FUSE_POSIX_ACL);
         }
         // fcntl and flock locks come here and are kept in the shared
-        // store, so they hold across mounts (`shoal_core::shared::locks`);
+        // store, so they hold across mounts (`shoal_cluster::filelocks`);
         // without these the kernel keeps them per mount.
         want |= InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS;
         self.uring_on = self.opts.uring && have.contains(InitFlags::FUSE_OVER_IO_URING);
@@ -673,7 +673,7 @@ impl Mode for Shared {
         self.fs.set_flags(ctx, ino, flags).map(drop)
     }
 
-    /// The stores' own figures (`shoal_core::shared::space`).
+    /// The stores' own figures (`shoal_cluster::space`).
     fn statfs(&self) -> shoal_core::Result<StatFs> {
         self.fs.statfs()
     }
@@ -698,7 +698,7 @@ impl Mode for Shared {
         Ok(a)
     }
 
-    /// `shoal_core::shared::SharedFs::tmpfile`: linkat may name it.
+    /// `shoal_cluster::SharedFs::tmpfile`: linkat may name it.
     fn tmpfile(&self, ctx: &Ctx, parent: u64, mode: u32) -> shoal_core::Result<Attr> {
         self.fs.tmpfile(ctx, parent, (mode & 0o7777) as u16)
     }
@@ -723,7 +723,7 @@ impl Mode for Shared {
             tracing::warn!(
                 "inode {}: a write past {} bytes, and this filesystem has no object store for file data (make one with `shoal mkfs etcd://... --data s3://BUCKET?endpoint=...`)",
                 ino,
-                shoal_core::shared::ns::SHARED_INLINE_MAX
+                shoal_cluster::ns::SHARED_INLINE_MAX
             );
         }
         r
@@ -866,7 +866,7 @@ impl Mode for Shared {
     }
 }
 
-/// fcntl and flock locks across mounts (`shoal_core::shared::locks`).
+/// fcntl and flock locks across mounts (`shoal_cluster::filelocks`).
 impl Locks for Shared {
     fn getlk(
         &self,

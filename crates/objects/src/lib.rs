@@ -1,5 +1,5 @@
 //! Object stores for the file data of a shared namespace
-//! (`shoal_core::shared::blob::Blobs`), through the `object_store` crate:
+//! (`shoal_cluster::blob::Blobs`), through the `object_store` crate:
 //! S3 and its kin (SeaweedFS, MinIO, Ceph RGW, AWS), and a directory (a
 //! file system every daemon mounts, and the tests).
 //!
@@ -24,7 +24,7 @@
 
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use shoal_core::shared::blob::Blobs;
+use shoal_cluster::blob::Blobs;
 use shoal_core::{Error, Result};
 use std::sync::Arc;
 

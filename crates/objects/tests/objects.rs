@@ -4,11 +4,11 @@
 //! 20 MiB file through SeaweedFS. CI sets SHOAL_REQUIRE_WEED=1, so a
 //! missing `weed` fails.
 
-use shoal_core::shared::blob::{Blobs, MemBlobs};
-use shoal_core::shared::data;
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
+use shoal_cluster::blob::{Blobs, MemBlobs};
+use shoal_cluster::filedata;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::ROOT_INO;
 use shoal_objects::ObjectBlobs;
 use shoal_testkit::objects::{blobs_conformance, Seaweed};
@@ -36,7 +36,7 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     ns::mkfs_with_data(&*s, Some(&url)).unwrap();
     let open = || {
         let b = Arc::new(ObjectBlobs::open(&ns::data_url(&*s).unwrap().unwrap()).unwrap());
-        SharedFs::open_with_data(
+        ClusterFs::open_with_data(
             s.clone() as Arc<dyn SharedStore>,
             Some(b as Arc<dyn Blobs>),
             SessionOpts {
@@ -67,6 +67,6 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     shoal_testkit::shared_ns::soon("the file's objects after its unlink", 0, || {
         s3.list().unwrap().len()
     });
-    let r = data::collect(&*s, &s3, true).unwrap();
+    let r = filedata::collect(&*s, &s3, true).unwrap();
     assert_eq!((r.unnamed, r.missing.len()), (0, 0));
 }

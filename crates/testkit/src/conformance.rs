@@ -1,4 +1,4 @@
-//! One conformance suite for every shared store (`shoal_core::shared`): the
+//! One conformance suite for every shared store (`shoal_cluster`): the
 //! simulator in etcd and TiKV modes, a real etcd cluster, and the TiKV
 //! backend on its model of TiKV's transactions. What the
 //! daemons' correctness rests on is checked here, each point with the
@@ -7,7 +7,7 @@
 //! update, a change stream in revision order that can resume, leases whose
 //! keys go with them and which fence their holder's later commits.
 
-use shoal_core::shared::{Cond, KvError, Op, Outcome, Rev, SharedStore};
+use shoal_cluster::{Cond, KvError, Op, Outcome, Rev, SharedStore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

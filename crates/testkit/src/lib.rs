@@ -4,7 +4,7 @@
 //! - [`model`]: a plain in-memory filesystem, the reference the engine
 //!   (`EngineTarget`) and a mounted path (`PathTarget`) are compared with,
 //!   and the generator of random operation sequences.
-//! - [`conformance`]: the one suite every shared store (`shoal_core::shared`)
+//! - [`conformance`]: the one suite every shared store (`shoal_cluster`)
 //!   must pass: the simulator, and etcd.
 //! - [`etcd`]: a real three-member etcd cluster on loopback, started and
 //!   stopped by the tests, with members to kill and freeze.

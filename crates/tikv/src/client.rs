@@ -8,7 +8,7 @@
 
 use crate::txn::{Ts, Txn, TxnError, TxnKv, TxnResult};
 use crate::TikvStore;
-use shoal_core::shared::{KvError, KvResult};
+use shoal_cluster::{KvError, KvResult};
 use std::sync::Arc;
 use tikv_client::{CheckLevel, Error, Key, TimestampExt, TransactionClient, TransactionOptions};
 

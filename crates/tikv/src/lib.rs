@@ -1,5 +1,5 @@
 //! shoal's shared store on TiKV (issue 24): the seam
-//! (`shoal_core::shared::SharedStore`) translated onto TiKV's optimistic
+//! (`shoal_cluster::SharedStore`) translated onto TiKV's optimistic
 //! transactions, for namespaces larger than etcd's 8 GiB.
 //!
 //! TiKV gives less than the seam asks in four places; how each is made
@@ -44,7 +44,7 @@ pub mod client;
 pub mod model;
 pub mod txn;
 
-use shoal_core::shared::{
+use shoal_cluster::{
     Cond, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore, Versioned,
     Watch,
 };

@@ -4,8 +4,8 @@
 //! races checked clean, a session that ends (fencing and its orphans), and
 //! a lost answer.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_testkit::shared_ns::{self as checks, assert_clean};
 use shoal_tikv::model::{Fault, MemTikv};
@@ -15,14 +15,16 @@ use std::time::Duration;
 
 type Store = Arc<TikvStore<Arc<MemTikv>>>;
 
-fn daemons(n: usize) -> (Arc<MemTikv>, Store, Vec<Arc<SharedFs>>) {
+fn daemons(n: usize) -> (Arc<MemTikv>, Store, Vec<Arc<ClusterFs>>) {
     let kv = MemTikv::new();
     let s = Arc::new(TikvStore::new(kv.clone(), b"/shoal/t/".to_vec()));
     ns::mkfs(&*s).unwrap();
     // A round trip per call, so that the daemons' transactions overlap.
     kv.set_delay(Duration::from_micros(100));
     let fss = (0..n)
-        .map(|_| SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap())
+        .map(|_| {
+            ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+        })
         .collect();
     (kv, s, fss)
 }
@@ -105,7 +107,7 @@ fn a_daemon_whose_session_ended_cannot_commit_and_its_orphans_are_reclaimed() {
     assert_eq!(b.lookup(ROOT_INO, b"after"), Err(Error::NotFound));
     b.create(ROOT_INO, b"b-after", 0o644).unwrap();
     // The next daemon to join removes it, in the background.
-    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     shoal_testkit::shared_ns::soon(
         "a dead daemon's orphan after a join",
         Err(Error::NotFound),

@@ -218,7 +218,7 @@ impl Load<'_> {
     /// none undoes: the times after the xattrs, the flags last (immutable
     /// refuses the rest). The owner, mode and times go in one setattr: with
     /// the mode in it, a change of owner clears no setuid or setgid bit
-    /// (`Engine::setattr`, `SharedFs::set_attrs`), so it is what a chown
+    /// (`Engine::setattr`, `ClusterFs::set_attrs`), so it is what a chown
     /// then a chmod would make, in one transaction instead of two. A file's
     /// size is set only when the bytes written (`written`, where they end)
     /// do not make it already: a file made empty and loaded empty needs none.

@@ -14,9 +14,9 @@ pub mod walk;
 
 use crate::args::{DumpArgs, LoadArgs};
 use format::{Counts, Head};
-use shoal_core::shared::ns::{SessionOpts, SharedFs};
-use shoal_core::shared::pinned::Pinned;
-use shoal_core::shared::KvError;
+use shoal_cluster::ns::{ClusterFs, SessionOpts};
+use shoal_cluster::pinned::Pinned;
+use shoal_cluster::KvError;
 use shoal_core::{Config, Engine};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -198,7 +198,7 @@ fn dump_to(a: &DumpArgs, src: &str, mut out: Output, bar: &Bar) -> Result<Counts
     let r = if crate::is_shared(src) {
         // At one revision where the store keeps them (etcd), else live.
         let store = crate::shared_connect(src)?;
-        let (store, point): (Arc<dyn shoal_core::shared::SharedStore>, String) =
+        let (store, point): (Arc<dyn shoal_cluster::SharedStore>, String) =
             match Pinned::now(store.clone()) {
                 Ok(p) => {
                     let point = format!("revision {}", p.revision_pinned());
@@ -341,15 +341,15 @@ pub fn serve_dump(e: &Arc<Engine>, req: &str, out: &mut dyn Write) {
 }
 
 /// A session on the etcd namespace `src`, for a dump or a load.
-fn open_shared(src: &str, what: &str) -> Result<Arc<SharedFs>, String> {
+fn open_shared(src: &str, what: &str) -> Result<Arc<ClusterFs>, String> {
     open_shared_on(crate::shared_connect(src)?, src, what)
 }
 
 fn open_shared_on(
-    store: Arc<dyn shoal_core::shared::SharedStore>,
+    store: Arc<dyn shoal_cluster::SharedStore>,
     src: &str,
     what: &str,
-) -> Result<Arc<SharedFs>, String> {
+) -> Result<Arc<ClusterFs>, String> {
     let blobs = crate::daemon::data_store(&*store)
         .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))?;
     let opts = SessionOpts {
@@ -363,7 +363,7 @@ fn open_shared_on(
         record_cache: 0,
         ..SessionOpts::default()
     };
-    SharedFs::open_with_data(store, blobs, opts)
+    ClusterFs::open_with_data(store, blobs, opts)
         .map_err(|e| format!("{}: {e}", shoal_etcd::redact(src)))
 }
 
@@ -399,7 +399,7 @@ pub fn cmd_load(a: &LoadArgs) -> Result<i32, String> {
     let tick = |c: &Counts| bar.show(c);
     let r = if crate::is_shared(&dest) {
         let store = crate::shared_connect(&dest)?;
-        match shoal_core::shared::ns::mkfs_with_data(&*store, a.data.as_deref()) {
+        match shoal_cluster::ns::mkfs_with_data(&*store, a.data.as_deref()) {
             Ok(()) => {}
             Err(shoal_core::Error::Exists) if a.data.is_some() => {
                 return Err(format!(

@@ -1,12 +1,12 @@
 //! What a dump reads from and a load writes to, on either kind of store:
-//! `Tree` (read: the embedded `Engine`, or a `SharedFs` on etcd) and
+//! `Tree` (read: the embedded `Engine`, or a `ClusterFs` on etcd) and
 //! `Sink` (write: the same two). Both go through the filesystems' own
 //! operations, not their keys, so a dump is the same whichever store it
 //! came from and a load keeps every invariant the store's own operations
 //! keep (link counts, allocation groups, leases), and fsck finds the store
 //! loaded as clean as one made by hand.
 
-use shoal_core::shared::ns::{NewNode, SharedFs};
+use shoal_cluster::ns::{ClusterFs, NewNode};
 use shoal_core::{Attr, Ctx, Engine, Error, Ino, Kind, Result, SetAttr, ROOT_INO};
 use std::sync::Arc;
 
@@ -211,7 +211,7 @@ impl Sink for EngineTree {
 }
 
 /// A namespace on etcd, through a session of its own.
-pub struct SharedTree(pub Arc<SharedFs>);
+pub struct SharedTree(pub Arc<ClusterFs>);
 
 impl Tree for SharedTree {
     fn getattr(&self, ino: Ino) -> Result<Attr> {

@@ -8,7 +8,7 @@
 //! watch, as with TiKV's Rust client.
 
 use super::*;
-use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
+use shoal_core::sync::{Condvar, PlainMutex, PlainMutexGuard};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

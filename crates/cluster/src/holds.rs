@@ -31,11 +31,11 @@
 //! (`reclaim_orphans`: in the background when it joins, then every
 //! minute), each only with no hold left.
 
-use super::ns::{ikey, okey, skey, Node, SharedFs, Tx};
+use super::ns::{ikey, okey, skey, ClusterFs, Node, Tx};
 use super::Cond;
-use crate::error::Result;
-use crate::sync::PlainMutex;
-use crate::types::Ino;
+use shoal_core::error::Result;
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::Ino;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -72,13 +72,13 @@ pub(super) struct Holds {
     read_fresh: PlainMutex<Option<Instant>>,
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// The last name of `n` went and it is not open here: keep its record,
     /// with no links, and its orphan key; remove it after the grace (once
     /// the commit is in: `Tx::later`).
     pub(super) fn remove_later(&self, tx: &mut Tx, n: &mut Node) -> Result<()> {
         n.attr.nlink = 0;
-        n.attr.ctime = crate::types::Ts::now();
+        n.attr.ctime = shoal_core::types::Ts::now();
         tx.put_node(n)?;
         tx.put_plain(okey(self.sid, n.attr.ino), vec![]);
         tx.remove_after_grace(n.attr.ino);
@@ -317,9 +317,9 @@ impl SharedFs {
     /// Start the thread that removes the orphans of sessions that are
     /// gone (at once, then every minute), holds what is open here and
     /// removes what this daemon unlinked once their grace ends.
-    pub(super) fn start_holds(fs: &Arc<SharedFs>) {
+    pub(super) fn start_holds(fs: &Arc<ClusterFs>) {
         let every = (fs.grace / 10).clamp(Duration::from_millis(10), Duration::from_millis(500));
-        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        let weak: Weak<ClusterFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
             .name("shoal-holds".into())
             .spawn(move || {

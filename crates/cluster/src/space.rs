@@ -17,9 +17,9 @@
 //! theirs). The figures are read at most once a second (`FRESH`): `df` on
 //! a busy mount costs two requests to etcd a second at most.
 
-use super::ns::SharedFs;
-use crate::error::Result;
-use crate::types::{StatFs, NAME_MAX};
+use super::ns::ClusterFs;
+use shoal_core::error::Result;
+use shoal_core::types::{StatFs, NAME_MAX};
 use std::time::{Duration, Instant};
 
 /// Block size reported.
@@ -34,7 +34,7 @@ const MIN_INODE_BYTES: u64 = 512;
 /// How long figures read are shown again.
 const FRESH: Duration = Duration::from_secs(1);
 
-impl SharedFs {
+impl ClusterFs {
     /// The filesystem's figures (statfs(2)).
     pub fn statfs(&self) -> Result<StatFs> {
         if let Some((at, s)) = *self.statfs_seen.lock() {

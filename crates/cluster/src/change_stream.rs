@@ -2,12 +2,12 @@
 //! namespace (`SharedStore::watch`) and hands each batch, in revision
 //! order, to what keeps state from it:
 //!
-//! - the record cache ([`super::cache`]): other daemons' changes replace
+//! - the record cache ([`super::record_cache`]): other daemons' changes replace
 //!   what this daemon had read;
-//! - the directory leases ([`super::lease`]): requests for this daemon's
+//! - the directory leases ([`super::dirlease`]): requests for this daemon's
 //!   leases, changes to the listings it keeps of directories it gave back;
 //!   requested directories are given back here at the end of their slice;
-//! - subscribers ([`SharedFs::subscribe`]): the FUSE layer drops other
+//! - subscribers ([`ClusterFs::subscribe`]): the FUSE layer drops other
 //!   daemons' changes from the kernel's caches on a thread of its own (the
 //!   kernel takes a directory's lock for that, and a create holding it may
 //!   be waiting for this thread to apply the stream).
@@ -18,21 +18,21 @@
 //! revision; what it missed is dropped (the record cache and kept listings
 //! start empty; the kernel's caches hold it until their TTL).
 
-use super::ns::SharedFs;
+use super::ns::ClusterFs;
 use super::Event;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-impl SharedFs {
+impl ClusterFs {
     /// Start following the change stream, if the store has one; the thread
     /// ends when the daemon does.
-    pub(super) fn start_stream(fs: &Arc<SharedFs>) {
+    pub(super) fn start_stream(fs: &Arc<ClusterFs>) {
         if !fs.has_watch {
             return;
         }
-        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        let weak: Weak<ClusterFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
             .name("shoal-stream".into())
             .spawn(move || {
@@ -52,7 +52,7 @@ impl SharedFs {
                     };
                     let r = stream
                         .next(fs.lease_wait())
-                        .map_err(crate::Error::from)
+                        .map_err(shoal_core::Error::from)
                         .and_then(|evs| {
                             fs.apply(evs);
                             fs.release_due()

@@ -1,25 +1,27 @@
-//! Several daemons' namespaces (`shoal_core::shared::ns::SharedFs`) on one
+//! Several daemons' namespaces (`shoal_cluster::ns::ClusterFs`) on one
 //! shared store, racing on the same names: exactly one winner where POSIX
 //! says one, never a lost update, a namespace that checks clean after every
 //! race; creates of different names in one directory never conflict;
 //! a daemon whose session ended cannot commit; a lost answer neither loses
 //! nor doubles an operation.
 
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs};
-use shoal_core::shared::sim::{Fault, SimStore};
-use shoal_core::shared::SharedStore;
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
+use shoal_cluster::sim::{Fault, SimStore};
+use shoal_cluster::SharedStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_testkit::shared_ns::{self as checks, assert_clean};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn daemons(n: usize) -> (Arc<SimStore>, Vec<Arc<SharedFs>>) {
+fn daemons(n: usize) -> (Arc<SimStore>, Vec<Arc<ClusterFs>>) {
     let s = SimStore::new();
     // A round trip per call, so that the daemons' operations interleave.
     s.set_delay(Duration::from_micros(100));
     ns::mkfs(&*s).unwrap();
     let fss = (0..n)
-        .map(|_| SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap())
+        .map(|_| {
+            ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+        })
         .collect();
     (s, fss)
 }
@@ -114,7 +116,7 @@ fn lock_leases_exclude_while_they_move() {
 /// locks with its session: another daemon takes the lock.
 #[test]
 fn a_dead_lock_holders_lease_goes_with_its_session() {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::filelocks::{Lock, Want};
     let (s, fss) = daemons(1);
     let a = &fss[0];
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
@@ -134,7 +136,7 @@ fn a_dead_lock_holders_lease_goes_with_its_session() {
     assert_eq!(a.lock_leases_held(), 1);
     a.stop_renewing();
     s.advance(Duration::from_secs(60));
-    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     assert_eq!(
         c.setlk(f, &w, Want::Write).unwrap(),
         None,
@@ -147,7 +149,7 @@ fn a_dead_lock_holders_lease_goes_with_its_session() {
 /// about as long as one (a scan and a commit each), not twice as long.
 #[test]
 fn locks_on_different_files_commit_in_parallel() {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::filelocks::{Lock, Want};
     let (s, fss) = daemons(1);
     let a = &fss[0];
     let files: Vec<u64> = (0..3)
@@ -191,7 +193,7 @@ fn locks_on_different_files_commit_in_parallel() {
 /// A daemon that dies loses its locks with its session: another takes them.
 #[test]
 fn a_dead_daemons_locks_go_with_its_session() {
-    use shoal_core::shared::locks::{Lock, Want};
+    use shoal_cluster::filelocks::{Lock, Want};
     let (s, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
@@ -208,7 +210,7 @@ fn a_dead_daemons_locks_go_with_its_session() {
     a.stop_renewing();
     s.advance(Duration::from_secs(60));
     // (The fake clock's jump ended b's session too: a new daemon.)
-    let c = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     assert_eq!(
         c.setlk(f, &w, Want::Write).unwrap(),
         None,
@@ -314,7 +316,7 @@ fn a_lost_session_loses_a_suffix_of_the_queued_creates() {
             ttl,
             ..SessionOpts::default()
         };
-        SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap()
+        ClusterFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap()
     };
     // A's lease is short in real time: it stops answering from memory
     // half of it after its last renewal.
@@ -369,7 +371,7 @@ fn without_leases_every_create_commits() {
         dir_leases: false,
         ..SessionOpts::default()
     };
-    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap();
     for i in 0..20 {
         a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
             .unwrap();
@@ -413,7 +415,7 @@ fn a_lost_answer_neither_loses_nor_doubles_an_operation() {
 
 /// A simulated namespace whose unlinked files wait `grace`, and a way for
 /// daemons to join it.
-fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<SharedFs>) {
+fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<ClusterFs>) {
     let s = SimStore::new();
     s.set_delay(Duration::from_micros(100));
     ns::mkfs(&*s).unwrap();
@@ -422,12 +424,13 @@ fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<SharedFs>) {
         ..SessionOpts::default()
     };
     let store = s.clone();
-    let open = move || SharedFs::open(store.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+    let open =
+        move || ClusterFs::open(store.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
     (s, open)
 }
 
 /// File "f" made by `a`, holding "still here", open there.
-fn made_open(a: &SharedFs) -> shoal_core::types::Attr {
+fn made_open(a: &ClusterFs) -> shoal_core::types::Attr {
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     a.write(f.ino, 0, b"still here").unwrap();
     a.open_file(f.ino).unwrap();
@@ -584,7 +587,7 @@ fn statfs_comes_from_the_stores() {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
     s.set_quota(Some(1 << 20));
-    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     for i in 0..50 {
         a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
             .unwrap();

@@ -53,13 +53,13 @@
 //! chunk table) are made in the queue while its batch has not left.
 
 use super::ns::{
-    ekey, enc_entry, erange, ikey, lkey_at, lrange, okey, pkey, rkey, skey, tkey, Node, SharedFs,
+    ekey, enc_entry, erange, ikey, lkey_at, lrange, okey, pkey, rkey, skey, tkey, ClusterFs, Node,
 };
 use super::{Cond, KvError, Op, Outcome};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::sync::{Condvar, PlainMutex, PlainMutexGuard};
-use crate::types::{Attr, Ctx, Ino, Kind, Ts};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::sync::{Condvar, PlainMutex, PlainMutexGuard};
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -237,6 +237,10 @@ struct State {
     nodes: HashMap<Ino, Node>,
     /// Creates being committed now.
     in_flight: usize,
+    /// Batches sent so far: a stat that subtracts queued unlinks from a
+    /// record it read checks no batch was sent meanwhile
+    /// (`unlinks_settled`).
+    batches: u64,
     /// Transactional creates in a row per directory (for taking a lease).
     streak: HashMap<Ino, u32>,
     /// Not taken again before this.
@@ -313,7 +317,7 @@ impl State {
 }
 
 /// The daemon's leases and its queue of creates acknowledged from memory.
-pub(super) struct Leases {
+pub(super) struct DirLeases {
     st: PlainMutex<State>,
     cv: Condvar,
     /// This daemon takes leases (`SessionOpts::dir_leases`, and the store
@@ -321,9 +325,9 @@ pub(super) struct Leases {
     pub(super) enabled: bool,
 }
 
-impl Leases {
-    pub(super) fn new(enabled: bool) -> Leases {
-        Leases {
+impl DirLeases {
+    pub(super) fn new(enabled: bool) -> DirLeases {
+        DirLeases {
             st: PlainMutex::new(State::default()),
             cv: Condvar::new(),
             enabled,
@@ -373,12 +377,12 @@ fn touched(sid: u64, p: &Pending) -> Vec<Vec<u8>> {
     }
 }
 
-/// The lost-session error, as `SharedFs::run` words it.
+/// The lost-session error, as `ClusterFs::run` words it.
 fn lost() -> Error {
     Error::Io("this mount's etcd session expired (cut off longer than its lease): remount".into())
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// Whether this daemon holds `dir`'s lease (for tests and `stats`).
     pub fn holds_lease(&self, dir: Ino) -> bool {
         self.holds(dir)
@@ -707,13 +711,34 @@ impl SharedFs {
         }
     }
 
-    /// Names of `ino` removed from memory, not committed yet.
-    pub(super) fn queued_unlinks(&self, ino: Ino) -> u32 {
+    /// Before a stat reads `ino`'s record to subtract its queued unlinks
+    /// (`queued_unlinks_since`): None when it has none (nothing to
+    /// subtract); else, once no batch is in flight (whose commit changes
+    /// the record before the count drops: a file of two names showed
+    /// none for a moment), the batches sent so far.
+    pub(super) fn unlinks_settled(&self, ino: Ino) -> Option<u64> {
         if !self.leases.enabled {
-            return 0;
+            return None;
         }
+        let mut st = self.leases.st.lock();
+        loop {
+            if !st.unlinked.contains_key(&ino) {
+                return None;
+            }
+            if st.in_flight == 0 || self.lost.load(Ordering::Relaxed) {
+                return Some(st.batches);
+            }
+            st = self.leases.wait(st);
+        }
+    }
+
+    /// `ino`'s queued unlinks, if no batch was sent since `unlinks_settled`
+    /// said `since` (the record read in between matches the count); None:
+    /// read the record again.
+    pub(super) fn queued_unlinks_since(&self, ino: Ino, since: u64) -> Option<u32> {
         let st = self.leases.st.lock();
-        st.unlinked.get(&ino).copied().unwrap_or(0)
+        (st.batches == since && st.in_flight == 0)
+            .then(|| st.unlinked.get(&ino).copied().unwrap_or(0))
     }
 
     /// Whether this daemon holds the range of `parent` that `name` falls
@@ -1575,6 +1600,7 @@ impl SharedFs {
             .map(|p| (p.ino, st.nodes[&p.ino].encode()))
             .collect();
         st.in_flight = n;
+        st.batches += 1;
         drop(st);
         let r = self.commit_queued(&batch, &nodes);
         let mut st = self.leases.st.lock();
@@ -1801,7 +1827,7 @@ impl SharedFs {
         Ok(())
     }
 
-    /// The change stream follows from after revision `at` (`super::stream`):
+    /// The change stream follows from after revision `at` (`super::change_stream`):
     /// listings kept before missed some changes (dropped); requests made
     /// while no stream followed are answered.
     pub(super) fn lease_stream_from(&self, at: super::Rev) {
@@ -1832,12 +1858,12 @@ impl SharedFs {
     }
 
     /// Start the flusher; it ends when the daemon does. (Requests for
-    /// leases come by the change stream: `super::stream`.)
-    pub(super) fn start_leases(fs: &Arc<SharedFs>) {
+    /// leases come by the change stream: `super::change_stream`.)
+    pub(super) fn start_leases(fs: &Arc<ClusterFs>) {
         if !fs.leases.enabled {
             return;
         }
-        let weak: Weak<SharedFs> = Arc::downgrade(fs);
+        let weak: Weak<ClusterFs> = Arc::downgrade(fs);
         std::thread::Builder::new()
             .name("shoal-lease-flush".into())
             .spawn(move || loop {

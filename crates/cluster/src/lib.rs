@@ -27,23 +27,29 @@
 //! (tested on a model of TiKV's transactions). One conformance suite runs
 //! against every one (`shoal_testkit::conformance`).
 //!
-//! [`Store`]: crate::store::Store
+//! [`Store`]: shoal_core::store::Store
 
 mod alloc;
 pub mod blob;
-mod cache;
-pub mod data;
+mod change_stream;
+mod check;
+mod dirlease;
+pub mod filedata;
+pub mod filelocks;
 mod flags;
+mod format;
 mod holds;
-mod lease;
-pub mod locks;
+mod keys;
 pub mod ns;
 pub mod pinned;
+mod record_cache;
+mod session;
 pub mod sim;
 pub mod space;
 pub mod status;
-mod stream;
+mod surface;
 mod tmpfile;
+mod txn;
 
 use std::fmt;
 use std::time::Duration;
@@ -224,11 +230,11 @@ impl fmt::Display for KvError {
 
 impl std::error::Error for KvError {}
 
-impl From<KvError> for crate::Error {
-    fn from(e: KvError) -> crate::Error {
+impl From<KvError> for shoal_core::Error {
+    fn from(e: KvError) -> shoal_core::Error {
         match e {
-            KvError::NoSpace => crate::Error::NoSpace,
-            other => crate::Error::Io(other.to_string()),
+            KvError::NoSpace => shoal_core::Error::NoSpace,
+            other => shoal_core::Error::Io(other.to_string()),
         }
     }
 }

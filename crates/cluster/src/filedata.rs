@@ -40,10 +40,10 @@
 
 use super::blob::Blobs;
 use super::ns::SharedStats;
-use super::ns::{Node, SharedFs, Tx, SHARED_INLINE_MAX};
-use crate::error::{Error, Result};
-use crate::sync::PlainMutex;
-use crate::types::{Attr, Ino, Kind, Ts};
+use super::ns::{ClusterFs, Node, Tx, SHARED_INLINE_MAX};
+use shoal_core::error::{Error, Result};
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::{Attr, Ino, Kind, Ts};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -305,7 +305,7 @@ impl Upload {
     }
 }
 
-impl SharedFs {
+impl ClusterFs {
     fn blobs(&self) -> Result<&Arc<dyn Blobs>> {
         self.blobs.as_ref().ok_or(Error::FileTooBig)
     }
@@ -337,7 +337,7 @@ impl SharedFs {
             .checked_add(data.len() as u64)
             .ok_or(Error::FileTooBig)?;
         // The largest file, as on the embedded mount.
-        crate::rules::link::check_size(end)?;
+        shoal_core::rules::link::check_size(end)?;
         if end <= SHARED_INLINE_MAX && self.buffered(ino).is_none() {
             match self.write_inline(ino, off, data) {
                 Err(Error::FileTooBig) => {}

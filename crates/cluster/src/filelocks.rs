@@ -44,11 +44,11 @@
 //! at its last close (FUSE's release). The two kinds do not conflict with
 //! each other, as on a local Linux filesystem.
 
-use super::ns::{SharedFs, Tx};
+use super::ns::{ClusterFs, Tx};
 use super::{Cond, Op, Outcome, Versioned};
-use crate::error::{Error, Result};
-use crate::sync::PlainMutex;
-use crate::types::Ino;
+use shoal_core::error::{Error, Result};
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::Ino;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -322,7 +322,7 @@ impl Held {
     }
 }
 
-impl SharedFs {
+impl ClusterFs {
     /// The other sessions' locks on `ino` and its epoch, read from the
     /// store (one scan of the inode's lock keys).
     /// And the session holding the inode's lock lease.

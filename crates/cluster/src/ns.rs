@@ -41,31 +41,43 @@
 //! a directory's parent), `D` the object store of file data, `T ino`
 //! a directory's modification time, `E parent name` an entry (the child's
 //! inode number and kind), `S sid` a session.
+//!
+//! Files, by concept: this one holds the type ([`ClusterFs`]) and the
+//! operations; `keys.rs` the keys' encodings, `txn.rs` the transaction
+//! loop (`Tx`, `run_at`), `session.rs` sessions and fencing (joining,
+//! renewal, leaving), `format.rs` mkfs and the format keys, `check.rs`
+//! fsck; `dirlease.rs`, `filedata.rs`, `filelocks.rs`, `holds.rs`,
+//! `change_stream.rs` and `record_cache.rs` beside them.
 
 use super::blob::Blobs;
-use super::data::{FileBuf, Piece, Table};
-use super::{Cond, KvError, LeaseId, Op, Outcome, Rev, SharedStore, Versioned};
-use crate::acl;
-use crate::error::{Again, Error, Result};
-use crate::rules::names::{self, NameOp};
-use crate::rules::{self, modes};
-use crate::schema::{decode_inode, encode_inode};
-use crate::sync::PlainMutex;
-use crate::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
+use super::filedata::{FileBuf, Table};
+use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore};
+use shoal_core::acl;
+use shoal_core::error::{Error, Result};
+use shoal_core::rules::names::{self, NameOp};
+use shoal_core::rules::{self, modes};
+use shoal_core::schema::{decode_inode, encode_inode};
+use shoal_core::sync::PlainMutex;
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts, ROOT_INO};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub use crate::check::{check, SharedCheck};
+pub use crate::format::*;
+pub(crate) use crate::keys::*;
+pub use crate::session::SessionOpts;
+pub use crate::txn::Tx;
+pub(crate) use crate::txn::*;
 
 /// Inode numbers one claim gives a daemon.
 pub const CHUNK: u64 = 1024;
 /// The format of a shared namespace (`V`).
 pub const SHARED_FORMAT: u32 = 1;
 /// Bytes a file keeps in its inode record; a larger file keeps a chunk
-/// table there and its bytes in an object store (`super::data`).
-pub const SHARED_INLINE_MAX: u64 = crate::INLINE_MAX;
-/// Retries of one operation before it gives up with EIO.
-const MAX_TRIES: u32 = 200;
+/// table there and its bytes in an object store (`super::filedata`).
+pub const SHARED_INLINE_MAX: u64 = shoal_core::INLINE_MAX;
 
 /// An inode's attributes as every answer shows them: a directory's link
 /// count is 1 (no record counts its subdirectories, see the module comment),
@@ -78,87 +90,6 @@ fn as_seen(mut a: Attr) -> Attr {
     a
 }
 
-/// A key of one letter and one number (big-endian: numeric order is key order).
-fn tagged(tag: u8, n: u64) -> Vec<u8> {
-    let mut k = vec![tag];
-    k.extend_from_slice(&n.to_be_bytes());
-    k
-}
-pub(super) fn ikey(ino: Ino) -> Vec<u8> {
-    tagged(b'I', ino)
-}
-pub(super) fn tkey(ino: Ino) -> Vec<u8> {
-    tagged(b'T', ino)
-}
-pub(super) fn ekey(parent: Ino, name: &[u8]) -> Vec<u8> {
-    let mut k = vec![b'E'];
-    k.extend_from_slice(&parent.to_be_bytes());
-    k.extend_from_slice(name);
-    k
-}
-/// Every entry of `dir`: `[E dir, E dir+1)`.
-pub(super) fn erange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
-    (ekey(dir, b""), ekey(dir + 1, b""))
-}
-/// An inode this daemon holds open after its last name went (`O sid ino`).
-pub(super) fn okey(sid: u64, ino: Ino) -> Vec<u8> {
-    let mut k = vec![b'O'];
-    k.extend_from_slice(&sid.to_be_bytes());
-    k.extend_from_slice(&ino.to_be_bytes());
-    k
-}
-pub(super) fn skey(sid: u64) -> Vec<u8> {
-    tagged(b'S', sid)
-}
-
-/// The lease on `dir`'s first name range (`super::lease`): the holder's session.
-pub(super) fn lkey(dir: Ino) -> Vec<u8> {
-    tagged(b'L', dir)
-}
-
-/// The lease on `dir`'s name range from split point `lo` (`lo` empty: the
-/// first range, `lkey`).
-pub(super) fn lkey_at(dir: Ino, lo: &[u8]) -> Vec<u8> {
-    let mut k = lkey(dir);
-    k.extend_from_slice(lo);
-    k
-}
-
-/// Every lease on `dir`'s names: `[L dir, L dir+1)`.
-pub(super) fn lrange(dir: Ino) -> (Vec<u8>, Vec<u8>) {
-    (lkey(dir), tagged(b'L', dir.saturating_add(1)))
-}
-
-/// `dir`'s split points: where its name ranges begin (absent: one range).
-pub(super) fn pkey(dir: Ino) -> Vec<u8> {
-    tagged(b'P', dir)
-}
-
-/// Another daemon asks for a directory's lease back (the value: its
-/// session and the name it wants, none: every range).
-pub(super) fn rkey(dir: Ino) -> Vec<u8> {
-    tagged(b'R', dir)
-}
-const NEXT_CHUNK: &[u8] = b"N";
-const FORMAT_KEY: &[u8] = b"V";
-/// Where file data past the inline size goes (a URL, given to mkfs).
-const DATA_KEY: &[u8] = b"D";
-
-pub(super) fn enc_entry(ino: Ino, kind: Kind) -> Vec<u8> {
-    let mut v = ino.to_le_bytes().to_vec();
-    v.push(kind as u8);
-    v
-}
-pub(super) fn dec_entry(v: &[u8]) -> Result<(Ino, Kind)> {
-    if v.len() != 9 {
-        return Err(Error::Corrupted("shared entry: bad length".into()));
-    }
-    let ino = u64::from_le_bytes(v[..8].try_into().unwrap());
-    let kind =
-        Kind::from_u8(v[8]).ok_or_else(|| Error::Corrupted("shared entry: bad kind".into()))?;
-    Ok((ino, kind))
-}
-
 /// The most bytes of names and values of one inode's xattrs on a shared
 /// namespace: the record rides in etcd transactions (1.5 MiB), and every
 /// operation on the inode rewrites it (`rules::modes`, docs/rules.md).
@@ -167,7 +98,7 @@ pub const XATTRS_MAX: usize = modes::SHARED.xattr_total;
 /// May `ctx` remove directory `p`'s name of `n` (unlink, rmdir)? In the
 /// engine's order (Linux's): the directory's flags, the caller's rights,
 /// the inode's flags. For the transactions and the directory lease's
-/// answers from memory alike (`super::lease`).
+/// answers from memory alike (`super::dirlease`).
 pub(super) fn may_remove_name(ctx: &Ctx, p: &Node, n: &Node) -> Result<()> {
     rules::flags::may_remove(p.flags, None)?;
     rules::perm::may_delete(ctx, &p.attr, &n.attr)?;
@@ -225,349 +156,95 @@ pub struct SharedStats {
     pub blob_puts: AtomicU64,
     pub blob_gets: AtomicU64,
     pub blob_deletes: AtomicU64,
-    /// Directory leases (`super::lease`): taken, given back, creates
+    /// Directory leases (`super::dirlease`): taken, given back, creates
     /// acknowledged from memory, their batch commits, commits that found
     /// another daemon's lease (and asked for it), and the entries read to
     /// take them (a directory's listing).
     pub leases_taken: AtomicU64,
     pub leases_given: AtomicU64,
-    /// Leased name ranges split between two daemons (`super::lease`).
+    /// Leased name ranges split between two daemons (`super::dirlease`).
     pub lease_splits: AtomicU64,
     pub lease_creates: AtomicU64,
     pub lease_batches: AtomicU64,
     pub lease_waits: AtomicU64,
     pub lease_listed: AtomicU64,
-    /// Changes to queued creates made in memory (`lease::amend_queued`).
+    /// Changes to queued creates made in memory (`dirlease::amend_queued`).
     pub lease_amends: AtomicU64,
-    /// Unlinks and rmdirs answered from memory (`super::lease`).
+    /// Unlinks and rmdirs answered from memory (`super::dirlease`).
     pub lease_removals: AtomicU64,
-    /// Lock leases (`super::locks`): taken, given back, lock requests
+    /// Lock leases (`super::filelocks`): taken, given back, lock requests
     /// answered from memory under one, and requests that waited for
     /// another daemon's.
     pub lock_leases_taken: AtomicU64,
     pub lock_leases_given: AtomicU64,
     pub lock_lease_answers: AtomicU64,
     pub lock_lease_waits: AtomicU64,
-    /// Stats and lookups answered by the record cache (`super::cache`),
+    /// Stats and lookups answered by the record cache (`super::record_cache`),
     /// and those that read the store.
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
     /// Per-operation counts and sampled latencies, as the embedded
     /// engine's (`Engine::stats`), kept by the FUSE adapter.
-    pub op_stats: crate::stats::OpStats,
+    pub op_stats: shoal_core::stats::OpStats,
 }
 
-/// One operation's reads (its conditions) and writes.
-pub struct Tx<'a> {
-    fs: &'a SharedFs,
-    conds: Vec<Cond>,
-    /// Read keys -> the version seen (0 = absent), so a key read twice is one condition.
-    seen: HashMap<Vec<u8>, u64>,
-    ops: Vec<Op>,
-    /// Objects this transaction stops naming: deleted once it committed.
-    doomed: Vec<String>,
-    /// Inodes whose last name this transaction removes while another
-    /// daemon may have them open: removed after the grace, once it committed.
-    later: Vec<Ino>,
-    /// A create: it counts towards taking its directory's lease, where
-    /// any other change of the directory counts against.
-    creating: bool,
-    /// A create that, meeting another daemon's lease, asks for the range
-    /// of this name and goes to take it (`mknod_in`); None: asks for the
-    /// whole directory back and waits.
-    want: Option<Vec<u8>>,
-    /// Round trips that read the conditions (`get`, `get_many`,
-    /// `require_empty`); `untracked`: a condition came from elsewhere
-    /// (a scan of the caller's). Reads of one round trip are one
-    /// snapshot; any more must be checked together (`SharedFs::run_at`).
-    trips: u32,
-    untracked: bool,
-}
-
-/// An entry found and the inode it names: (inode number, kind, record).
-type Named = (Ino, Kind, Node);
-
-impl Tx<'_> {
-    /// Read a key; the commit requires it unchanged.
-    pub fn get(&mut self, key: Vec<u8>) -> Result<Option<Versioned>> {
-        // Creates acknowledged from memory commit first: this operation
-        // reads after them, and commits after them.
-        self.fs.settle()?;
-        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let v = self.fs.patient(|| self.fs.store.get(&key))?;
-        self.trips += 1;
-        self.require_read(key, &v)?;
-        Ok(v)
-    }
-    /// Several keys in one round trip, each a condition like `get`'s.
-    pub fn get_many(&mut self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Versioned>>> {
-        self.fs.settle()?;
-        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let (vs, _) = self.fs.patient(|| self.fs.store.get_many(&keys))?;
-        self.trips += 1;
-        for (key, v) in keys.into_iter().zip(&vs) {
-            self.require_read(key, v)?;
-        }
-        Ok(vs)
-    }
-    /// The commit requires `key` as read (`v`): at its version, or absent.
-    /// (`super::locks` passes the epoch as its scan of an inode's locks
-    /// found it.)
-    pub(super) fn require(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
-        self.untracked = true;
-        self.require_read(key, v)
-    }
-
-    fn require_read(&mut self, key: Vec<u8>, v: &Option<Versioned>) -> Result<()> {
-        let rev = v.as_ref().map_or(0, |v| v.mod_rev);
-        match self.seen.get(&key) {
-            // Changed between two reads of one operation: the commit would
-            // fail on the first; fail now.
-            Some(&was) if was != rev => Err(RETRY),
-            Some(_) => Ok(()),
-            None => {
-                // A name read as absent may be one another daemon answered
-                // from memory in a directory it leases: the answer rests
-                // on no such lease too (an unlink on one mount answered
-                // ENOENT for a name another had acknowledged).
-                if v.is_none() && key.len() >= 9 && key[0] == b'E' {
-                    let dir = u64::from_be_bytes(key[1..9].try_into().unwrap_or_default());
-                    self.require_unleased(dir);
-                }
-                self.seen.insert(key.clone(), rev);
-                self.conds.push(Cond::as_read(key, v));
-                Ok(())
-            }
-        }
-    }
-
-    /// The commit requires that no other daemon leases a range of `dir`
-    /// (this daemon's own acknowledged creates there are committed before
-    /// any read, `settle`). Not read: an answer without writes checks it
-    /// at commit, and a lease it meets is asked back (`SharedFs::run_at`).
-    fn require_unleased(&mut self, dir: Ino) {
-        if !self.fs.holds(dir) {
-            self.require_no_lease(dir);
-        }
-    }
-
-    /// The commit requires that no daemon leases a range of `dir`.
-    fn require_no_lease(&mut self, dir: Ino) {
-        let (lo, hi) = lrange(dir);
-        if !self.seen.contains_key(&lo) {
-            self.seen.insert(lo.clone(), 0);
-            self.conds.push(Cond::Empty(lo, hi));
-            self.untracked = true;
-        }
-    }
-
-    /// The commit requires `[lo, hi)` to have no key.
-    /// The commit requires directory `dir` to have no entry.
-    pub fn require_empty(&mut self, dir: Ino) -> Result<bool> {
-        self.guard(dir)?;
-        self.fs.settle()?;
-        let (lo, hi) = erange(dir);
-        self.fs.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let (keys, _) = self.fs.patient(|| self.fs.store.scan(&lo, &hi, 1))?;
-        self.trips += 1;
-        match keys.into_iter().next() {
-            None => {
-                self.conds.push(Cond::Empty(lo, hi));
-                Ok(true)
-            }
-            // Not empty: the answer (ENOTEMPTY) rests on this entry.
-            Some((k, v)) => {
-                self.require_read(k, &Some(v))?;
-                Ok(false)
-            }
-        }
-    }
-    pub fn node(&mut self, ino: Ino) -> Result<Node> {
-        match self.get(ikey(ino))? {
-            Some(v) => Node::decode(ino, &v.value),
-            None => Err(Error::NotFound),
-        }
-    }
-    pub fn entry(&mut self, parent: Ino, name: &[u8]) -> Result<Option<(Ino, Kind)>> {
-        self.get(ekey(parent, name))?
-            .map(|v| dec_entry(&v.value))
-            .transpose()
-    }
-    pub(super) fn dir(&mut self, ino: Ino) -> Result<Node> {
-        let n = self.node(ino)?;
-        if n.attr.kind != Kind::Dir {
-            return Err(Error::NotDir);
-        }
-        Ok(n)
-    }
-    /// Directory `parent`'s record (its attributes for the permission
-    /// rules, its flags for the flag rules), its entry `name` and, if
-    /// `guess` is the inode that entry names (the record cache's word),
-    /// that inode: one round trip where `dir`, `entry` and `node` take
-    /// three. A wrong guess reads the inode apart (its record, absent or
-    /// not, is one more condition, which no commit of the operation depends
-    /// on).
-    fn dir_entry_node(
-        &mut self,
-        parent: Ino,
-        name: &[u8],
-        guess: Option<Ino>,
-    ) -> Result<(Node, Option<Named>)> {
-        let mut keys = vec![ikey(parent), ekey(parent, name)];
-        keys.extend(guess.map(ikey));
-        let mut vs = self.get_many(keys)?.into_iter();
-        let p = vs.next().flatten().ok_or(Error::NotFound)?;
-        let p = Node::decode(parent, &p.value)?;
-        if p.attr.kind != Kind::Dir {
-            return Err(Error::NotDir);
-        }
-        let Some(e) = vs.next().flatten() else {
-            return Ok((p, None));
-        };
-        let (ino, kind) = dec_entry(&e.value)?;
-        let node = match vs.next() {
-            Some(Some(v)) if guess == Some(ino) => Node::decode(ino, &v.value)?,
-            _ => self.node(ino)?,
-        };
-        Ok((p, Some((ino, kind, node))))
-    }
-    /// The commit stops naming these pieces of `ino`: their objects are
-    /// deleted after it.
-    pub(super) fn forget(&mut self, ino: Ino, pieces: &[Piece]) {
-        self.doomed.extend(pieces.iter().map(|p| p.name(ino)));
-    }
-    pub(super) fn put_node(&mut self, n: &mut Node) -> Result<()> {
-        if n.attr.kind == Kind::Dir {
-            self.guard(n.attr.ino)?;
-        }
-        n.attr.version += 1;
-        self.ops.push(Op::Put(ikey(n.attr.ino), n.encode(), None));
-        Ok(())
-    }
-    fn put_entry(&mut self, parent: Ino, name: &[u8], ino: Ino, kind: Kind) -> Result<()> {
-        self.guard(parent)?;
-        self.ops
-            .push(Op::Put(ekey(parent, name), enc_entry(ino, kind), None));
-        Ok(())
-    }
-    fn del_entry(&mut self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.guard(parent)?;
-        self.ops.push(Op::Delete(ekey(parent, name)));
-        Ok(())
-    }
-    /// This commit changes `dir` (an entry, its record, its emptiness):
-    /// it requires that no daemon holds a lease on any of `dir`'s name
-    /// ranges, and this daemon gives back its own first (`super::lease`).
-    fn guard(&mut self, dir: Ino) -> Result<()> {
-        if self.fs.holds(dir) {
-            self.fs.release_lease(dir, None, None)?;
-        }
-        if !self.creating {
-            self.fs.not_streaking(dir);
-        }
-        // Its own lease given back first: every range must be free.
-        self.require_no_lease(dir);
-        Ok(())
-    }
-    pub(super) fn del(&mut self, key: Vec<u8>) {
-        self.ops.push(Op::Delete(key));
-    }
-    /// Put a key that outlives this daemon's session.
-    pub(super) fn put_plain(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push(Op::Put(key, value, None));
-    }
-    /// Once committed, try to remove `ino` after the grace (`super::holds`).
-    pub(super) fn remove_after_grace(&mut self, ino: Ino) {
-        self.later.push(ino);
-    }
-    /// The commit requires `c` (not read through this transaction).
-    pub(super) fn require_cond(&mut self, c: Cond) {
-        self.untracked = true;
-        self.conds.push(c);
-    }
-    /// Put a key that goes with this daemon's session (`super::locks`).
-    pub(super) fn put_on_session(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push(Op::Put(key, value, Some(self.fs.lease)));
-    }
-    /// A directory's times changed (not a condition: the last writer wins).
-    fn touch_dir(&mut self, dir: Ino, t: Ts) {
-        if self.fs.should_touch(dir) {
-            let mut v = t.sec.to_le_bytes().to_vec();
-            v.extend_from_slice(&t.nsec.to_le_bytes());
-            self.ops.push(Op::Put(tkey(dir), v, None));
-        }
-    }
-}
-
-/// A transaction to run again (a key changed between two reads).
-const RETRY: Error = Error::Again(Again::Conflict);
-/// A create whose directory this daemon took meanwhile.
-const LEASED: Error = Error::Again(Again::Leased);
-/// A create met another daemon's lease on its directory: take the lease
-/// of its name's range (`mknod_in`).
-const LEASED_ELSEWHERE: Error = Error::Again(Again::LeasedElsewhere);
-
-fn kv(e: KvError) -> Error {
-    Error::from(e)
-}
-
-pub struct SharedFs {
+pub struct ClusterFs {
     pub(super) store: Arc<dyn SharedStore>,
     pub(super) sid: u64,
     pub(super) lease: LeaseId,
-    chunk: PlainMutex<(u64, u64)>,
+    pub(super) chunk: PlainMutex<(u64, u64)>,
     /// Directory -> when this daemon last wrote its time.
-    touched: PlainMutex<HashMap<Ino, Instant>>,
-    dir_time: Duration,
+    pub(super) touched: PlainMutex<HashMap<Ino, Instant>>,
+    pub(super) dir_time: Duration,
     pub(super) unavailable_wait: Duration,
     pub stats: Arc<SharedStats>,
     pub(super) stop: Arc<AtomicBool>,
-    keeper: PlainMutex<Option<std::thread::JoinHandle<()>>>,
+    pub(super) keeper: PlainMutex<Option<std::thread::JoinHandle<()>>>,
     /// The session's lease ended: every later commit would be fenced.
     pub(super) lost: Arc<AtomicBool>,
     /// Open handles per inode on this daemon: an inode whose last name goes
     /// while it is open here stays, as an orphan of this session.
-    opens: PlainMutex<HashMap<Ino, u32>>,
+    pub(super) opens: PlainMutex<HashMap<Ino, u32>>,
     /// Revisions of this daemon's latest commits: the change stream's
     /// events at them are its own, which the kernel already knows.
-    own: PlainMutex<(
+    pub(super) own: PlainMutex<(
         std::collections::VecDeque<u64>,
         std::collections::HashSet<u64>,
     )>,
     /// Inodes this daemon made orphans (their last close removes them).
-    orphaned: PlainMutex<std::collections::HashSet<Ino>>,
+    pub(super) orphaned: PlainMutex<std::collections::HashSet<Ino>>,
     /// The last statfs figures and when they were read (`super::space`).
-    pub(super) statfs_seen: PlainMutex<Option<(Instant, crate::types::StatFs)>>,
+    pub(super) statfs_seen: PlainMutex<Option<(Instant, shoal_core::types::StatFs)>>,
     /// O_TMPFILEs of this daemon not named yet (`super::tmpfile`).
     pub(super) linkable: PlainMutex<std::collections::HashSet<Ino>>,
     /// File data past the inline size (None: such writes get EFBIG).
     pub(super) blobs: Option<Arc<dyn Blobs>>,
-    /// Files with writes not yet committed (`super::data`).
+    /// Files with writes not yet committed (`super::filedata`).
     pub(super) bufs: PlainMutex<HashMap<Ino, Arc<PlainMutex<FileBuf>>>>,
     /// This session's object counter (object names are unique per session).
     pub(super) blob_seq: AtomicU64,
-    /// Bytes of every file's buffered writes (`super::data`), and their bound.
+    /// Bytes of every file's buffered writes (`super::filedata`), and their bound.
     pub(super) dirty_total: AtomicU64,
     pub(super) dirty_max: u64,
-    /// Chunks read whole (`super::data`).
-    pub(super) chunks: Arc<super::data::ChunkReader>,
+    /// Chunks read whole (`super::filedata`).
+    pub(super) chunks: Arc<super::filedata::ChunkReader>,
     /// Directory leases and the creates acknowledged under them.
-    pub(super) leases: super::lease::Leases,
-    /// The store has a change stream (`super::stream`; TiKV has none).
+    pub(super) leases: super::dirlease::DirLeases,
+    /// The store has a change stream (`super::change_stream`; TiKV has none).
     pub(super) has_watch: bool,
     /// Records, directory times and entries read, kept current by the
-    /// stream (`super::cache`).
-    pub(super) cache: super::cache::RecordCache,
+    /// stream (`super::record_cache`).
+    pub(super) cache: super::record_cache::RecordCache,
     /// Who gets the stream's changes (`subscribe`).
     pub(super) subscribers: PlainMutex<Vec<std::sync::mpsc::Sender<Vec<super::Event>>>>,
     /// The session lease's time to live.
     pub(super) ttl: Duration,
     /// When the last renewal that succeeded was sent: the lease lives at
-    /// least `ttl` past it (`super::lease` acknowledges from memory only
+    /// least `ttl` past it (`super::dirlease` acknowledges from memory only
     /// within half of that).
     pub(super) renewed: Arc<PlainMutex<Instant>>,
-    /// This daemon's file locks (`super::locks`).
-    pub(super) locks: super::locks::Held,
+    /// This daemon's file locks (`super::filelocks`).
+    pub(super) locks: super::filelocks::Held,
     /// How long an inode whose last name went waits before it is removed,
     /// for daemons that have it open to hold it (`super::holds`; zero:
     /// removed with its last name unless open here).
@@ -587,384 +264,8 @@ pub struct NewNode<'a> {
     pub target: &'a [u8],
 }
 
-/// How a daemon joins a shared namespace.
-#[derive(Clone, Debug)]
-pub struct SessionOpts {
-    /// The session lease's time to live: a daemon cut off for longer loses
-    /// its session and can no longer commit.
-    pub ttl: Duration,
-    /// A directory's time is written at most this often per daemon (0:
-    /// with every change to it, the default).
-    pub dir_time: Duration,
-    /// What the session key says: the mount's daemon writes a JSON object
-    /// (host, pid, start time, version, mountpoint: `shoal status`).
-    pub who: String,
-    /// How long an operation waits for an unavailable store (an election,
-    /// lost quorum) before it fails.
-    pub unavailable_wait: Duration,
-    /// Buffered writes of all files together before a write commits its
-    /// file's (each file's alone: 32 MiB): the daemon's memory for them.
-    pub dirty_max: u64,
-    /// Take directory leases: creates in a directory this daemon alone
-    /// writes are acknowledged from memory and committed in batches
-    /// (`super::lease`). Off: every operation commits before it answers.
-    pub dir_leases: bool,
-    /// Take lock leases: an inode's file locks are answered from memory
-    /// while no other daemon holds one (`super::locks`). Off: every lock
-    /// and unlock commits.
-    pub lock_leases: bool,
-    /// The record cache's budget in bytes (`super::cache`; 0: none, every
-    /// stat and lookup the kernel does not answer reads the store).
-    pub record_cache: u64,
-    /// How long a file whose last name went stays for daemons that have
-    /// it open to hold it (`super::holds`); zero: removed at once unless
-    /// open on the daemon that unlinked it.
-    pub unlinked_grace: Duration,
-}
-
-impl Default for SessionOpts {
-    fn default() -> Self {
-        SessionOpts {
-            ttl: Duration::from_secs(10),
-            // Every change: a blind put in the same transaction costs no
-            // conflict, and stat after a create must see the new time.
-            dir_time: Duration::ZERO,
-            who: format!("pid {}", std::process::id()),
-            unavailable_wait: Duration::from_secs(30),
-            dirty_max: 256 << 20,
-            dir_leases: true,
-            lock_leases: true,
-            record_cache: super::cache::DEFAULT_BYTES,
-            unlinked_grace: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Make a new shared namespace on `store`: the format key, the root, the
-/// inode counter. Refused if one is there already.
-pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
-    mkfs_with_data(store, None)
-}
-
-/// `mkfs` that records where file data goes (`data_url`, read back by every
-/// mount with [`data_url`]).
-pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()> {
-    let t = Ts::now();
-    let root = Node {
-        attr: Attr::root(t),
-        blob: ROOT_INO.to_le_bytes().to_vec(),
-        xattrs: vec![],
-        flags: 0,
-    };
-    let ops = vec![
-        Op::Put(
-            FORMAT_KEY.to_vec(),
-            SHARED_FORMAT.to_le_bytes().to_vec(),
-            None,
-        ),
-        Op::Put(NEXT_CHUNK.to_vec(), 1u64.to_le_bytes().to_vec(), None),
-        Op::Put(ikey(ROOT_INO), root.encode(), None),
-    ];
-    let mut ops = ops;
-    if let Some(d) = data {
-        ops.push(Op::Put(DATA_KEY.to_vec(), d.as_bytes().to_vec(), None));
-    }
-    match store
-        .commit(&[Cond::Absent(FORMAT_KEY.to_vec())], &ops)
-        .map_err(kv)?
-    {
-        Outcome::Committed(_) => Ok(()),
-        Outcome::Conflict(_) => Err(Error::Exists),
-    }
-}
-
-/// Where the namespace on `store` keeps file data past the inline size
-/// (what mkfs was given), if anywhere.
-pub fn data_url(store: &dyn SharedStore) -> Result<Option<String>> {
-    Ok(store
-        .get(DATA_KEY)
-        .map_err(kv)?
-        .map(|v| String::from_utf8_lossy(&v.value).into_owned()))
-}
-
-/// Whether `store` holds a shoal namespace (its format key).
-pub fn is_formatted(store: &dyn SharedStore) -> Result<bool> {
-    Ok(store.get(FORMAT_KEY).map_err(kv)?.is_some())
-}
-
-/// Record `data` as where the namespace on `store` keeps file data
-/// (`shoal config --data`: the object store moved, or its settings
-/// changed). Mounts read it when they start. `Invalid` when `store`
-/// holds no shoal namespace.
-pub fn set_data_url(store: &dyn SharedStore, data: &str) -> Result<()> {
-    match store
-        .commit(
-            &[Cond::Exists(FORMAT_KEY.to_vec())],
-            &[Op::Put(DATA_KEY.to_vec(), data.as_bytes().to_vec(), None)],
-        )
-        .map_err(kv)?
-    {
-        Outcome::Committed(_) => Ok(()),
-        Outcome::Conflict(_) => Err(Error::Invalid),
-    }
-}
-
-/// Whether the session `sid` is alive (its key, on its lease, is there).
-pub fn session_alive(store: &dyn SharedStore, sid: u64) -> Result<bool> {
-    Ok(store.get(&skey(sid)).map_err(kv)?.is_some())
-}
-
-/// The object names every file's chunk table holds.
-pub fn all_tables(store: &dyn SharedStore) -> Result<Vec<String>> {
-    let mut names = vec![];
-    for (k, v) in scan_all(store, b"I", b"J")? {
-        let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
-        let n = Node::decode(ino, &v.value)?;
-        names.extend(Table::of(&n)?.0.iter().map(|p| p.name(ino)));
-    }
-    Ok(names)
-}
-
-/// Every key in `[lo, hi)`, in pages.
-pub(super) fn scan_all(
-    store: &dyn SharedStore,
-    lo: &[u8],
-    hi: &[u8],
-) -> Result<Vec<(Vec<u8>, Versioned)>> {
-    let mut out = Vec::new();
-    let mut from = lo.to_vec();
-    loop {
-        let (kvs, _) = store.scan(&from, hi, 1000).map_err(kv)?;
-        let n = kvs.len();
-        if let Some((k, _)) = kvs.last() {
-            from = k.clone();
-            from.push(0);
-        }
-        out.extend(kvs);
-        if n < 1000 {
-            return Ok(out);
-        }
-    }
-}
-
-impl SharedFs {
-    /// Join the namespace on `store` with a new session, without an object
-    /// store (files stay within the inline size).
-    pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<SharedFs>> {
-        Self::open_with_data(store, None, opts)
-    }
-
-    /// Join the namespace on `store` with a new session; file data past the
-    /// inline size goes to `blobs`.
-    pub fn open_with_data(
-        store: Arc<dyn SharedStore>,
-        blobs: Option<Arc<dyn Blobs>>,
-        opts: SessionOpts,
-    ) -> Result<Arc<SharedFs>> {
-        match store.get(FORMAT_KEY).map_err(kv)? {
-            None => {
-                return Err(Error::Corrupted(
-                    "no shoal filesystem here (make one with `shoal mkfs`)".into(),
-                ))
-            }
-            Some(v) if v.value != SHARED_FORMAT.to_le_bytes() => {
-                return Err(Error::Corrupted(format!(
-                    "shared format {:?}, this shoal reads {SHARED_FORMAT}",
-                    v.value
-                )))
-            }
-            Some(_) => {}
-        }
-        // Leases are given back on request, and the record cache is kept
-        // current, by the change stream (TiKV has none: neither there).
-        let has_watch = !matches!(
-            store.watch(b"R", store.revision().map_err(kv)? + 1),
-            Err(KvError::Unsupported(_))
-        );
-        let granted = Instant::now();
-        let lease = store.lease_grant(opts.ttl).map_err(kv)?;
-        let sid = lease as u64;
-        match store
-            .commit(
-                &[Cond::Absent(skey(sid))],
-                &[Op::Put(skey(sid), opts.who.into_bytes(), Some(lease))],
-            )
-            .map_err(kv)?
-        {
-            Outcome::Committed(_) => {}
-            Outcome::Conflict(_) => return Err(Error::Io("session key taken".into())),
-        }
-        let fs = Arc::new(SharedFs {
-            store: store.clone(),
-            sid,
-            lease,
-            chunk: PlainMutex::new((0, 0)),
-            touched: PlainMutex::new(HashMap::new()),
-            dir_time: opts.dir_time,
-            unavailable_wait: opts.unavailable_wait,
-            stats: Arc::default(),
-            stop: Arc::new(AtomicBool::new(false)),
-            keeper: PlainMutex::new(None),
-            lost: Arc::new(AtomicBool::new(false)),
-            opens: PlainMutex::new(HashMap::new()),
-            locks: super::locks::Held::new(opts.lock_leases && has_watch),
-            orphaned: PlainMutex::new(Default::default()),
-            linkable: PlainMutex::new(Default::default()),
-            statfs_seen: PlainMutex::new(None),
-            own: PlainMutex::new(Default::default()),
-            blobs,
-            bufs: PlainMutex::new(HashMap::new()),
-            blob_seq: AtomicU64::new(0),
-            dirty_total: AtomicU64::new(0),
-            dirty_max: opts.dirty_max,
-            chunks: Arc::default(),
-            leases: super::lease::Leases::new(opts.dir_leases && has_watch),
-            has_watch,
-            cache: super::cache::RecordCache::new(opts.record_cache),
-            subscribers: PlainMutex::new(Vec::new()),
-            ttl: opts.ttl,
-            renewed: Arc::new(PlainMutex::new(granted)),
-            grace: opts.unlinked_grace,
-            holds: Default::default(),
-        });
-        SharedFs::start_holds(&fs);
-        SharedFs::start_leases(&fs);
-        SharedFs::start_stream(&fs);
-        let (stop, lost, every) = (fs.stop.clone(), fs.lost.clone(), opts.ttl / 3);
-        let renewed = fs.renewed.clone();
-        let h = std::thread::Builder::new()
-            .name("shoal-session".into())
-            .spawn(move || {
-                let mut wait = every;
-                while !stop.load(Ordering::Relaxed) {
-                    let t = Instant::now();
-                    while t.elapsed() < wait && !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(50).min(wait));
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let sent = Instant::now();
-                    match store.lease_renew(lease) {
-                        Ok(()) => {
-                            *renewed.lock() = sent;
-                            wait = every;
-                        }
-                        Err(KvError::LeaseExpired(_)) => {
-                            tracing::error!("session lease {lease:x} expired: remount");
-                            lost.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                        // Unavailable: try again soon (another member may
-                        // answer); the lease may still be alive.
-                        Err(e) => {
-                            tracing::warn!("session renewal: {e}");
-                            wait = Duration::from_millis(250).min(every);
-                        }
-                    }
-                }
-            })
-            .expect("spawn session keeper");
-        *fs.keeper.lock() = Some(h);
-        Ok(fs)
-    }
-
-    /// This daemon's commit of `ops` at `rev`: the record cache learns
-    /// what it wrote, and the stream's events at `rev` will be known as its
-    /// own.
-    pub(super) fn note_own(&self, rev: u64, ops: &[Op]) {
-        self.cache.committed(ops, rev);
-        let mut o = self.own.lock();
-        let (ring, set) = &mut *o;
-        if ring.len() >= 4096 {
-            if let Some(old) = ring.pop_front() {
-                set.remove(&old);
-            }
-        }
-        ring.push_back(rev);
-        set.insert(rev);
-    }
-
-    /// Whether the commit at `rev` was this daemon's (among its latest 4096).
-    pub fn is_own(&self, rev: u64) -> bool {
-        self.own.lock().1.contains(&rev)
-    }
-
-    /// Run a read, waiting while the store is unavailable (no quorum, no
-    /// leader, an election), up to `SessionOpts::unavailable_wait`; then
-    /// fail with an error that says the mount recovers by itself.
-    pub(super) fn patient<T>(&self, mut f: impl FnMut() -> super::KvResult<T>) -> Result<T> {
-        let since = Instant::now();
-        loop {
-            match f() {
-                Err(KvError::Unavailable(m)) => self.wait_available(since, &m)?,
-                other => return other.map_err(kv),
-            }
-        }
-    }
-
-    /// After an `Unavailable` answer: sleep a little, or fail once the
-    /// store was unavailable for `unavailable_wait` since `since`.
-    pub(super) fn wait_available(&self, since: Instant, m: &str) -> Result<()> {
-        self.stats.unavailable.fetch_add(1, Ordering::Relaxed);
-        if since.elapsed() >= self.unavailable_wait {
-            return Err(Error::Io(format!(
-                "the metadata store did not answer for {:?} ({m}); the operation failed (if the store went away during its commit, it may have been made: look again), {}",
-                self.unavailable_wait,
-                self.way_back()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        Ok(())
-    }
-
-    /// The end of an outage's error: the way back. The mount carries on by
-    /// itself when the store is back, unless the cluster ended its session
-    /// meanwhile: possible once its last renewal is older than its lease
-    /// (a partition that cut this daemon alone off; a cluster without
-    /// quorum ends no lease, its next leader renews them all), and then
-    /// only a remount gets a new one.
-    pub(super) fn way_back(&self) -> String {
-        let since = self.renewed.lock().elapsed();
-        let mut s = String::from("and the mount carries on by itself when the store is back");
-        if since > self.ttl {
-            s += &format!(
-                ", unless the store ended its session, last renewed {since:.1?} ago (its lease: {:?}): then the next operation says so and only a remount recovers, losing the creates answered since the last fsync",
-                self.ttl
-            );
-        }
-        s
-    }
-
-    /// The session id (its lease).
-    pub fn session(&self) -> u64 {
-        self.sid
-    }
-
-    /// Leave: stop renewing and end the session now.
-    pub fn close(&self) -> Result<()> {
-        // Creates acknowledged from memory are committed first.
-        let released = self.release_all();
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.keeper.lock().take() {
-            let _ = h.join();
-        }
-        match self.store.lease_revoke(self.lease) {
-            Ok(()) | Err(KvError::LeaseExpired(_)) => released,
-            Err(e) => Err(kv(e)),
-        }
-    }
-
-    /// Stop renewing without ending the session (a daemon that froze or
-    /// was cut off): for the fencing tests.
-    pub fn stop_renewing(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.keeper.lock().take() {
-            let _ = h.join();
-        }
-    }
-
-    fn should_touch(&self, dir: Ino) -> bool {
+impl ClusterFs {
+    pub(super) fn should_touch(&self, dir: Ino) -> bool {
         if self.dir_time.is_zero() {
             // Every change (the default): nothing to remember.
             return true;
@@ -1024,180 +325,8 @@ impl SharedFs {
         Ok(ino)
     }
 
-    /// Run `body` as one transaction until it commits (or fails with an
-    /// error of its own).
-    pub(super) fn run<T>(&self, body: impl FnMut(&mut Tx) -> Result<T>) -> Result<T> {
-        self.run_at(body).map(|(out, _)| out)
-    }
-
-    /// `run`, and the revision its commit took (None: nothing to commit,
-    /// or a commit whose answer was lost and that was found applied).
-    pub(super) fn run_at<T>(
-        &self,
-        mut body: impl FnMut(&mut Tx) -> Result<T>,
-    ) -> Result<(T, Option<Rev>)> {
-        self.stats.ops.fetch_add(1, Ordering::Relaxed);
-        let since = Instant::now();
-        let mut backoff = Duration::from_micros(50);
-        let mut lease_wait = Duration::from_micros(200);
-        let mut asked: Option<Instant> = None;
-        let mut tries = 0;
-        while tries < MAX_TRIES {
-            tries += 1;
-            if self.lost.load(Ordering::Relaxed) {
-                return Err(Error::Io(
-                    "this mount's etcd session expired (cut off longer than its lease): remount"
-                        .into(),
-                ));
-            }
-            let mut tx = Tx {
-                fs: self,
-                conds: vec![Cond::Exists(skey(self.sid))],
-                seen: HashMap::new(),
-                ops: vec![],
-                doomed: vec![],
-                later: vec![],
-                creating: false,
-                want: None,
-                trips: 0,
-                untracked: false,
-            };
-            let out = body(&mut tx);
-            if let Err(RETRY) = &out {
-                self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            // An answer that writes nothing (a rename onto the name it
-            // already has, an error) still rests on its reads: when they
-            // took more than one round trip, or it met a condition it did
-            // not read (another daemon's lease on the directory, `guard`),
-            // they must have been true together, which a commit of the
-            // conditions alone checks (etcd: a read-only Txn). Else another
-            // daemon's commit between two reads could make both daemons
-            // win one rename, and an unlink could answer ENOENT for a name
-            // another daemon acknowledged from memory in its leased
-            // directory. A conflict is handled as a commit's: a lease met
-            // is asked back and waited for.
-            let answer_only = tx.ops.is_empty() || out.is_err();
-            if answer_only && !((tx.trips > 1 || tx.untracked) && tx.conds.len() > 1) {
-                return out.map(|o| (o, None));
-            }
-            let ops: &[Op] = if answer_only { &[] } else { &tx.ops };
-            match self.store.commit(&tx.conds, ops) {
-                Ok(Outcome::Committed(_)) if answer_only => return out.map(|o| (o, None)),
-                Ok(Outcome::Committed(rev)) => {
-                    let out = out?;
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                    self.note_own(rev, &tx.ops);
-                    self.after_commit(&tx);
-                    return Ok((out, Some(rev)));
-                }
-                Ok(Outcome::Conflict(failed)) => {
-                    if failed.contains(&0) {
-                        self.lost.store(true, Ordering::SeqCst);
-                        continue;
-                    }
-                    let leased: Vec<Ino> = failed
-                        .iter()
-                        .filter_map(|&i| tx.conds.get(i))
-                        .filter(|c| c.key().len() == 9 && c.key()[0] == b'L')
-                        .map(|c| u64::from_be_bytes(c.key()[1..9].try_into().unwrap()))
-                        .collect();
-                    if !leased.is_empty() {
-                        // Another daemon holds a directory this changes:
-                        // ask for it (again every 100 ms) and wait, up to
-                        // twice the session's lease (a holder that froze
-                        // loses its lease by then), not counted as tries.
-                        // A create asks for its name's range and goes to
-                        // take it (the holder may split the directory
-                        // rather than give it all back).
-                        if let Some(name) = tx.want.as_deref().filter(|_| self.leases.enabled) {
-                            for &d in &leased {
-                                self.request_lease(d, name);
-                                self.want_lease(d);
-                            }
-                            return Err(LEASED_ELSEWHERE);
-                        }
-                        if asked.is_none_or(|t| t.elapsed() > Duration::from_millis(100)) {
-                            for &d in &leased {
-                                self.request_lease(d, b"");
-                                // A create that waited for another's turn
-                                // takes the next turn itself.
-                                if tx.creating {
-                                    self.want_lease(d);
-                                }
-                            }
-                            asked = Some(Instant::now());
-                        }
-                        if since.elapsed() > self.ttl * 2 + Duration::from_secs(5) {
-                            return Err(Error::Io(format!(
-                                "another mount holds directory {:?} and did not give it back within {:?}: try again",
-                                leased, self.ttl * 2
-                            )));
-                        }
-                        tries -= 1;
-                        std::thread::sleep(lease_wait);
-                        lease_wait = (lease_wait * 2).min(Duration::from_millis(10));
-                        continue;
-                    }
-                    self.stats.conflicts.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(KvError::Unknown(_)) if answer_only => continue,
-                Err(KvError::Unknown(m)) => {
-                    self.stats.unknown.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!("commit result unknown ({m}): reading back");
-                    self.cache.unsure(&tx.ops);
-                    if self.applied(&tx.ops)? {
-                        let out = out?;
-                        self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                        self.after_commit(&tx);
-                        return Ok((out, None));
-                    }
-                }
-                Err(KvError::Unavailable(m)) => {
-                    // Nothing applied: run again once the store answers.
-                    self.wait_available(since, &m)?;
-                    continue;
-                }
-                Err(e) => return Err(kv(e)),
-            }
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(20));
-        }
-        Err(Error::Io(format!(
-            "gave up after {MAX_TRIES} conflicting tries"
-        )))
-    }
-
-    /// What a committed transaction stopped naming goes from the object
-    /// store; the inodes it left nameless are removed after the grace.
-    fn after_commit(&self, tx: &Tx) {
-        for name in &tx.doomed {
-            self.delete_object(name);
-        }
-        for &ino in &tx.later {
-            self.remove_after_grace(ino);
-        }
-    }
-
-    /// Whether a commit whose answer was lost applied: every put key holds
-    /// what it wrote, every deleted key is gone.
-    pub(super) fn applied(&self, ops: &[Op]) -> Result<bool> {
-        for op in ops {
-            let now = self.patient(|| self.store.get(op.key()))?;
-            let ok = match op {
-                Op::Put(k, v, _) => k.first() == Some(&b'T') || now.is_some_and(|n| &n.value == v),
-                Op::Delete(_) => now.is_none(),
-            };
-            if !ok {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
     /// An inode's attributes, from the record cache if it knows them: at
-    /// most the change stream's lag behind the store (`super::cache`).
+    /// most the change stream's lag behind the store (`super::record_cache`).
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         self.attr_of(ino, false)
     }
@@ -1206,9 +335,12 @@ impl SharedFs {
     /// open: close-to-open).
     fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {
         if let Some(n) = self.pending_seen(ino) {
-            // Made here from memory, not committed yet (`super::lease`).
+            // Made here from memory, not committed yet (`super::dirlease`).
             return Ok(as_seen(self.with_buffered(n.attr)));
         }
+        // Names of it this daemon removed from memory (`super::dirlease`):
+        // subtracted from a record read while no batch of them committed.
+        let settled = self.unlinks_settled(ino);
         // The record and, for a directory, its time key: one round trip,
         // or none if the cache knows the record (and it is not a directory
         // whose time it does not know).
@@ -1241,8 +373,14 @@ impl SharedFs {
         if a.kind == Kind::File {
             a = self.with_buffered(a);
         }
-        // Names of it this daemon removed from memory (`super::lease`).
-        a.nlink = a.nlink.saturating_sub(self.queued_unlinks(ino));
+        if let Some(since) = settled {
+            match self.queued_unlinks_since(ino, since) {
+                Some(n) => a.nlink = a.nlink.saturating_sub(n),
+                // A batch went meanwhile: the record may be before or
+                // after it.
+                None => return self.attr_of(ino, fresh),
+            }
+        }
         if a.kind == Kind::Dir {
             if let Some(t) = t {
                 if t.len() == 12 {
@@ -1301,8 +439,8 @@ impl SharedFs {
         }
         // In a directory this daemon holds, its listing knows.
         match self.known(parent, name) {
-            Some(super::lease::Known::Absent) => return Err(Error::NotFound),
-            Some(super::lease::Known::At(ino)) => return self.getattr(ino),
+            Some(super::dirlease::Known::Absent) => return Err(Error::NotFound),
+            Some(super::dirlease::Known::At(ino)) => return self.getattr(ino),
             None => {}
         }
         let v = self
@@ -1557,7 +695,7 @@ impl SharedFs {
     /// `unlink` by `ctx` (`rules::perm::may_delete` on the records read).
     pub fn unlink_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Unlink, name)?;
-        // In a range this daemon holds: from memory (`super::lease`).
+        // In a range this daemon holds: from memory (`super::dirlease`).
         if self.lease_unlink(ctx, parent, name)? {
             return Ok(());
         }
@@ -1579,7 +717,7 @@ impl SharedFs {
     }
 
     /// The record of `ino` for a removal's rules answered from memory
-    /// (`super::lease`): as the record cache knows it, else read.
+    /// (`super::dirlease`): as the record cache knows it, else read.
     pub(super) fn removal_node(&self, ino: Ino) -> Result<Node> {
         match self.read_known(vec![ikey(ino)], false)?.pop().flatten() {
             Some(v) => Node::decode(ino, &v),
@@ -1650,7 +788,7 @@ impl SharedFs {
     pub fn rmdir_as(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
         names::check(NameOp::Rmdir, name)?;
         // In a range this daemon holds: from memory, or committed under
-        // the lease (`super::lease`).
+        // the lease (`super::dirlease`).
         if self.lease_rmdir(ctx, parent, name)? {
             return Ok(());
         }
@@ -1737,7 +875,7 @@ impl SharedFs {
         noreplace: bool,
     ) -> Result<()> {
         let flags = if noreplace {
-            crate::RENAME_NOREPLACE
+            shoal_core::RENAME_NOREPLACE
         } else {
             0
         };
@@ -1766,9 +904,9 @@ impl SharedFs {
         rules::rename::check_flags(flags)?;
         names::check(NameOp::Rename, n1)?;
         names::check(NameOp::Rename, n2)?;
-        let exchange = flags & crate::RENAME_EXCHANGE != 0;
+        let exchange = flags & shoal_core::RENAME_EXCHANGE != 0;
         // The whiteout's inode number, the same on every try.
-        let whiteout = if flags & crate::engine::RENAME_WHITEOUT != 0 {
+        let whiteout = if flags & shoal_core::engine::RENAME_WHITEOUT != 0 {
             Some(self.new_ino()?)
         } else {
             None
@@ -1893,7 +1031,7 @@ impl SharedFs {
     /// chmod, chown, truncate and times; the caller (the kernel, with
     /// default_permissions) checked who may. A chown without a mode clears
     /// setuid/setgid as root's would (`setattr_as`).
-    pub fn setattr(&self, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+    pub fn setattr(&self, ino: Ino, sa: &shoal_core::SetAttr) -> Result<Attr> {
         self.setattr_as(&Ctx::root(), ino, sa)
     }
 
@@ -1901,7 +1039,7 @@ impl SharedFs {
     /// (`rules::perm::may_setattr`, on the record the transaction read);
     /// its groups decide whether a chown without a mode clears setgid
     /// (`rules::privs::chown_perm`).
-    pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &crate::SetAttr) -> Result<Attr> {
+    pub fn setattr_as(&self, ctx: &Ctx, ino: Ino, sa: &shoal_core::SetAttr) -> Result<Attr> {
         if let Some(size) = sa.size {
             rules::link::check_size(size)?;
         }
@@ -1976,7 +1114,7 @@ impl SharedFs {
 
     /// setattr's mode, owner and times (its size is the caller's), on the
     /// record as the transaction read it.
-    fn set_attrs(ctx: &Ctx, n: &mut Node, sa: &crate::SetAttr, t: Ts) -> Result<()> {
+    fn set_attrs(ctx: &Ctx, n: &mut Node, sa: &shoal_core::SetAttr, t: Ts) -> Result<()> {
         let before = n.attr;
         if let Some(m) = sa.mode {
             n.attr.perm = rules::perm::chmod_perm(ctx, &before, (m & 0o7777) as u16);
@@ -1993,9 +1131,9 @@ impl SharedFs {
         if let Some(g) = sa.gid {
             n.attr.gid = g;
         }
-        let at = |x: crate::TimeSet| match x {
-            crate::TimeSet::Now => t,
-            crate::TimeSet::At(v) => v,
+        let at = |x: shoal_core::TimeSet| match x {
+            shoal_core::TimeSet::Now => t,
+            shoal_core::TimeSet::At(v) => v,
         };
         if let Some(a) = sa.atime {
             n.attr.atime = at(a);
@@ -2019,7 +1157,7 @@ impl SharedFs {
     }
 
     /// `setxattr` by the caller `ctx`. The POSIX ACLs are kept in step with
-    /// the mode as in the embedded engine (`crate::acl`; the kernel
+    /// the mode as in the embedded engine (`shoal_core::acl`; the kernel
     /// enforces them, FUSE_POSIX_ACL): an access ACL sets the mode's
     /// permission bits and clears setgid unless the caller is root or in
     /// the file's group; one the mode alone expresses is not stored; an
@@ -2056,8 +1194,8 @@ impl SharedFs {
             }
             let pos = n.xattrs.iter().position(|(k, _)| k == name);
             match (pos, flags) {
-                (Some(_), crate::XATTR_CREATE) => return Err(Error::Exists),
-                (None, crate::XATTR_REPLACE) => return Err(Error::NoAttr),
+                (Some(_), shoal_core::XATTR_CREATE) => return Err(Error::Exists),
+                (None, shoal_core::XATTR_REPLACE) => return Err(Error::NoAttr),
                 (Some(p), _) if remove => {
                     n.xattrs.remove(p);
                 }
@@ -2133,7 +1271,7 @@ impl SharedFs {
     /// An inode's record from the record cache when it knows it, else (or
     /// `fresh`) from the store. What the cache answers is at least as new
     /// as what this daemon's last read of the store saw (an open's, for
-    /// close-to-open): it only ever moves forward (`super::cache`).
+    /// close-to-open): it only ever moves forward (`super::record_cache`).
     pub(super) fn load_known(&self, ino: Ino, fresh: bool) -> Result<Node> {
         if let Some(n) = self.pending_node(ino) {
             return Ok(n);
@@ -2254,119 +1392,4 @@ impl SharedFs {
         }
         Ok(())
     }
-}
-
-impl Drop for SharedFs {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-/// What `check` found wrong with a shared namespace.
-#[derive(Debug, Default)]
-pub struct SharedCheck {
-    pub inodes: u64,
-    pub entries: u64,
-    pub problems: Vec<String>,
-}
-
-/// fsck of a shared namespace: every entry names an inode of its kind in a
-/// directory that exists; every inode but the root is named, a file as
-/// many times as its link count, a directory once, from the parent it
-/// records; no directory is its own ancestor.
-pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
-    if store.get(FORMAT_KEY).map_err(kv)?.is_none() {
-        return Err(Error::Io(
-            "no shoal filesystem here (make one with `shoal mkfs`)".into(),
-        ));
-    }
-    let mut r = SharedCheck::default();
-    let all = |lo: &[u8], hi: &[u8]| scan_all(store, lo, hi);
-    let mut nodes: HashMap<Ino, Node> = HashMap::new();
-    for (k, v) in all(b"I", b"J")? {
-        let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
-        match Node::decode(ino, &v.value) {
-            Ok(n) => {
-                if let Err(e) = Table::of(&n) {
-                    r.problems.push(e.to_string());
-                }
-                nodes.insert(ino, n);
-            }
-            Err(e) => r.problems.push(format!("inode {ino}: {e}")),
-        }
-    }
-    r.inodes = nodes.len() as u64;
-    let orphans: std::collections::HashSet<Ino> = all(b"O", b"P")?
-        .into_iter()
-        .filter(|(k, _)| k.len() == 17)
-        .map(|(k, _)| u64::from_be_bytes(k[9..17].try_into().unwrap()))
-        .collect();
-    let mut names: HashMap<Ino, Vec<Ino>> = HashMap::new();
-    for (k, v) in all(b"E", b"F")? {
-        r.entries += 1;
-        let parent = u64::from_be_bytes(k[1..9].try_into().unwrap());
-        let name = String::from_utf8_lossy(&k[9..]).to_string();
-        let (ino, kind) = dec_entry(&v.value)?;
-        match nodes.get(&parent) {
-            Some(p) if p.attr.kind == Kind::Dir => {}
-            _ => r
-                .problems
-                .push(format!("entry {parent}/{name}: no directory {parent}")),
-        }
-        match nodes.get(&ino) {
-            None => r
-                .problems
-                .push(format!("entry {parent}/{name}: no inode {ino}")),
-            Some(n) if n.attr.kind != kind => r.problems.push(format!(
-                "entry {parent}/{name}: kind differs from inode {ino}'s"
-            )),
-            Some(_) => names.entry(ino).or_default().push(parent),
-        }
-    }
-    for (ino, n) in &nodes {
-        let named = names.get(ino).map_or(0, |v| v.len()) as u32;
-        if *ino == ROOT_INO {
-            if named != 0 {
-                r.problems.push("the root is named by an entry".into());
-            }
-            continue;
-        }
-        match n.attr.kind {
-            Kind::Dir => {
-                if named != 1 {
-                    r.problems
-                        .push(format!("directory {ino}: named {named} times"));
-                } else if names[ino][0] != n.parent() {
-                    r.problems.push(format!(
-                        "directory {ino}: in {} but records parent {}",
-                        names[ino][0],
-                        n.parent()
-                    ));
-                }
-            }
-            _ if n.attr.nlink == 0 && named == 0 && orphans.contains(ino) => {}
-            _ if named != n.attr.nlink => r.problems.push(format!(
-                "inode {ino}: nlink {} but {named} names",
-                n.attr.nlink
-            )),
-            _ => {}
-        }
-    }
-    // No cycles: from each directory, the parents reach the root.
-    for (ino, n) in &nodes {
-        if n.attr.kind != Kind::Dir {
-            continue;
-        }
-        let (mut a, mut steps) = (*ino, 0);
-        while a != ROOT_INO && steps <= nodes.len() {
-            a = nodes.get(&a).map_or(ROOT_INO, |n| n.parent());
-            steps += 1;
-        }
-        if a != ROOT_INO {
-            r.problems.push(format!(
-                "directory {ino}: its parents do not reach the root"
-            ));
-        }
-    }
-    Ok(r)
 }

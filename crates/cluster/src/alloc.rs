@@ -9,17 +9,17 @@
 //! zeros). A file has no holes that SEEK_HOLE finds before its end, as
 //! on a filesystem that does not track them (the VFS's default answer).
 
-use super::ns::SharedFs;
-use crate::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::types::{Ino, Kind};
-use crate::SetAttr;
+use super::ns::ClusterFs;
+use shoal_core::engine::{FALLOC_KEEP_SIZE, FALLOC_PUNCH_HOLE, FALLOC_ZERO_RANGE};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::types::{Ino, Kind};
+use shoal_core::SetAttr;
 
 /// Zeros written at once by a punch or a zeroing.
 const ZEROS: u64 = 1 << 20;
 
-impl SharedFs {
+impl ClusterFs {
     /// fallocate(2): `mode` of `FALLOC_KEEP_SIZE`, `FALLOC_PUNCH_HOLE`
     /// (with KEEP_SIZE) and `FALLOC_ZERO_RANGE`; any other EOPNOTSUPP.
     pub fn fallocate(&self, ino: Ino, off: u64, len: u64, mode: u32) -> Result<()> {
@@ -99,7 +99,7 @@ impl SharedFs {
                 return Ok(false);
             }
             n.attr.perm &= !k;
-            n.attr.ctime = crate::types::Ts::now();
+            n.attr.ctime = shoal_core::types::Ts::now();
             tx.put_node(&mut n)?;
             Ok(true)
         })

@@ -5,7 +5,7 @@
 //! A shared namespace never rewrites an object: a changed chunk of a file
 //! is a new object with a new name, and the inode record's chunk table
 //! points at it in the same commit that changes the file's size and times
-//! (`super::data`). So what another daemon reads is whatever the inode
+//! (`super::filedata`). So what another daemon reads is whatever the inode
 //! record it read names, and an object store that is only eventually
 //! consistent for overwrites (S3 before 2020) still answers right.
 //!
@@ -17,8 +17,8 @@
 //! - `list` gives every object's name and size (for the collection of
 //!   objects no inode names, and for fsck).
 
-use crate::error::{Error, Result};
-use crate::sync::PlainMutex;
+use shoal_core::error::{Error, Result};
+use shoal_core::sync::PlainMutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 

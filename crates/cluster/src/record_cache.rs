@@ -23,7 +23,7 @@
 //! a stale answer can never become a lost update.
 
 use super::{Op, Rev};
-use crate::sync::PlainMutex;
+use shoal_core::sync::PlainMutex;
 use std::collections::HashMap;
 
 /// What one cached key costs beyond its key's and value's bytes: the

@@ -11,12 +11,12 @@
 //! NOATIME is kept and shown; access times are not kept on a shared
 //! namespace at all (docs/rules.md), so it changes nothing here.
 
-use super::ns::{ikey, Node, SharedFs};
-use crate::error::{Error, Result};
-use crate::rules;
-use crate::types::{Attr, Ctx, Ino, Ts};
+use super::ns::{ikey, ClusterFs, Node};
+use shoal_core::error::{Error, Result};
+use shoal_core::rules;
+use shoal_core::types::{Attr, Ctx, Ino, Ts};
 
-impl SharedFs {
+impl ClusterFs {
     /// The inode's flags (`FS_IOC_GETFLAGS`), from the record cache if it
     /// knows the record.
     pub fn flags(&self, ino: Ino) -> Result<u32> {

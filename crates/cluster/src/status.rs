@@ -10,16 +10,16 @@
 //! before), `O sid ino` an inode unlinked while open on session `sid`,
 //! `H ino sid` a hold of another session on such an inode
 //! (`super::holds`), `K ino sid` the file locks of a session on an inode
-//! (`super::locks`), `L dir lo` a directory lease and `R dir` a request
-//! for one (`super::lease`), `I ino` the inode records (counted, and the
+//! (`super::filelocks`), `L dir lo` a directory lease and `R dir` a request
+//! for one (`super::dirlease`), `I ino` the inode records (counted, and the
 //! files' sizes summed: a scan of every record, so it takes time on a
 //! large namespace).
 
-use super::locks::{decode as decode_locks, Lock};
+use super::filelocks::{decode as decode_locks, Lock};
 use super::ns::{data_url, scan_all, Node};
 use super::SharedStore;
-use crate::error::{Error, Result};
-use crate::types::{Ino, Kind};
+use shoal_core::error::{Error, Result};
+use shoal_core::types::{Ino, Kind};
 
 /// A session of a mount: its id and what its daemon wrote about itself.
 #[derive(Clone, Debug)]
@@ -149,20 +149,20 @@ pub fn status(store: &dyn SharedStore) -> Result<Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared::ns::{SessionOpts, SharedFs};
-    use crate::shared::sim::SimStore;
-    use crate::types::ROOT_INO;
+    use crate::ns::{ClusterFs, SessionOpts};
+    use crate::sim::SimStore;
+    use shoal_core::types::ROOT_INO;
 
     /// A session, a file unlinked while open, a lock and a lease all show.
     #[test]
     fn status_shows_sessions_open_unlinked_files_and_locks() {
         let store = SimStore::new();
-        crate::shared::ns::mkfs(&*store).unwrap();
+        crate::ns::mkfs(&*store).unwrap();
         let opts = SessionOpts {
             who: r#"{"host":"h1","pid":7}"#.into(),
             ..SessionOpts::default()
         };
-        let fs = SharedFs::open(store.clone(), opts).unwrap();
+        let fs = ClusterFs::open(store.clone(), opts).unwrap();
         let f = fs.create(ROOT_INO, b"f", 0o644).unwrap();
         fs.open_file(f.ino).unwrap();
         let lock = Lock {
@@ -173,12 +173,12 @@ mod tests {
             end: i64::MAX as u64,
             pid: 42,
         };
-        let got = fs.setlk(f.ino, &lock, super::super::locks::Want::Write);
+        let got = fs.setlk(f.ino, &lock, super::super::filelocks::Want::Write);
         assert_eq!(got.unwrap(), None, "no other lock stops it");
         fs.unlink(ROOT_INO, b"f").unwrap();
         fs.fsyncdir().unwrap();
         let s = status(&*store).unwrap();
-        assert_eq!(s.format, crate::shared::ns::SHARED_FORMAT);
+        assert_eq!(s.format, crate::ns::SHARED_FORMAT);
         assert_eq!(s.sessions.len(), 1);
         assert_eq!(s.sessions[0].sid, fs.session());
         assert!(s.sessions[0].who.contains("\"host\":\"h1\""));

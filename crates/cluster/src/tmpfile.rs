@@ -4,7 +4,7 @@
 //! It is born an orphan of this daemon's session, as a file unlinked while
 //! open here (`ns.rs`, `drop_link`): its record with no links and its
 //! orphan key `O sid ino` commit together, no entry names it, and its last
-//! close here removes it (`SharedFs::release`). If the daemon dies first,
+//! close here removes it (`ClusterFs::release`). If the daemon dies first,
 //! its session goes with its lease, and any other daemon reclaims the
 //! orphan (`super::holds`, `reclaim_orphans`), as it reclaims every orphan
 //! of a dead session. linkat (AT_EMPTY_PATH, or /proc/self/fd) names it
@@ -13,12 +13,12 @@
 //! no other daemon can reach an unnamed inode (Linux's I_LINKABLE, which a
 //! file unlinked while open does not have).
 
-use super::ns::{okey, NewNode, SharedFs};
-use crate::error::Result;
-use crate::rules;
-use crate::types::{Attr, Ctx, Ino, Kind, Ts};
+use super::ns::{okey, ClusterFs, NewNode};
+use shoal_core::error::Result;
+use shoal_core::rules;
+use shoal_core::types::{Attr, Ctx, Ino, Kind, Ts};
 
-impl SharedFs {
+impl ClusterFs {
     /// An unnamed regular file, open, in directory `parent` (its group,
     /// setgid and default ACL apply, as for a create; `perm` before the
     /// umask in `ctx`), with nlink 0.

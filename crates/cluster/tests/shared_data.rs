@@ -1,4 +1,4 @@
-//! File data of a shared namespace (`shoal_core::shared::data`): files past
+//! File data of a shared namespace (`shoal_cluster::filedata`): files past
 //! the inline size in an object store, as two daemons see them. Bytes
 //! written on one daemon read back on another after the writer's flush
 //! (close-to-open), sparse and overwritten chunks, truncates across the
@@ -6,29 +6,29 @@
 //! file or when replaced, and the collection of objects no inode names.
 
 use rand::{Rng, SeedableRng};
-use shoal_core::shared::blob::{Blobs, MemBlobs};
-use shoal_core::shared::data::{self, DATA_CHUNK};
-use shoal_core::shared::ns::{self, SessionOpts, SharedFs, SHARED_INLINE_MAX};
-use shoal_core::shared::sim::SimStore;
-use shoal_core::shared::SharedStore;
+use shoal_cluster::blob::{Blobs, MemBlobs};
+use shoal_cluster::filedata::{self, DATA_CHUNK};
+use shoal_cluster::ns::{self, ClusterFs, SessionOpts, SHARED_INLINE_MAX};
+use shoal_cluster::sim::SimStore;
+use shoal_cluster::SharedStore;
 use shoal_core::{SetAttr, ROOT_INO};
 use shoal_testkit::shared_ns::assert_clean;
 use std::sync::Arc;
 
 const GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
-fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
+fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<ClusterFs>>) {
     let s = SimStore::new();
     ns::mkfs_with_data(&*s, Some("mem:")).unwrap();
     let b = Arc::new(MemBlobs::default());
     let fss = (0..n)
         .map(|_| {
-            SharedFs::open_with_data(
+            ClusterFs::open_with_data(
                 s.clone() as Arc<dyn SharedStore>,
                 Some(b.clone() as Arc<dyn Blobs>),
                 SessionOpts {
                     // An unlinked file goes (objects and all) after this
-                    // (`shoal_core::shared::holds`; 10 s by default).
+                    // (`shoal_cluster::holds`; 10 s by default).
                     unlinked_grace: GRACE,
                     ..SessionOpts::default()
                 },
@@ -39,7 +39,7 @@ fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<SharedFs>>) {
     (s, b, fss)
 }
 
-fn truncate(fs: &SharedFs, ino: u64, size: u64) {
+fn truncate(fs: &ClusterFs, ino: u64, size: u64) {
     let sa = SetAttr {
         size: Some(size),
         ..Default::default()
@@ -50,7 +50,7 @@ fn truncate(fs: &SharedFs, ino: u64, size: u64) {
 /// The file's bytes as a program on `fs` sees them: open (which reads the
 /// record from the store: another daemon's committed changes are there at
 /// once, where a stat may lag by the change stream's delay), read, close.
-fn read_all(fs: &SharedFs, ino: u64) -> Vec<u8> {
+fn read_all(fs: &ClusterFs, ino: u64) -> Vec<u8> {
     let size = open_size(fs, ino);
     let mut out = vec![];
     while (out.len() as u64) < size {
@@ -62,7 +62,7 @@ fn read_all(fs: &SharedFs, ino: u64) -> Vec<u8> {
 }
 
 /// The size an open on `fs` finds (close-to-open).
-fn open_size(fs: &SharedFs, ino: u64) -> u64 {
+fn open_size(fs: &ClusterFs, ino: u64) -> u64 {
     let size = fs.open_file(ino).unwrap().size;
     fs.release(ino).unwrap();
     size
@@ -138,7 +138,7 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     assert_eq!(blobs.len(), before);
     assert_eq!(read_all(a, f), model);
     assert_clean(&*s);
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!(
         (c.unnamed, c.in_flight, c.missing.len()),
         (0, 0, 0),
@@ -227,7 +227,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     let dead = format!("{f:016x}/00000005-{:016x}-98", 0xdead_u64);
     blobs.put(&live, b"in flight").unwrap();
     blobs.put(&dead, b"left by a crash").unwrap();
-    let c = data::collect(&*s, &*blobs, false).unwrap();
+    let c = filedata::collect(&*s, &*blobs, false).unwrap();
     assert_eq!(
         (c.unnamed, c.in_flight, c.missing.len()),
         (1, 1, 0),
@@ -239,7 +239,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     // Lose the file's object: reported, and a read says what is wrong.
     let (obj, _) = blobs.list().unwrap().remove(0);
     blobs.delete(&obj).unwrap();
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!(c.missing, vec![obj]);
     let e = a.read(f, 0, 10).unwrap_err().to_string();
     assert!(e.contains("missing"), "{e}");
@@ -251,7 +251,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
 fn without_an_object_store_large_writes_are_refused() {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    let a = SharedFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
     a.write(f, 0, b"ok").unwrap();
     assert_eq!(
@@ -272,7 +272,7 @@ fn buffered_writes_of_many_files_stay_within_the_bound() {
     let b = Arc::new(MemBlobs::default());
     let bound = 8 << 20;
     let open = |dirty_max| {
-        SharedFs::open_with_data(
+        ClusterFs::open_with_data(
             s.clone() as Arc<dyn SharedStore>,
             Some(b.clone() as Arc<dyn Blobs>),
             SessionOpts {
@@ -352,7 +352,7 @@ fn whole_chunks_upload_while_writing_and_reads_fetch_ahead() {
     a.flush(f).unwrap();
     assert_eq!(blobs.puts.load(Relaxed), 4, "only chunk 1 again");
     assert_eq!(blobs.len(), 3, "the early object of chunk 1 is gone");
-    let c = data::collect(&*s, &*blobs, true).unwrap();
+    let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!((c.unnamed, c.missing.len()), (0, 0), "{c:?}");
 
     // Two reads in order on b: the second is sequential, so chunks 1 and

@@ -1,10 +1,10 @@
-//! The shared-store seam (`shoal_core::shared`): the conformance suite on
+//! The shared-store seam (`shoal_cluster`): the conformance suite on
 //! the simulator in etcd and TiKV modes, and the simulator's faults, which
 //! the daemons' tests lean on: a commit whose result is lost, a store that
 //! is unavailable or full, a change stream that lags or was compacted.
 
-use shoal_core::shared::sim::{Fault, SimStore};
-use shoal_core::shared::{Cond, KvError, Op, Outcome, SharedStore};
+use shoal_cluster::sim::{Fault, SimStore};
+use shoal_cluster::{Cond, KvError, Op, Outcome, SharedStore};
 use shoal_testkit::conformance::{run_all, Harness};
 use std::sync::Arc;
 use std::time::Duration;
