@@ -51,6 +51,7 @@ suite "the client without FUSE (docs/client.md): its changes seen through the mo
 suite "the client's C ABI: a C program built with cc against include/shoal.h and libshoal_client.so, on a real mount (about 2 s)" bash tests/scripts/client-c.sh
 suite "the client's Python package: a wheel built by maturin, installed in a venv, os-like calls and file objects on a real mount (about 1 min with a fresh build)" bash tests/scripts/client-python.sh
 suite "the preload shim (shoal run): an unmodified program's open, fstat, close, rename, mkdir, unlink and fork served by the client and seen through the mount; a C crunl in 1 and 2 processes; fsck clean (about 5 s)" bash tests/scripts/client-shim.sh
+suite "the client on etcd mounts: a 3-member cluster, two mounts; the client's changes seen at once through its mount (hour-long kernel caches) and the other, the other's seen by the client, a uid 1000 child refused in root's 0700 directory, file opens continuing on the mount (about 10 s)" bash tests/scripts/client-etcd.sh
 suite "first run: scripts/setup.sh on a bare Debian 12 (debootstrap minbase), a fuse.shoal mount, plain remount,ro and rw" bash tests/scripts/firstrun.sh
 suite "metrics endpoint (parsed by the Prometheus Python parser) and shoal status, embedded and on etcd" bash tests/scripts/metrics.sh
 suite "dump and load: embedded to etcd (data on SeaweedFS) to embedded, judged by rsync -aHAXn, getfattr, lsattr; a dump while writers run is a prefix of their log" bash tests/scripts/dump.sh
