@@ -39,13 +39,6 @@ run mv "$M/untar" "$M/moved" || fail "mv of a tree"
 run rm -r "$M/moved" "$M/shim" || fail "rm -r under the shim"
 [ ! -e "$M/moved" ] && [ ! -e "$M/shim" ] || fail "rm -r left $(ls "$M")"
 grep -q "unlinkat .*: to the daemon" "$LOG" || fail "rm -r's unlinkat not served"
-# 3. git.
-mkdir "$M/g"
-(cd "$M/g" && run sh -c 'git init -q . && cp -a "$0"/src . && git add . && git -c user.name=t -c user.email=t@t commit -qm one && git status --porcelain' "$SRC") > "$WORK/csp.git" \
-  || fail "git under the shim: $(cat "$WORK/csp.git")"
-[ ! -s "$WORK/csp.git" ] || fail "git status after commit: $(head -3 "$WORK/csp.git")"
-[ "$(cd "$M/g" && git ls-files | wc -l)" = "$(cd "$SRC" && find src -type f | wc -l)" ] || fail "git's index through the mount"
-(cd "$M/g" && git fsck -q) || fail "git fsck through the mount"
 # 4. SQLite, both journal modes.
 for mode in delete wal; do
   db=$M/t-$mode.db
@@ -100,6 +93,13 @@ GO
   # Go's binary is static (CGO_ENABLED=0): a static binary too.
   file "$WORK/csp-go/csp-go" 2>/dev/null | grep -q "statically linked" || echo "client-shim-programs: note: the Go binary is not static"
 fi
+# 3. git.
+mkdir "$M/g"
+(cd "$M/g" && run sh -c 'git init -q . && cp -a "$0"/src . && git add . && git -c user.name=t -c user.email=t@t commit -qm one && git status --porcelain' "$SRC") > "$WORK/csp.git" \
+  || fail "git under the shim: $(cat "$WORK/csp.git")"
+[ ! -s "$WORK/csp.git" ] || fail "git status after commit: $(head -3 "$WORK/csp.git")"
+[ "$(cd "$M/g" && git ls-files | wc -l)" = "$(cd "$SRC" && find src -type f | wc -l)" ] || fail "git's index through the mount"
+(cd "$M/g" && git fsck -q) || fail "git fsck through the mount"
 "$SHOAL" stats "$M" --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["client"]; print("client calls:", c["calls"])'
 echo "log: $(grep -c 'to the daemon' "$LOG") calls to the daemon, $(grep -c 'falls through' "$LOG") fell through"
 unmount_check client-shim-programs >/dev/null || fail "fsck after the programs"

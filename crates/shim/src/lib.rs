@@ -384,7 +384,31 @@ unsafe fn shim_fstat(fd: c_int, st: *mut libc::stat) -> Option<c_int> {
     let r = o.lock().as_ref()?.fstat();
     serve(r, |s| {
         shoal_client::capi::fill_stat(&s, st);
+        (*st).st_dev = mount_dev();
         0
+    })
+}
+
+/// The mount's device number, as the kernel reports it in a stat through
+/// the mount (a raw system call, once): a file's stat from the daemon
+/// carries it, or a program comparing a path's stat with its descriptor's
+/// (cp: "replaced while being copied") sees two files.
+fn mount_dev() -> libc::dev_t {
+    static DEV: OnceLock<libc::dev_t> = OnceLock::new();
+    *DEV.get_or_init(|| {
+        let Some(m) = mount().and_then(|m| std::ffi::CString::new(m).ok()) else {
+            return 0;
+        };
+        // SAFETY: a zeroed stat buffer the kernel fills; a C string.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let r = libc::syscall(libc::SYS_newfstatat, libc::AT_FDCWD, m.as_ptr(), &mut st, 0);
+            if r == 0 {
+                st.st_dev
+            } else {
+                0
+            }
+        }
     })
 }
 
