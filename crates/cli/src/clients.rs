@@ -157,6 +157,9 @@ impl Counters {
     }
 }
 
+/// A name the kernel was told to drop: (directory, name).
+pub type Dropped = Box<dyn Fn(Ino, &[u8]) + Send + Sync>;
+
 pub struct Server<N: Backend> {
     pub ns: Arc<N>,
     /// The FUSE session's notifier, once mounted.
@@ -172,7 +175,7 @@ pub struct Server<N: Backend> {
     pub counters: Arc<Counters>,
     /// Told each name the server made the kernel drop (an etcd mount's
     /// adapter keeps the names it handed the kernel).
-    pub dropped: Option<Box<dyn Fn(Ino, &[u8]) + Send + Sync>>,
+    pub dropped: Option<Dropped>,
     live: AtomicUsize,
     hangups: OnceLock<Arc<Hangups>>,
 }

@@ -571,6 +571,59 @@ pub unsafe extern "C" fn renameat2(
         .unwrap_or_else(|| real!("renameat2", Renameat2Fn)(da, a, db, b, flags))
 }
 
+/// Files mapped by the program: their handles stay open until the
+/// process ends (the daemon closes them at the hang-up). A close would
+/// unpin a small file's object, its bytes going back to its record, and
+/// the mapping would fault (git maps its config, closes the descriptor,
+/// then reads the map: SIGBUS).
+static MAPPED: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
+
+type MmapFn = unsafe extern "C" fn(
+    *mut libc::c_void,
+    libc::size_t,
+    c_int,
+    c_int,
+    c_int,
+    libc::off_t,
+) -> *mut libc::c_void;
+
+unsafe fn keep_mapped(fd: c_int, r: *mut libc::c_void) -> *mut libc::c_void {
+    if r != libc::MAP_FAILED && fd >= 0 {
+        if let Some(o) = opened(fd) {
+            if logging() {
+                log(format_args!(
+                    "mmap of descriptor {fd}: its handle kept until exit"
+                ));
+            }
+            MAPPED.lock().push(o);
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    a: *mut libc::c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
+    keep_mapped(fd, real!("mmap", MmapFn)(a, len, prot, flags, fd, off))
+}
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    a: *mut libc::c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
+    keep_mapped(fd, real!("mmap64", MmapFn)(a, len, prot, flags, fd, off))
+}
+
 extern "C" fn before_fork() {
     std::mem::forget(FILES.lock());
 }
@@ -586,6 +639,11 @@ extern "C" fn after_fork_child() {
             if let Some(f) = o.lock().take() {
                 f.forget();
             }
+        }
+    }
+    for o in std::mem::take(&mut *MAPPED.lock()) {
+        if let Some(f) = o.lock().take() {
+            f.forget();
         }
     }
     shoal_client::forget_connections();
