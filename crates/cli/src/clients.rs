@@ -39,18 +39,91 @@ use std::time::Duration;
 
 pub use shoal_client::SOCKET;
 
-/// The seam between the server and the namespace: the operations it
-/// calls, with the engine's signatures. Today the embedded `Engine`; when
-/// the namespace surface shared with the etcd namespace exists, its trait
-/// replaces this one (or implements it in one place) and the server serves
-/// both modes unchanged.
-pub trait Namespace: Send + Sync + 'static {
-    fn ns(&self) -> &Engine;
+/// What the server needs beyond the namespace surface both modes answer
+/// (`shoal_core::Namespace`): a directory's entries page by page, what a
+/// stat says of blocks, and file data. The embedded engine hands the
+/// client a file's data object (`data`); a namespace on etcd keeps file
+/// data in an object store, so an open there answers "continue on the
+/// mount at this path" and the caller opens the file through the kernel
+/// (the shim falls through; docs/client.md, "etcd mounts").
+pub trait Backend: shoal_core::Namespace + 'static {
+    /// A page of `dir`'s entries after `cookie` (0: the first), `.` and
+    /// `..` left out; each entry's cookie continues after it.
+    fn entries(&self, ctx: &Ctx, dir: Ino, cookie: u64) -> Result<Vec<DirEntry>>;
+    /// The bytes a file takes (a stat's blocks).
+    fn allocated(&self, a: &Attr) -> u64;
+    /// opendir(2): read permission on the directory.
+    fn open_dir(&self, ctx: &Ctx, ino: Ino) -> Result<()>;
+    /// syncfs.
+    fn sync(&self) -> Result<()>;
+    /// The engine whose data objects an open hands out; `None`: opens of
+    /// files continue on the mount.
+    fn data(&self) -> Option<&Engine>;
 }
 
-impl Namespace for Engine {
-    fn ns(&self) -> &Engine {
-        self
+impl Backend for Engine {
+    fn entries(&self, _ctx: &Ctx, dir: Ino, cookie: u64) -> Result<Vec<DirEntry>> {
+        let mut cookie = cookie;
+        loop {
+            let page = self.readdir(dir, cookie, 1024)?;
+            let Some(last) = page.last() else {
+                return Ok(page);
+            };
+            cookie = last.cookie;
+            let v: Vec<DirEntry> = page
+                .into_iter()
+                .filter(|d| d.name != b"." && d.name != b"..")
+                .collect();
+            if !v.is_empty() {
+                return Ok(v);
+            }
+        }
+    }
+    fn allocated(&self, a: &Attr) -> u64 {
+        Engine::allocated(self, a)
+    }
+    fn open_dir(&self, ctx: &Ctx, ino: Ino) -> Result<()> {
+        Engine::open_dir(self, ctx, ino, R_OK).map(|_| ())
+    }
+    fn sync(&self) -> Result<()> {
+        Engine::sync(self)
+    }
+    fn data(&self) -> Option<&Engine> {
+        Some(self)
+    }
+}
+
+impl Backend for shoal_core::shared::ns::SharedFs {
+    /// The whole directory, sorted by name (`Namespace::list`), from the
+    /// entry after the `cookie`th: a cookie is a position.
+    fn entries(&self, ctx: &Ctx, dir: Ino, cookie: u64) -> Result<Vec<DirEntry>> {
+        let all = shoal_core::Namespace::list(self, ctx, dir)?;
+        Ok(all
+            .into_iter()
+            .enumerate()
+            .skip(cookie as usize)
+            .map(|(i, (name, ino, kind))| DirEntry {
+                name,
+                ino,
+                kind,
+                cookie: i as u64 + 1,
+            })
+            .collect())
+    }
+    fn allocated(&self, a: &Attr) -> u64 {
+        a.size.div_ceil(4096) * 4096
+    }
+    fn open_dir(&self, ctx: &Ctx, ino: Ino) -> Result<()> {
+        if shoal_core::Namespace::getattr(self, ctx, ino)?.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        shoal_core::Namespace::access(self, ctx, ino, R_OK)
+    }
+    fn sync(&self) -> Result<()> {
+        self.fsyncdir()
+    }
+    fn data(&self) -> Option<&Engine> {
+        None
     }
 }
 
@@ -84,7 +157,10 @@ impl Counters {
     }
 }
 
-pub struct Server<N: Namespace> {
+/// A name the kernel was told to drop: (directory, name).
+pub type Dropped = Box<dyn Fn(Ino, &[u8]) + Send + Sync>;
+
+pub struct Server<N: Backend> {
     pub ns: Arc<N>,
     /// The FUSE session's notifier, once mounted.
     pub notifier: Arc<OnceLock<fuser::Notifier>>,
@@ -97,6 +173,9 @@ pub struct Server<N: Namespace> {
     /// The mount point: an absolute symlink under it is followed inside.
     pub mountpoint: PathBuf,
     pub counters: Arc<Counters>,
+    /// Told each name the server made the kernel drop (an etcd mount's
+    /// adapter keeps the names it handed the kernel).
+    pub dropped: Option<Dropped>,
     live: AtomicUsize,
     hangups: OnceLock<Arc<Hangups>>,
 }
@@ -167,7 +246,7 @@ impl Hangups {
     }
 }
 
-impl<N: Namespace> Server<N> {
+impl<N: Backend> Server<N> {
     pub fn new(
         ns: Arc<N>,
         notifier: Arc<OnceLock<fuser::Notifier>>,
@@ -183,6 +262,7 @@ impl<N: Namespace> Server<N> {
             max: 256,
             mountpoint,
             counters: Arc::default(),
+            dropped: None,
             live: AtomicUsize::new(0),
             hangups: OnceLock::new(),
         }
@@ -341,13 +421,18 @@ impl<N: Namespace> Server<N> {
         self.counters.json(self.live.load(Ordering::Relaxed))
     }
 
-    fn engine(&self) -> &Engine {
-        self.ns.ns()
+    /// The engine for an operation on a handed-out file (only the
+    /// embedded engine hands them out).
+    fn engine(&self) -> Result<&Engine> {
+        self.ns.data().ok_or(Error::Invalid)
     }
 
     fn inval_entry(&self, parent: Ino, name: &[u8]) {
         if let Some(n) = self.notifier.get() {
             let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(name));
+        }
+        if let Some(f) = &self.dropped {
+            f(parent, name);
         }
     }
 
@@ -369,7 +454,7 @@ impl<N: Namespace> Server<N> {
             gid: a.gid,
             rdev: a.rdev,
             size: a.size,
-            blocks: self.engine().allocated(a).div_ceil(512),
+            blocks: self.ns.allocated(a).div_ceil(512),
             atime: t(a.atime),
             mtime: t(a.mtime),
             ctime: t(a.ctime),
@@ -384,7 +469,7 @@ impl<N: Namespace> Server<N> {
             return Ok(ROOT_INO);
         }
         match conn.handles.get(&dir) {
-            Some(Handle::Dir(ino)) => Ok(*ino),
+            Some(Handle::Dir(ino, _)) => Ok(*ino),
             _ => Err(Error::Invalid),
         }
     }
@@ -420,7 +505,7 @@ impl<N: Namespace> Server<N> {
             if rest_empty {
                 return Ok(Walk::At(cur, first));
             }
-            let a = self.engine().lookup(ctx, cur, &first)?;
+            let a = self.ns.lookup(ctx, cur, &first)?;
             match a.kind {
                 Kind::Dir => {
                     cur = a.ino;
@@ -431,7 +516,7 @@ impl<N: Namespace> Server<N> {
                     if links > 40 {
                         return Err(Fail::Errno(libc::ELOOP));
                     }
-                    let target = self.engine().readlink(a.ino)?;
+                    let target = self.ns.readlink(ctx, a.ino)?;
                     let mut next = target.clone();
                     next.push(b'/');
                     next.extend_from_slice(&rest);
@@ -475,14 +560,14 @@ impl<N: Namespace> Server<N> {
                 Walk::Outside(p) => return Ok(Resolved::Outside(p)),
             };
             let a = if name.is_empty() {
-                self.engine().getattr(parent)?
+                self.ns.getattr(&conn.ctx, parent)?
             } else {
-                self.engine().lookup(&conn.ctx, parent, &name)?
+                self.ns.lookup(&conn.ctx, parent, &name)?
             };
             if a.kind != Kind::Symlink || !follow {
                 return Ok(Resolved::Inode(a, parent, name));
             }
-            let target = self.engine().readlink(a.ino)?;
+            let target = self.ns.readlink(&conn.ctx, a.ino)?;
             if target.first() == Some(&b'/') {
                 match self.inside(&target) {
                     Some(p) => {
@@ -497,6 +582,20 @@ impl<N: Namespace> Server<N> {
             }
         }
         Err(Fail::Errno(libc::ELOOP))
+    }
+
+    /// A request's path under the mount, from its root ("/a/b"): the
+    /// directory handle's path joined with a relative one.
+    fn path_of(&self, conn: &Conn, dir: u64, path: &[u8]) -> Vec<u8> {
+        let mut at = match conn.handles.get(&dir) {
+            Some(Handle::Dir(_, p)) if path.first() != Some(&b'/') => p.clone(),
+            _ => Vec::new(),
+        };
+        if path.first() != Some(&b'/') {
+            at.push(b'/');
+        }
+        at.extend_from_slice(path);
+        at
     }
 
     /// (parent, name) for an operation on a name: the last component is
@@ -550,7 +649,7 @@ impl<N: Namespace> Server<N> {
         req: &Request,
         fd: &mut Option<std::os::fd::OwnedFd>,
     ) -> std::result::Result<Answer, Fail> {
-        let e = self.engine();
+        let e = &*self.ns;
         let path = &req.s[0];
         let follow = req.flags & proto::FOLLOW != 0;
         let umask = (req.a[1] as u32) & 0o777;
@@ -584,6 +683,7 @@ impl<N: Namespace> Server<N> {
             }
             Op::Fsync => match conn.handles.get_mut(&req.a[0]) {
                 Some(Handle::File(f)) => {
+                    let e = self.engine()?;
                     e.refresh_from_data(f.ino, &mut f.seen, f.writable)?;
                     if req.flags & 1 != 0 {
                         e.fdatasync(f.ino)?;
@@ -592,15 +692,16 @@ impl<N: Namespace> Server<N> {
                     }
                     self.inval_inode(f.ino, false);
                 }
-                Some(Handle::Dir(_)) => e.sync()?,
+                Some(Handle::Dir(..)) => e.sync()?,
                 None => return Err(Error::Invalid.into()),
             },
             Op::Fstat => match conn.handles.get_mut(&req.a[0]) {
                 Some(Handle::File(f)) => {
+                    let e = self.engine()?;
                     e.refresh_from_data(f.ino, &mut f.seen, f.writable)?;
                     ans.stat = self.stat(&e.getattr(f.ino)?);
                 }
-                Some(Handle::Dir(ino)) => ans.stat = self.stat(&e.getattr(*ino)?),
+                Some(Handle::Dir(ino, _)) => ans.stat = self.stat(&e.getattr(&conn.ctx, *ino)?),
                 None => return Err(Error::Invalid.into()),
             },
             Op::Unlink | Op::Rmdir => {
@@ -651,26 +752,27 @@ impl<N: Namespace> Server<N> {
             }
             Op::Readlink => {
                 let (a, _, _) = self.resolve(conn, req.dir, path, false)?.inode()?;
-                ans.data = e.readlink(a.ino)?;
+                ans.data = e.readlink(&conn.ctx, a.ino)?;
             }
             Op::Opendir => {
                 let (a, _, _) = self.resolve(conn, req.dir, path, follow)?.inode()?;
                 if a.kind != Kind::Dir {
                     return Err(Error::NotDir.into());
                 }
-                e.open_dir(&conn.ctx, a.ino, R_OK)?;
-                let h = conn.add(Handle::Dir(a.ino));
+                e.open_dir(&conn.ctx, a.ino)?;
+                let at = self.path_of(conn, req.dir, path);
+                let h = conn.add(Handle::Dir(a.ino, at));
                 ans.a[0] = h;
                 ans.stat = self.stat(&a);
             }
             Op::Readdir => {
-                let Some(Handle::Dir(ino)) = conn.handles.get(&req.a[0]) else {
+                let Some(Handle::Dir(ino, _)) = conn.handles.get(&req.a[0]) else {
                     return Err(Error::Invalid.into());
                 };
                 let mut out = Vec::new();
                 let mut cookie = req.a[1];
                 'fill: loop {
-                    let v: Vec<DirEntry> = e.readdir(*ino, cookie, 1024)?;
+                    let v: Vec<DirEntry> = e.entries(&conn.ctx, *ino, cookie)?;
                     if v.is_empty() {
                         break;
                     }
@@ -744,7 +846,7 @@ impl<N: Namespace> Server<N> {
                     }
                     _ => {
                         // As Linux lists them: trusted.* only to root.
-                        for n in e.listxattr(a.ino)? {
+                        for n in e.listxattr(ctx, a.ino)? {
                             if ctx.uid != 0 && n.starts_with(b"trusted.") {
                                 continue;
                             }
@@ -766,9 +868,25 @@ impl<N: Namespace> Server<N> {
         req: &Request,
         fd: &mut Option<std::os::fd::OwnedFd>,
     ) -> std::result::Result<Answer, Fail> {
-        let e = self.engine();
         let flags = req.a_flags();
         let path = &req.s[0];
+        let Some(e) = self.ns.data() else {
+            // File data in an object store: the kernel mount opens it
+            // (and creates, and checks the file's own mode), the caller
+            // continues there, once this walk with its credentials
+            // reached the name: the kernel may hold the names on the way
+            // for longer than a chmod allows (docs/client.md).
+            let (p, name) = self.parent(conn, req.dir, path)?;
+            match self.ns.lookup(&conn.ctx, p, &name) {
+                Err(Error::NotFound) if flags & libc::O_CREAT != 0 => {}
+                r => {
+                    r?;
+                }
+            }
+            let mut at = self.mountpoint.as_os_str().as_bytes().to_vec();
+            at.extend_from_slice(&self.path_of(conn, req.dir, path));
+            return Err(Fail::Outside(at));
+        };
         let mask = open_mask(flags);
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let mut created = None;
@@ -864,7 +982,7 @@ impl<N: Namespace> Server<N> {
         let Handle::File(mut f) = h else {
             return Ok(());
         };
-        let e = self.engine();
+        let e = self.engine()?;
         let r = e
             .refresh_from_data(f.ino, &mut f.seen, f.writable)
             .and_then(|()| e.unpin_data(f.ino));
@@ -972,7 +1090,9 @@ struct OpenFile {
 
 enum Handle {
     File(OpenFile),
-    Dir(Ino),
+    /// The directory and its path under the mount, as opened (for the
+    /// paths an etcd mount's opens continue at).
+    Dir(Ino, Vec<u8>),
 }
 
 struct Conn {
@@ -990,6 +1110,34 @@ impl Conn {
     }
 }
 
+/// Where an etcd or TiKV mount's daemon puts `client.sock`: beside its
+/// run directory (mode 0700: its log and control socket are the mounting
+/// user's), in one of its own that anyone may pass through (0711), so
+/// that with `allow_other` other users reach the socket (its own mode,
+/// 0600 without `allow_other`, says who may connect). Made if `make`.
+pub fn shared_socket_dir(run: &Path, make: bool) -> PathBuf {
+    let mut d = run.as_os_str().to_owned();
+    d.push(".clients");
+    let d = PathBuf::from(d);
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if make {
+        let _ = std::fs::DirBuilder::new().mode(0o711).create(&d);
+    }
+    // Another user's directory (or a link) is not ours to use: the run
+    // directory itself, then (only its owner reaches it).
+    match std::fs::symlink_metadata(&d) {
+        Ok(m) if m.is_dir() && m.uid() == rustix::process::geteuid().as_raw() => {
+            if make {
+                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711));
+            }
+            d
+        }
+        _ if !make && run.join(SOCKET).exists() => run.to_path_buf(),
+        _ if make => run.to_path_buf(),
+        _ => d,
+    }
+}
+
 /// `shoal run MNT -- CMD`: CMD with the preload shim and the mount's
 /// socket in its environment (docs/client.md, "The preload shim"). The
 /// shim is `libshoal_shim.so` beside this binary, or in
@@ -998,7 +1146,24 @@ pub fn cmd_run(a: &crate::args::RunArgs) -> std::result::Result<i32, String> {
     use std::os::unix::process::CommandExt;
     let mnt = std::fs::canonicalize(&a.mountpoint)
         .map_err(|e| format!("{}: {e}", a.mountpoint.display()))?;
-    let c = shoal_client::Client::for_mount(&mnt).map_err(|e| e.to_string())?;
+    // An etcd or TiKV mount's sockets are in a run directory named by a
+    // hash of its source and mount point (`control::shared_run_dir`),
+    // which this binary computes as its daemon did.
+    let shared = crate::mountinfo::at(&mnt)
+        .filter(|m| m.source.contains("://"))
+        .map(|m| {
+            let dirs = crate::control::shared_run_dirs(&m.source, &mnt);
+            dirs.iter()
+                .map(|run| shared_socket_dir(run, false).join(SOCKET))
+                .find(|s| s.exists())
+                .unwrap_or_else(|| dirs[0].join(SOCKET))
+        });
+    let c = match shared {
+        Some(sock) if std::env::var_os("SHOAL_CLIENT_SOCK").is_none() => {
+            shoal_client::Client::new(sock)
+        }
+        _ => shoal_client::Client::for_mount(&mnt).map_err(|e| e.to_string())?,
+    };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let shim = [
         exe.with_file_name("libshoal_shim.so"),

@@ -161,13 +161,25 @@ fn listen_with(
 /// Where the daemon of an etcd mount keeps its control socket: per mount,
 /// since several mounts of one namespace may run on one machine.
 pub fn shared_run_dir(src: &str, mnt: &Path) -> std::path::PathBuf {
+    run_dir_named(&shared_run_name(src, mnt))
+}
+
+fn shared_run_name(src: &str, mnt: &Path) -> String {
     // A hash, not the names: a socket's path must fit in 108 bytes, and an
     // etcd URL with three endpoints is most of that. The daemon and
     // `shoal stats` are the same binary, so the same hasher.
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (src, mnt).hash(&mut h);
-    run_dir_named(&format!("etcd-mount-{:016x}", h.finish()))
+    format!("etcd-mount-{:016x}", h.finish())
+}
+
+/// Where the run directory of etcd mount `src` at `mnt` may be, as seen
+/// by any user (nothing made): another user's daemon's is under a base
+/// this user could not make its own in.
+pub fn shared_run_dirs(src: &str, mnt: &Path) -> Vec<std::path::PathBuf> {
+    let name = shared_run_name(src, mnt);
+    run_bases().into_iter().map(|b| b.join(&name)).collect()
 }
 
 /// The control socket of the daemon of etcd mount `src` at `mnt` (a

@@ -837,21 +837,37 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let fs = shoal_cluster::ns::ClusterFs::open_with_data(store.clone(), blobs, session)
         .map_err(|e| format!("{src}: {e}"))?;
     watch_signals(mnt.clone());
+    let fuse_squash = fuse.squash;
     let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);
     let extra = crate::stats::SharedExtra {
         invalidations: f.invalidations(),
         ..extra
     };
-    let snap: crate::metrics::Snapshot = {
-        let fs = fs.clone();
-        Arc::new(move || crate::stats::shared_snapshot(&fs, &extra))
-    };
-    crate::control::serve_shared(
+    // Programs that reach the daemon without FUSE (docs/client.md): the
+    // same server as an embedded mount's, over the shared namespace.
+    let mut clients = crate::clients::Server::new(
         fs.clone(),
-        snap.clone(),
-        info,
-        &crate::control::shared_run_dir(&src, &mnt),
+        f.notifier(),
+        fuse_squash,
+        allow_other,
+        mnt.clone(),
     );
+    clients.dropped = Some(Box::new(f.name_dropped()));
+    let clients = Arc::new(clients);
+    let snap: crate::metrics::Snapshot = {
+        let (fs, c) = (fs.clone(), clients.clone());
+        Arc::new(move || {
+            let mut v = crate::stats::shared_snapshot(&fs, &extra);
+            v["client"] = c.stats();
+            v
+        })
+    };
+    let run = crate::control::shared_run_dir(&src, &mnt);
+    crate::control::serve_shared(fs.clone(), snap.clone(), info, &run);
+    let csock = crate::clients::shared_socket_dir(&run, true);
+    if let Err(e) = clients.listen(&csock) {
+        tracing::warn!("no client socket in {}: {e}", csock.display());
+    }
     if let Some(m) = metrics {
         m.start(snap);
     }
@@ -863,6 +879,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     let r = f.mount(&mnt, mopts, allow_other);
     // The log stays (for what happened); the socket would answer no one.
     let _ = std::fs::remove_file(crate::control::shared_socket(&src, &mnt));
+    let _ = std::fs::remove_file(csock.join(crate::clients::SOCKET));
     r.map_err(|e| format!("mount {}: {e}", mnt.display()))?;
     Ok(0)
 }

@@ -59,18 +59,90 @@ fn client() -> Option<&'static Client> {
     .as_ref()
 }
 
-/// The path relative to the mount when `p` is absolute and under it.
-unsafe fn under<'a>(p: *const c_char) -> Option<&'a Path> {
+/// The debug log (`SHOAL_SHIM_LOG=FILE`): one line per call on a path
+/// under the mount, saying whether the daemon served it or why it fell
+/// through. Opened and written with raw system calls (never through the
+/// shim's own functions), appending, close-on-exec (a program the shim is
+/// preloaded in opens it again).
+fn log(what: std::fmt::Arguments) {
+    static FD: OnceLock<Option<c_int>> = OnceLock::new();
+    let fd = FD.get_or_init(|| {
+        let p = std::env::var_os("SHOAL_SHIM_LOG")?;
+        let p = std::ffi::CString::new(p.as_bytes()).ok()?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated path.
+        let fd =
+            unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p.as_ptr(), flags, 0o644) };
+        (fd >= 0).then_some(fd as c_int)
+    });
+    if let Some(fd) = *fd {
+        let line = format!("shoal-shim[{}] {what}\n", std::process::id());
+        // SAFETY: a buffer of its length; one write: O_APPEND keeps lines whole.
+        unsafe { libc::syscall(libc::SYS_write, fd, line.as_ptr(), line.len()) };
+    }
+}
+
+fn logging() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SHOAL_SHIM_LOG").is_some())
+}
+
+/// The path of `p` under the mount, as `call` (an `*at` call with
+/// directory descriptor `d`, or AT_FDCWD) names it: an absolute path under
+/// the mount point; a relative one from the working directory or from `d`
+/// when that is under the mount (`/proc/self/fd`: the kernel's name of
+/// it). A relative path with `..` falls through (the daemon's walk would
+/// not leave the mount where the kernel's does), as does an empty one.
+unsafe fn under_at(call: &str, d: c_int, p: *const c_char) -> Option<std::path::PathBuf> {
     if p.is_null() {
         return None;
     }
     let b = CStr::from_ptr(p).to_bytes();
     let m = mount()?;
-    let rest = b.strip_prefix(m)?;
-    if !(rest.is_empty() || rest[0] == b'/') {
-        return None;
+    let rel = if b.first() == Some(&b'/') {
+        let rest = b.strip_prefix(m)?;
+        if !(rest.is_empty() || rest[0] == b'/') {
+            return None;
+        }
+        rest.to_vec()
+    } else {
+        if b.is_empty() {
+            return None;
+        }
+        let base = if d == libc::AT_FDCWD {
+            std::env::current_dir().ok()?
+        } else {
+            if opened(d).is_some() {
+                return None;
+            }
+            std::fs::read_link(format!("/proc/self/fd/{d}")).ok()?
+        };
+        let base = base.as_os_str().as_bytes();
+        let rest = base.strip_prefix(m)?;
+        if !(rest.is_empty() || rest[0] == b'/') {
+            return None;
+        }
+        if b.split(|c| *c == b'/').any(|c| c == b"..") {
+            if logging() && !call.is_empty() {
+                log(format_args!(
+                    "{call} {}: falls through (..)",
+                    String::from_utf8_lossy(b)
+                ));
+            }
+            return None;
+        }
+        let mut r = rest.to_vec();
+        r.push(b'/');
+        r.extend_from_slice(b);
+        r
+    };
+    if logging() && !call.is_empty() {
+        log(format_args!(
+            "{call} {}: to the daemon",
+            String::from_utf8_lossy(&rel)
+        ));
     }
-    Some(Path::new(std::ffi::OsStr::from_bytes(rest)))
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&rel)))
 }
 
 /// A file the shim opened: the daemon's handle, shared by the descriptor
@@ -96,13 +168,23 @@ fn serve<T>(r: std::io::Result<T>, ok: impl FnOnce(T) -> c_int) -> Option<c_int>
     match r {
         Ok(v) => Some(ok(v)),
         Err(e) => {
-            let code = if shoal_client::Outside::of(&e).is_some() {
-                // A symlink out of the mount: the kernel follows it.
+            let code = if let Some(p) = shoal_client::Outside::of(&e) {
+                // A symlink out of the mount, or a file whose data the
+                // mount serves (etcd): the kernel goes on.
+                if logging() {
+                    log(format_args!(
+                        "  falls through: continues at {}",
+                        p.display()
+                    ));
+                }
                 return None;
             } else {
                 e.raw_os_error().unwrap_or(libc::EIO)
             };
             if code == libc::ECONNREFUSED || code == libc::ENOENT && client_down() {
+                if logging() {
+                    log(format_args!("  falls through: the daemon serves no client"));
+                }
                 return None;
             }
             set_errno(code);
@@ -131,14 +213,14 @@ macro_rules! real {
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, libc::mode_t) -> c_int;
 
-unsafe fn shim_open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> Option<c_int> {
-    let rel = under(p)?;
+unsafe fn shim_open(d: c_int, p: *const c_char, flags: c_int, mode: libc::mode_t) -> Option<c_int> {
+    let rel = under_at("open", d, p)?;
     // O_PATH, O_DIRECTORY, O_TMPFILE and directories: the mount.
     if flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_TMPFILE) != 0 {
         return None;
     }
     let c = client()?;
-    match c.open(rel, flags & !libc::O_CLOEXEC, mode) {
+    match c.open(&rel, flags & !libc::O_CLOEXEC, mode) {
         Ok(f) => {
             let fd = f.fd();
             if flags & libc::O_CLOEXEC == 0 {
@@ -146,10 +228,23 @@ unsafe fn shim_open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> Optio
                 // not unless asked.
                 libc::fcntl(fd, libc::F_SETFD, 0);
             }
-            FILES
+            let stale = FILES
                 .lock()
                 .get_or_insert_with(HashMap::new)
                 .insert(fd, std::sync::Arc::new(parking_lot::Mutex::new(Some(f))));
+            // A number still in the table was closed behind the shim's
+            // back (glibc's fclose calls its internal close, not `close`;
+            // close_range; a raw system call): that descriptor is gone and
+            // the number is this file's now. Its handle closes (if no dup
+            // shares it), its number is not closed again, and not under
+            // the table's lock (dropping it there deadlocked git init).
+            if let Some(p) = stale {
+                if std::sync::Arc::strong_count(&p) == 1 {
+                    if let Some(f) = p.lock().take() {
+                        let _ = f.close_handle();
+                    }
+                }
+            }
             Some(fd)
         }
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => None,
@@ -159,11 +254,13 @@ unsafe fn shim_open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> Optio
 
 #[no_mangle]
 pub unsafe extern "C" fn open(p: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    shim_open(p, flags, mode).unwrap_or_else(|| real!("open", OpenFn)(p, flags, mode))
+    shim_open(libc::AT_FDCWD, p, flags, mode)
+        .unwrap_or_else(|| real!("open", OpenFn)(p, flags, mode))
 }
 #[no_mangle]
 pub unsafe extern "C" fn open64(p: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
-    shim_open(p, flags, mode).unwrap_or_else(|| real!("open64", OpenFn)(p, flags, mode))
+    shim_open(libc::AT_FDCWD, p, flags, mode)
+        .unwrap_or_else(|| real!("open64", OpenFn)(p, flags, mode))
 }
 #[no_mangle]
 pub unsafe extern "C" fn openat(
@@ -172,7 +269,7 @@ pub unsafe extern "C" fn openat(
     flags: c_int,
     mode: libc::mode_t,
 ) -> c_int {
-    shim_open(p, flags, mode).unwrap_or_else(|| real!("openat", OpenatFn)(d, p, flags, mode))
+    shim_open(d, p, flags, mode).unwrap_or_else(|| real!("openat", OpenatFn)(d, p, flags, mode))
 }
 #[no_mangle]
 pub unsafe extern "C" fn openat64(
@@ -181,7 +278,7 @@ pub unsafe extern "C" fn openat64(
     flags: c_int,
     mode: libc::mode_t,
 ) -> c_int {
-    shim_open(p, flags, mode).unwrap_or_else(|| real!("openat64", OpenatFn)(d, p, flags, mode))
+    shim_open(d, p, flags, mode).unwrap_or_else(|| real!("openat64", OpenatFn)(d, p, flags, mode))
 }
 #[no_mangle]
 pub unsafe extern "C" fn creat(p: *const c_char, mode: libc::mode_t) -> c_int {
@@ -287,7 +384,31 @@ unsafe fn shim_fstat(fd: c_int, st: *mut libc::stat) -> Option<c_int> {
     let r = o.lock().as_ref()?.fstat();
     serve(r, |s| {
         shoal_client::capi::fill_stat(&s, st);
+        (*st).st_dev = mount_dev();
         0
+    })
+}
+
+/// The mount's device number, as the kernel reports it in a stat through
+/// the mount (a raw system call, once): a file's stat from the daemon
+/// carries it, or a program comparing a path's stat with its descriptor's
+/// (cp: "replaced while being copied") sees two files.
+fn mount_dev() -> libc::dev_t {
+    static DEV: OnceLock<libc::dev_t> = OnceLock::new();
+    *DEV.get_or_init(|| {
+        let Some(m) = mount().and_then(|m| std::ffi::CString::new(m).ok()) else {
+            return 0;
+        };
+        // SAFETY: a zeroed stat buffer the kernel fills; a C string.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let r = libc::syscall(libc::SYS_newfstatat, libc::AT_FDCWD, m.as_ptr(), &mut st, 0);
+            if r == 0 {
+                st.st_dev
+            } else {
+                0
+            }
+        }
     })
 }
 
@@ -354,7 +475,7 @@ type PathFn = unsafe extern "C" fn(*const c_char) -> c_int;
 
 #[no_mangle]
 pub unsafe extern "C" fn mkdir(p: *const c_char, mode: libc::mode_t) -> c_int {
-    under(p)
+    under_at("mkdir", libc::AT_FDCWD, p)
         .and_then(|r| serve(client()?.mkdir(r, mode), |_| 0))
         .unwrap_or_else(|| {
             real!(
@@ -365,7 +486,7 @@ pub unsafe extern "C" fn mkdir(p: *const c_char, mode: libc::mode_t) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn mkdirat(d: c_int, p: *const c_char, mode: libc::mode_t) -> c_int {
-    under(p)
+    under_at("mkdirat", d, p)
         .and_then(|r| serve(client()?.mkdir(r, mode), |_| 0))
         .unwrap_or_else(|| {
             real!(
@@ -376,19 +497,19 @@ pub unsafe extern "C" fn mkdirat(d: c_int, p: *const c_char, mode: libc::mode_t)
 }
 #[no_mangle]
 pub unsafe extern "C" fn unlink(p: *const c_char) -> c_int {
-    under(p)
+    under_at("unlink", libc::AT_FDCWD, p)
         .and_then(|r| serve(client()?.unlink(r), |_| 0))
         .unwrap_or_else(|| real!("unlink", PathFn)(p))
 }
 #[no_mangle]
 pub unsafe extern "C" fn rmdir(p: *const c_char) -> c_int {
-    under(p)
+    under_at("rmdir", libc::AT_FDCWD, p)
         .and_then(|r| serve(client()?.rmdir(r), |_| 0))
         .unwrap_or_else(|| real!("rmdir", PathFn)(p))
 }
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(d: c_int, p: *const c_char, flags: c_int) -> c_int {
-    under(p)
+    under_at("unlinkat", d, p)
         .and_then(|r| {
             let c = client()?;
             serve(
@@ -408,13 +529,19 @@ pub unsafe extern "C" fn unlinkat(d: c_int, p: *const c_char, flags: c_int) -> c
         })
 }
 
-unsafe fn shim_rename(a: *const c_char, b: *const c_char, flags: u32) -> Option<c_int> {
-    let (ra, rb) = (under(a)?, under(b)?);
+unsafe fn shim_rename(
+    da: c_int,
+    a: *const c_char,
+    db: c_int,
+    b: *const c_char,
+    flags: u32,
+) -> Option<c_int> {
+    let (ra, rb) = (under_at("rename", da, a)?, under_at("rename to", db, b)?);
     serve(client()?.rename(ra, rb, flags), |_| 0)
 }
 #[no_mangle]
 pub unsafe extern "C" fn rename(a: *const c_char, b: *const c_char) -> c_int {
-    shim_rename(a, b, 0).unwrap_or_else(|| {
+    shim_rename(libc::AT_FDCWD, a, libc::AT_FDCWD, b, 0).unwrap_or_else(|| {
         real!(
             "rename",
             unsafe extern "C" fn(*const c_char, *const c_char) -> c_int
@@ -429,7 +556,7 @@ pub unsafe extern "C" fn renameat(
     db: c_int,
     b: *const c_char,
 ) -> c_int {
-    shim_rename(a, b, 0).unwrap_or_else(|| real!("renameat", RenameatFn)(da, a, db, b))
+    shim_rename(da, a, db, b, 0).unwrap_or_else(|| real!("renameat", RenameatFn)(da, a, db, b))
 }
 type Renameat2Fn = unsafe extern "C" fn(c_int, *const c_char, c_int, *const c_char, u32) -> c_int;
 #[no_mangle]
@@ -440,7 +567,61 @@ pub unsafe extern "C" fn renameat2(
     b: *const c_char,
     flags: u32,
 ) -> c_int {
-    shim_rename(a, b, flags).unwrap_or_else(|| real!("renameat2", Renameat2Fn)(da, a, db, b, flags))
+    shim_rename(da, a, db, b, flags)
+        .unwrap_or_else(|| real!("renameat2", Renameat2Fn)(da, a, db, b, flags))
+}
+
+/// Files mapped by the program: their handles stay open until the
+/// process ends (the daemon closes them at the hang-up). A close would
+/// unpin a small file's object, its bytes going back to its record, and
+/// the mapping would fault (git maps its config, closes the descriptor,
+/// then reads the map: SIGBUS).
+static MAPPED: parking_lot::Mutex<Vec<Opened>> = parking_lot::Mutex::new(Vec::new());
+
+type MmapFn = unsafe extern "C" fn(
+    *mut libc::c_void,
+    libc::size_t,
+    c_int,
+    c_int,
+    c_int,
+    libc::off_t,
+) -> *mut libc::c_void;
+
+unsafe fn keep_mapped(fd: c_int, r: *mut libc::c_void) -> *mut libc::c_void {
+    if r != libc::MAP_FAILED && fd >= 0 {
+        if let Some(o) = opened(fd) {
+            if logging() {
+                log(format_args!(
+                    "mmap of descriptor {fd}: its handle kept until exit"
+                ));
+            }
+            MAPPED.lock().push(o);
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    a: *mut libc::c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
+    keep_mapped(fd, real!("mmap", MmapFn)(a, len, prot, flags, fd, off))
+}
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    a: *mut libc::c_void,
+    len: libc::size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut libc::c_void {
+    keep_mapped(fd, real!("mmap64", MmapFn)(a, len, prot, flags, fd, off))
 }
 
 extern "C" fn before_fork() {
@@ -458,6 +639,11 @@ extern "C" fn after_fork_child() {
             if let Some(f) = o.lock().take() {
                 f.forget();
             }
+        }
+    }
+    for o in std::mem::take(&mut *MAPPED.lock()) {
+        if let Some(f) = o.lock().take() {
+            f.forget();
         }
     }
     shoal_client::forget_connections();
