@@ -93,7 +93,7 @@ impl Backend for Engine {
     }
 }
 
-impl Backend for shoal_core::shared::ns::SharedFs {
+impl Backend for shoal_cluster::ns::ClusterFs {
     /// The whole directory, sorted by name (`Namespace::list`), from the
     /// entry after the `cookie`th: a cookie is a position.
     fn entries(&self, ctx: &Ctx, dir: Ino, cookie: u64) -> Result<Vec<DirEntry>> {

@@ -203,22 +203,6 @@ impl Shared {
         }
     }
 
-    /// The session's notifier, once mounted: the client server
-    /// (crates/cli/src/clients.rs) invalidates what its changes touch.
-    pub fn notifier(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
-        self.notifier.clone()
-    }
-
-    /// What to call once the kernel was told to drop `name` in `parent`
-    /// by someone else than this adapter (the client server's changes):
-    /// the name the kernel had for the file is forgotten, or the next
-    /// lookup of the file's new name would wait for its drop
-    /// (`fresh_name`) and answer ENOENT once.
-    pub fn name_dropped(&self) -> impl Fn(u64, &[u8]) + Send + Sync + 'static {
-        let handed = self.handed.clone();
-        move |p, n| handed.lock().forget_name(p, n)
-    }
-
     /// Note that the kernel now knows file `a` as `name` in `parent`.
     fn hand(&self, parent: u64, name: &[u8], a: &Attr) {
         if a.kind == Kind::Dir {
@@ -458,6 +442,22 @@ impl SharedFuse {
     /// Invalidations sent for other daemons' (and this one's) changes.
     pub fn invalidations(&self) -> Arc<AtomicU64> {
         self.mode().invalidations.clone()
+    }
+
+    /// The session's notifier, once mounted: the client server
+    /// (crates/cli/src/clients.rs) invalidates what its changes touch.
+    pub fn notifier(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.mode().notifier.clone()
+    }
+
+    /// What to call once the kernel was told to drop `name` in `parent`
+    /// by someone else than this adapter (the client server's changes):
+    /// the name the kernel had for the file is forgotten, or the next
+    /// lookup of the file's new name would wait for its drop
+    /// (`fresh_name`) and answer ENOENT once.
+    pub fn name_dropped(&self) -> impl Fn(u64, &[u8]) + Send + Sync + 'static {
+        let handed = self.mode().handed.clone();
+        move |p, n| handed.lock().forget_name(p, n)
     }
 }
 
