@@ -198,6 +198,14 @@ chk_squash_at() { # chk_squash_at MNT SUB: MNT with root_squash, SUB a 1777 dire
   if chmod 666 "$m/$sub/mine" 2>/dev/null; then fail "$m: squashed root chmodded another's file"; fi
   rm -f "$m/$sub/mine" 2>/dev/null || true
   [ "$(runuser -u shoalsq -- cat "$m/$sub/mine")" = private ] || fail "$m: squashed root removed another's file in a sticky directory"
+  # A walk through names the kernel kept for another caller: shoalsq's
+  # 0700 directory stays closed to squashed root after shoalsq read in it
+  # (the daemon gives such names no kernel lifetime; docs/design.md "Who
+  # checks").
+  runuser -u shoalsq -- sh -c "mkdir '$m/$sub/closed' && echo s > '$m/$sub/closed/f' && chmod 644 '$m/$sub/closed/f' && chmod 700 '$m/$sub/closed' && cat '$m/$sub/closed/f' >/dev/null" \
+    || fail "$m: shoalsq's closed directory"
+  if cat "$m/$sub/closed/f" >/dev/null 2>&1; then fail "$m: squashed root read in another's 0700 directory after its owner had"; fi
+  runuser -u shoalsq -- rm -r "$m/$sub/closed"
 }
 chk_squash_at "$M" sq
 "$SHOAL" umount "$M" || fail "umount squashed"

@@ -511,6 +511,14 @@ fn invalidate(
     }
 }
 
+impl Shared {
+    /// Whether the daemon checks some callers' permissions: all with
+    /// daemon_permissions, a squashed one under root_squash or all_squash.
+    fn daemon_checks(&self) -> bool {
+        self.opts.daemon_permissions || self.opts.squash != crate::Squash::None
+    }
+}
+
 impl Mode for Shared {
     type Ns = SharedFs;
     type Timer<'a> = Option<shoal_core::stats::Timer<'a>>;
@@ -666,7 +674,49 @@ impl Mode for Shared {
         if let Some(ino) = new.filter(|_| exchange) {
             h.insert(ino, parent, name);
         }
-        Vec::new()
+        drop(h);
+        // The kernel moves its entry with the lifetime it had: in a
+        // directory not everyone may search (`name_ttl`) it must ask again.
+        let mut moved = Vec::new();
+        if self.daemon_checks() {
+            if self.name_ttl(newparent, self.opts.ttl).is_zero() {
+                moved.push((newparent, newname.to_vec()));
+            }
+            if exchange && self.name_ttl(parent, self.opts.ttl).is_zero() {
+                moved.push((parent, name.to_vec()));
+            }
+        }
+        moved
+    }
+
+    /// A name's lifetime in the kernel: none in a directory not everyone
+    /// may search when the daemon checks some callers (daemon_permissions,
+    /// a squash), as on an embedded mount: the kernel checks nothing, or
+    /// checks the caller's own uid, on a walk through names it keeps, so a
+    /// name kept for one caller would let a checked one through
+    /// (docs/design.md, "Who checks"). The parent's record is the record
+    /// cache's when it holds it (a lookup by a checked caller just read it).
+    fn name_ttl(&self, parent: u64, ttl: Duration) -> Duration {
+        if !self.daemon_checks() {
+            return ttl;
+        }
+        match self.fs.getattr(parent) {
+            Ok(p) if shoal_core::rules::perm::all_may_search(&p) => ttl,
+            _ => Duration::ZERO,
+        }
+    }
+
+    fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let counter = self.invalidations.clone();
+        std::thread::spawn(move || {
+            for (parent, name) in names {
+                let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 
     fn drop_privileges(
