@@ -1,15 +1,15 @@
 //! The etcd mount's own part (`Mode` for the adapter core,
 //! `crate::adapter`): a namespace shared by several daemons
-//! (`shoal_cluster::ns::SharedFs`, issue 24), `shoal mount etcd://...`.
+//! (`shoal_cluster::ns::ClusterFs`, issue 24), `shoal mount etcd://...`.
 //!
 //! By default the kernel checks permissions
 //! (default_permissions and FUSE_POSIX_ACL: mode bits and POSIX ACLs, kept
-//! in step with the mode by `SharedFs`), every change is one transaction on the shared
+//! in step with the mode by `ClusterFs`), every change is one transaction on the shared
 //! store, and a stat or lookup is answered by the daemon's record cache or
-//! one read (`SharedFs::getattr`). The kernel's entries and attributes live
+//! one read (`ClusterFs::getattr`). The kernel's entries and attributes live
 //! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
 //! the change stream: a thread takes the daemon's stream
-//! (`SharedFs::subscribe`) and invalidates the kernel's entry for every
+//! (`ClusterFs::subscribe`) and invalidates the kernel's entry for every
 //! name another daemon changed and the attributes and pages of every inode
 //! it changed. File data up to
 //! `SHARED_INLINE_MAX` lives in the inode record, larger files' chunks in
@@ -23,7 +23,7 @@ use fuser::{
     OpenFlags, ReplyDirectory, ReplyEmpty, ReplyLock, ReplyOpen, Request,
 };
 use shoal_cluster::filelocks::{Lock, Want};
-use shoal_cluster::ns::{ClusterFs as SharedFs, NewNode};
+use shoal_cluster::ns::{ClusterFs, NewNode};
 use shoal_core::stats::Op;
 use shoal_core::sync::PlainMutex as Mutex;
 use shoal_core::{Attr, Ctx, Error, Kind, StatFs};
@@ -68,7 +68,7 @@ type Listing = Vec<(Vec<u8>, u64, Kind)>;
 
 /// The etcd mount's state beside the core.
 pub struct Shared {
-    fs: Arc<SharedFs>,
+    fs: Arc<ClusterFs>,
     opts: SharedOptions,
     /// Directory handles: the listing taken at offset 0, served by index
     /// (stable cookies within one listing).
@@ -184,7 +184,7 @@ struct HandleLocks {
 const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
 impl Shared {
-    fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> Shared {
+    fn new(fs: Arc<ClusterFs>, opts: SharedOptions) -> Shared {
         Shared {
             fs,
             opts,
@@ -339,7 +339,7 @@ impl Shared {
         want: Want,
         sleep: bool,
     ) -> Result<(), Errno> {
-        let once = |fs: &SharedFs| fs.setlk(ino.0, &lk, want).map_err(|e| errno(&e));
+        let once = |fs: &ClusterFs| fs.setlk(ino.0, &lk, want).map_err(|e| errno(&e));
         if self.after_releases(ino, || once(&self.fs))?.is_none() {
             return Ok(());
         }
@@ -419,7 +419,7 @@ impl Shared {
 pub type SharedFuse = Adapter<Shared>;
 
 impl SharedFuse {
-    pub fn new(fs: Arc<SharedFs>, opts: SharedOptions) -> SharedFuse {
+    pub fn new(fs: Arc<ClusterFs>, opts: SharedOptions) -> SharedFuse {
         let core = CoreOptions {
             entry_ttl: opts.ttl,
             attr_ttl: opts.ttl,
@@ -465,12 +465,12 @@ impl SharedFuse {
 /// entry's name (`inval_entry`), an inode's attributes and pages
 /// (`inval_inode`); this daemon's own changes were told by its replies.
 /// Runs on its own thread, never a FUSE worker nor the stream's
-/// (`shoal_cluster::SharedFs::subscribe`): the kernel takes the
+/// (`shoal_cluster::ClusterFs::subscribe`): the kernel takes the
 /// directory's lock for `inval_entry`, and a create holding it may wait
 /// for the stream. While the stream is broken nothing comes; the kernel's
 /// TTL bounds what was missed.
 fn invalidate(
-    fs: &SharedFs,
+    fs: &ClusterFs,
     changes: &std::sync::mpsc::Receiver<Vec<shoal_cluster::Event>>,
     notifier: &fuser::Notifier,
     counter: &AtomicU64,
@@ -520,10 +520,10 @@ impl Shared {
 }
 
 impl Mode for Shared {
-    type Ns = SharedFs;
+    type Ns = ClusterFs;
     type Timer<'a> = Option<shoal_core::stats::Timer<'a>>;
 
-    fn ns(&self) -> &SharedFs {
+    fn ns(&self) -> &ClusterFs {
         &self.fs
     }
 
@@ -764,7 +764,7 @@ impl Mode for Shared {
         Ok(a)
     }
 
-    /// `shoal_cluster::SharedFs::tmpfile`: linkat may name it.
+    /// `shoal_cluster::ClusterFs::tmpfile`: linkat may name it.
     fn tmpfile(&self, ctx: &Ctx, parent: u64, mode: u32) -> shoal_core::Result<Attr> {
         self.fs.tmpfile(ctx, parent, (mode & 0o7777) as u16)
     }
