@@ -29,19 +29,8 @@ EPS=$(bash "$ROOT/scripts/etcd-cluster.sh" start "$D" 24200)
 export AWS_ACCESS_KEY_ID=shoal-mounts AWS_SECRET_ACCESS_KEY=shoal-mounts-secret
 S3=$(SEAWEED_KEYS=$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY bash "$ROOT/scripts/seaweed.sh" start "$W" 24250)
 U=etcd://$EPS/mounts
-# fsck of a live namespace reads it page by page, not at one revision: a
-# directory lease's batch committing meanwhile (an unlink or create
-# acknowledged from memory) can show a problem for a moment. A problem
-# still there 2 s later (the batches commit within 200 ms) fails.
-check() {
-  local out
-  out=$("$SHOAL" fsck "$1" 2>&1) || true
-  grep -q " 0 problems" <<<"$out" && return 0
-  echo "fsck after $2 (again in 2 s):"; echo "$out"
-  sleep 2
-  out=$("$SHOAL" fsck "$1" 2>&1) || true
-  grep -q " 0 problems" <<<"$out" || { echo "$out"; fail "fsck after $2"; }
-}
+# A clean fsck while the mounts run (lib.sh).
+check() { fsck_settled "$1" "$2"; }
 # unnamed URL: objects no file names (fsck's count).
 unnamed() { "$SHOAL" fsck "$1" | sed -n 's/^objects: [0-9]* in the store, \([0-9]*\) named by no file.*/\1/p'; }
 # within SECS CMD...: CMD succeeds within SECS seconds (polls every 50 ms).

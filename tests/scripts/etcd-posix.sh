@@ -30,19 +30,8 @@ rm -rf "$O" "$L"; mkdir -p "$O" "$A" "$B" "$L" "$OV"
 "$SHOAL" mkfs "$U" --data "file://$O" >/dev/null
 "$SHOAL" mount -d "$U" "$A" -o allow_other >/dev/null
 "$SHOAL" mount -d "$U" "$B" -o allow_other >/dev/null
-# fsck of a live namespace reads it page by page, not at one revision: a
-# directory lease's batch committing meanwhile (an unlink or create
-# acknowledged from memory) can show a problem for a moment. A problem
-# still there 2 s later (the batches commit within 200 ms) fails.
-check() {
-  local out
-  out=$("$SHOAL" fsck "$U" 2>&1) || true
-  grep -q " 0 problems" <<<"$out" && return 0
-  echo "fsck after $1 (again in 2 s):"; echo "$out"
-  sleep 2
-  out=$("$SHOAL" fsck "$U" 2>&1) || true
-  grep -q " 0 problems" <<<"$out" || { echo "$out"; fail "fsck after $1"; }
-}
+# A clean fsck while the mounts run (lib.sh).
+check() { fsck_settled "$U" "$1"; }
 within() { local t=$1; shift; for _ in $(seq $((t * 20))); do "$@" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 # refused WHAT CMD...: CMD fails with "Operation not permitted".
 refused() { local what=$1; shift; local out; out=$("$@" 2>&1) && fail "$what: allowed"; grep -q "Operation not permitted" <<<"$out" || fail "$what: $out"; }
