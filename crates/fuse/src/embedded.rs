@@ -717,15 +717,9 @@ impl Mode for Embedded {
 
     /// On a thread of its own, not waited for.
     fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
-        let Some(n) = self.notifier.get().cloned() else {
-            return;
-        };
         let requests = self.requests.clone();
-        std::thread::spawn(move || {
-            for (parent, name) in names {
-                let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
-                requests.invalidations.fetch_add(1, Ordering::Relaxed);
-            }
+        crate::adapter::forget_later(&self.notifier, names, move || {
+            requests.invalidations.fetch_add(1, Ordering::Relaxed);
         });
     }
 

@@ -707,15 +707,9 @@ impl Mode for Shared {
     }
 
     fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
-        let Some(n) = self.notifier.get().cloned() else {
-            return;
-        };
         let counter = self.invalidations.clone();
-        std::thread::spawn(move || {
-            for (parent, name) in names {
-                let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
+        crate::adapter::forget_later(&self.notifier, names, move || {
+            counter.fetch_add(1, Ordering::Relaxed);
         });
     }
 

@@ -47,6 +47,26 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+/// The kernel forgets these (directory, name) entries, on a thread of its
+/// own, not waited for: for a request that holds the directories' locks
+/// until its answer (`Mode::forget_names` of both modes). `counted` runs
+/// once per invalidation sent.
+pub(crate) fn forget_later(
+    notifier: &OnceLock<fuser::Notifier>,
+    names: Vec<(u64, Vec<u8>)>,
+    counted: impl Fn() + Send + 'static,
+) {
+    let Some(n) = notifier.get().cloned() else {
+        return;
+    };
+    std::thread::spawn(move || {
+        for (parent, name) in names {
+            let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&name));
+            counted();
+        }
+    });
+}
+
 /// What the core reads of a mount's options (each mode's own options
 /// struct gives them: `FuseOptions`, `SharedOptions`).
 #[derive(Clone, Debug)]
