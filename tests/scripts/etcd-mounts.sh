@@ -193,6 +193,45 @@ fd = os.open(sys.argv[3], os.O_RDONLY); os.rename(sys.argv[1], sys.argv[2]); tim
 sys.exit("fstat of a directory renamed over: nlink %d" % os.fstat(fd).st_nlink if os.fstat(fd).st_nlink else 0)' \
   "$A/d1" "$A/d2" "$B/d2" || fail "a directory replaced while open on the other mount"
 rmdir "$A/d2"
+# open(O_CREAT) without O_EXCL of a name the other mount has just made (A
+# holds the directory's lease, so B's lookup misses the name A has not yet
+# committed, and the kernel sends CREATE): B opens A's file, truncated for
+# O_TRUNC, as Linux does; under the permission checks of an open (the
+# kernel checks none after a CREATE). It answered EEXIST (CI, metrics.sh's
+# `exec 9>B/lockme` after `touch A/lockme`).
+mkdir "$A/oc"; for i in 1 2 3 4 5; do : >"$A/oc/lease$i"; done
+python3 - "$A/oc" "$B/oc" <<'PY' || fail "open(O_CREAT) of a name the other mount just made"
+import errno, os, sys
+a, b = sys.argv[1:]
+for i in range(20):
+    with open(f"{a}/c{i}", "w") as f:
+        f.write("A's longer bytes")
+    os.chmod(f"{a}/c{i}", 0o644)
+    with open(f"{b}/c{i}", "w") as f:   # O_WRONLY|O_CREAT|O_TRUNC
+        f.write("B")
+    got = open(f"{b}/c{i}").read()
+    if got != "B":
+        sys.exit(f"c{i}: {got!r} on B after B's truncating open")
+    # Another user may not open root's 0644 file for writing.
+    with open(f"{a}/n{i}", "w") as f:
+        f.write("root's")
+    os.chmod(f"{a}/n{i}", 0o644)
+    pid = os.fork()
+    if pid == 0:
+        os.setgid(65534); os.setuid(65534)
+        try:
+            os.open(f"{b}/n{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os._exit(1)
+        except OSError as e:
+            os._exit(0 if e.errno == errno.EACCES else 2)
+    st = os.waitpid(pid, 0)[1]
+    if st != 0:
+        sys.exit(f"n{i}: nobody's O_CREAT open of root's 0644 file: exit {st >> 8} (0: EACCES)")
+    if open(f"{a}/n{i}").read() != "root's":
+        sys.exit(f"n{i}: changed by a refused open")
+PY
+rm -r "$A/oc"
+echo "etcd mounts: open(O_CREAT) of a name the other mount just made: opened (truncated), or EACCES, as on Linux"
 check "$U" "the cross-mount checks"
 # Unmounted and mounted again at once, while the first daemon has not yet
 # exited (held here with SIGSTOP): the first daemon's exit leaves the new

@@ -847,6 +847,18 @@ impl Mode for Embedded {
         self.created_fh(a, flags)
     }
 
+    /// Its handle is `created_fh`'s, a cached one: a file that another
+    /// process holds open through passthrough at that moment makes the
+    /// kernel refuse it (EIO), a race of a race (the name made through the
+    /// client socket between the kernel's lookup and its create).
+    fn open_existing(&self, ctx: &Ctx, ino: u64, flags: i32) -> shoal_core::Result<()> {
+        self.engine.open_file(ctx, ino, open_mask(flags)).map(drop)
+    }
+
+    fn close_existing(&self, ino: u64) {
+        let _ = self.engine.release(ino);
+    }
+
     fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let writable = writable_open(flags.0);
         match self.engine.open_file(ctx, ino.0, open_mask(flags.0)) {

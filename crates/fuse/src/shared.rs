@@ -767,6 +767,16 @@ impl Mode for Shared {
         (self.new_fh(), FopenFlags::empty())
     }
 
+    fn open_existing(&self, ctx: &Ctx, ino: u64, flags: i32) -> shoal_core::Result<()> {
+        let mask = shoal_core::rules::perm::open_access(flags);
+        let (append, trunc) = (flags & libc::O_APPEND != 0, flags & libc::O_TRUNC != 0);
+        self.fs.open_for(ctx, ino, mask, append, trunc).map(drop)
+    }
+
+    fn close_existing(&self, ino: u64) {
+        let _ = self.fs.release(ino);
+    }
+
     fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let mask = shoal_core::rules::perm::open_access(flags.0);
         // chattr's immutable and append-only (`rules::flags::may_open`).

@@ -223,6 +223,14 @@ pub trait Mode: Send + Sync + 'static {
     fn tmpfile(&self, ctx: &Ctx, parent: u64, mode: u32) -> shoal_core::Result<Attr>;
     /// The handle and open flags of a file CREATE or TMPFILE made.
     fn created(&self, a: &Attr, flags: i32) -> (FileHandle, FopenFlags);
+    /// Open the regular file `ino` that a CREATE without O_EXCL found
+    /// already named (`Adapter::create_found`) as OPEN would for `flags`:
+    /// counted open, chattr's rules, and `ctx`'s permission checks, on
+    /// whatever the mount's permission mode (the kernel checked nothing).
+    /// `created` then gives its handle.
+    fn open_existing(&self, ctx: &Ctx, ino: u64, flags: i32) -> shoal_core::Result<()>;
+    /// Undo `open_existing` when the CREATE fails after it.
+    fn close_existing(&self, ino: u64);
 
     fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen);
     fn write(&self, ino: u64, off: u64, data: &[u8], cached: bool) -> shoal_core::Result<u32>;
@@ -355,6 +363,74 @@ impl<M: Mode> Adapter<M> {
             fh,
             fopen,
         );
+    }
+
+    /// open(2) with O_CREAT|O_TRUNC... and without O_EXCL whose name was
+    /// made after the kernel's lookup missed it: by another mount of the
+    /// namespace, or a client of the daemon's socket. Linux opens the file
+    /// that is there (as NFS's unchecked create does), so this does too; it
+    /// answered EEXIST until 2026-11-28 (`exec 9>F` on one etcd mount right
+    /// after `touch F` on another, tests/scripts/etcd-mounts.sh). The kernel
+    /// believes it made the file, so it checks no permission and truncates
+    /// nothing (fs/namei.c, FMODE_CREATED): both are done here, as OPEN and
+    /// its SETATTR would. A directory answers EISDIR, as open(2) does; any
+    /// other kind EEXIST (open would follow a symlink or open a device: the
+    /// kernel can be asked again, with a fresh lookup).
+    fn create_found(
+        &self,
+        req: &Request,
+        ctx: &Ctx,
+        parent: u64,
+        name: &[u8],
+        flags: i32,
+    ) -> shoal_core::Result<Attr> {
+        // The lookup takes the kernel's reference (`Ctx::kernel_ref`):
+        // given back below if the open fails.
+        let a = self.ns().lookup(ctx, parent, name)?;
+        let r = self.open_found(req, ctx, &a, flags).and_then(|_| {
+            let r = self
+                .mode
+                .handed(Made::Lookup, parent, name, a, self.opts.attr_ttl);
+            if r.is_err() {
+                self.mode.close_existing(a.ino);
+            }
+            r
+        });
+        match r {
+            Ok((a, _)) => Ok(a),
+            Err(e) => {
+                if ctx.kernel_ref {
+                    self.mode.forget(a.ino, 1);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `create_found`'s open of `a`, and its truncation for O_TRUNC.
+    fn open_found(&self, req: &Request, ctx: &Ctx, a: &Attr, flags: i32) -> shoal_core::Result<()> {
+        match a.kind {
+            shoal_core::Kind::File => {}
+            shoal_core::Kind::Dir => return Err(Error::IsDir),
+            _ => return Err(Error::Exists),
+        }
+        self.mode
+            .open_existing(&shoal_core::surface::checking(ctx), a.ino, flags)?;
+        if flags & libc::O_TRUNC == 0 || a.size == 0 {
+            return Ok(());
+        }
+        let sa = SetAttr {
+            size: Some(0),
+            by_handle: true,
+            ..SetAttr::default()
+        };
+        let r = self
+            .drop_privileges(req, a.ino)
+            .and_then(|_| self.ns().setattr(ctx, a.ino, &sa).map(drop));
+        if r.is_err() {
+            self.mode.close_existing(a.ino);
+        }
+        r
     }
 
     /// Before a non-root caller changes a file's data: clear setuid and
@@ -926,6 +1002,12 @@ impl<M: Mode> Filesystem for Adapter<M> {
         });
         match r {
             Ok((a, _)) => self.created(parent.0, &a, flags, reply),
+            Err(Error::Exists) if flags & libc::O_EXCL == 0 => {
+                match self.create_found(req, &ctx, parent.0, n, flags) {
+                    Ok(a) => self.created(parent.0, &a, flags, reply),
+                    Err(e) => reply.error(errno(&e)),
+                }
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
