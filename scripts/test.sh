@@ -33,7 +33,7 @@ suite "core dependency rule" core_has_no_fuse_or_store
 suite "lint: rustfmt --check, clippy -D warnings" bash scripts/lint.sh
 suite "cargo test" cargo test --release --workspace
 suite "shared store: conformance (simulator, TiKV mode, 3-member etcd), daemons racing, etcd members killed, frozen, quorum lost, cut off from each other, a daemon cut off by a partition" \
-  bash -c 'cargo test --release -q -p shoal-cluster --test shared_store && cargo test --release -q -p shoal-etcd -- --nocapture'
+  bash -c 'cargo test --release -q -p shoal-cluster --test cluster_store && cargo test --release -q -p shoal-etcd -- --nocapture'
 suite "TiKV backend: conformance and daemons racing on the model of TiKV's transactions, with the client compiled in" \
   cargo test --release -q -p shoal-tikv --features client -- --nocapture
 suite "shoal on etcd: mkfs, fsck, one-line errors, the shared-directory benchmark" bash tests/scripts/etcd.sh

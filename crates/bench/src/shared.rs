@@ -8,7 +8,7 @@
 
 use crate::cli::BenchArgs;
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::ROOT_INO;
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use std::sync::atomic::Ordering;
@@ -75,7 +75,7 @@ pub fn run(a: &BenchArgs) -> Result<i32, String> {
                 name: format!("{}-{daemons}d{workers}w-{}", base.name, std::process::id()),
                 ..base.clone()
             };
-            let connect = || -> Result<Arc<dyn SharedStore>, String> {
+            let connect = || -> Result<Arc<dyn ClusterStore>, String> {
                 Ok(EtcdStore::connect(&url, Duration::from_secs(5)).map_err(|e| e.to_string())?)
             };
             ns::mkfs(&*connect()?).map_err(|e| e.to_string())?;

@@ -731,7 +731,7 @@ const MOUNT_DEFAULTS: [MountOption; 3] = [
 ];
 
 /// `shoal mount etcd://H:P,.../NAME MNT` (or `tikv://PD:P,.../NAME`): a
-/// daemon on a namespace shared with other mounts (`shoal_fuse::shared`).
+/// daemon on a namespace shared with other mounts (`shoal_fuse::cluster`).
 /// The kernel checks permissions (default_permissions).
 fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     // `full` may hold a password (`etcd://USER:PASSWORD@...`): it is used
@@ -743,7 +743,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
     // A bad URL, or TiKV in a shoal built without it, is said before the
     // daemon forks.
     crate::shared_check(&full)?;
-    let mut fuse = shoal_fuse::shared::SharedOptions::default();
+    let mut fuse = shoal_fuse::cluster::ClusterOptions::default();
     let mut session = shoal_cluster::ns::SessionOpts::default();
     let mut allow_other = false;
     let mut metrics = None;
@@ -838,7 +838,7 @@ fn mount_shared(a: &MountArgs) -> Result<i32, String> {
         .map_err(|e| format!("{src}: {e}"))?;
     watch_signals(mnt.clone());
     let fuse_squash = fuse.squash;
-    let f = shoal_fuse::shared::SharedFuse::new(fs.clone(), fuse);
+    let f = shoal_fuse::cluster::ClusterFuse::new(fs.clone(), fuse);
     let extra = crate::stats::SharedExtra {
         invalidations: f.invalidations(),
         ..extra
@@ -897,7 +897,7 @@ fn metrics_addr(o: &str, v: Option<&str>) -> Result<String, String> {
 /// The object store a shared filesystem keeps file data in (what mkfs was
 /// given with --data), checked to answer.
 pub fn data_store(
-    store: &dyn shoal_cluster::SharedStore,
+    store: &dyn shoal_cluster::ClusterStore,
 ) -> Result<Option<Arc<dyn shoal_cluster::blob::Blobs>>, String> {
     let Some(url) = shoal_cluster::ns::data_url(store).map_err(|e| e.to_string())? else {
         return Ok(None);

@@ -13,7 +13,7 @@ mod status;
 
 use args::{Cli, Cmd};
 use clap::Parser;
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::Error;
 use std::path::Path;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub fn shared_check(url: &str) -> Result<(), String> {
 }
 
 /// The shared store `url` names, connected.
-pub fn shared_connect(url: &str) -> Result<Arc<dyn SharedStore>, String> {
+pub fn shared_connect(url: &str) -> Result<Arc<dyn ClusterStore>, String> {
     shared_check(url)?;
     #[cfg(feature = "tikv")]
     if url.starts_with("tikv://") {
@@ -125,7 +125,7 @@ fn tikv_check(url: &str) -> Result<(), String> {
 }
 
 /// A filesystem on a shared store rather than a store directory.
-fn shared_target(p: &Path) -> Option<Result<Arc<dyn SharedStore>, String>> {
+fn shared_target(p: &Path) -> Option<Result<Arc<dyn ClusterStore>, String>> {
     let s = p.to_str().filter(|s| is_shared(s))?;
     Some(shared_connect(s))
 }

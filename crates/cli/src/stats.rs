@@ -126,7 +126,7 @@ macro_rules! p {
 pub struct SharedExtra {
     /// Object store requests, by result (`metrics::CountedBlobs`).
     pub objects: std::sync::Arc<crate::metrics::ObjectCounts>,
-    /// The adapter's kernel invalidations (`SharedFuse::invalidations`).
+    /// The adapter's kernel invalidations (`ClusterFuse::invalidations`).
     pub invalidations: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 

@@ -1,5 +1,5 @@
 //! The change stream: one thread per daemon follows every change to the
-//! namespace (`SharedStore::watch`) and hands each batch, in revision
+//! namespace (`ClusterStore::watch`) and hands each batch, in revision
 //! order, to what keeps state from it:
 //!
 //! - the record cache ([`super::record_cache`]): other daemons' changes replace

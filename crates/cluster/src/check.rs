@@ -1,7 +1,7 @@
 //! fsck of a cluster namespace.
 
 use super::filedata::Table;
-use super::SharedStore;
+use super::ClusterStore;
 use shoal_core::error::{Error, Result};
 use shoal_core::types::{Ino, Kind, ROOT_INO};
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ pub struct SharedCheck {
 /// directory that exists; every inode but the root is named, a file as
 /// many times as its link count, a directory once, from the parent it
 /// records; no directory is its own ancestor.
-pub fn check(store: &dyn SharedStore) -> Result<SharedCheck> {
+pub fn check(store: &dyn ClusterStore) -> Result<SharedCheck> {
     if store.get(FORMAT_KEY).map_err(kv)?.is_none() {
         return Err(Error::Io(
             "no shoal filesystem here (make one with `shoal mkfs`)".into(),

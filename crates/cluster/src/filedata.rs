@@ -943,7 +943,7 @@ pub struct Collected {
 
 /// Compare the object store with the chunk tables; delete the objects no
 /// inode names of sessions that are gone, unless `dry`.
-pub fn collect(store: &dyn super::SharedStore, blobs: &dyn Blobs, dry: bool) -> Result<Collected> {
+pub fn collect(store: &dyn super::ClusterStore, blobs: &dyn Blobs, dry: bool) -> Result<Collected> {
     // Listed first: an object uploaded and committed after the scan of the
     // tables below is not in this list, so it cannot be taken for unnamed.
     let listed = blobs.list()?;

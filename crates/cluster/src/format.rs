@@ -1,7 +1,7 @@
 //! A cluster namespace's format: mkfs, where its file data goes, its sessions.
 
 use super::filedata::Table;
-use super::{Cond, Op, Outcome, SharedStore, Versioned};
+use super::{ClusterStore, Cond, Op, Outcome, Versioned};
 use shoal_core::error::{Error, Result};
 use shoal_core::types::{Attr, Ts, ROOT_INO};
 
@@ -9,13 +9,13 @@ use crate::ns::*;
 
 /// Make a new shared namespace on `store`: the format key, the root, the
 /// inode counter. Refused if one is there already.
-pub fn mkfs(store: &dyn SharedStore) -> Result<()> {
+pub fn mkfs(store: &dyn ClusterStore) -> Result<()> {
     mkfs_with_data(store, None)
 }
 
 /// `mkfs` that records where file data goes (`data_url`, read back by every
 /// mount with [`data_url`]).
-pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()> {
+pub fn mkfs_with_data(store: &dyn ClusterStore, data: Option<&str>) -> Result<()> {
     let t = Ts::now();
     let root = Node {
         attr: Attr::root(t),
@@ -47,7 +47,7 @@ pub fn mkfs_with_data(store: &dyn SharedStore, data: Option<&str>) -> Result<()>
 
 /// Where the namespace on `store` keeps file data past the inline size
 /// (what mkfs was given), if anywhere.
-pub fn data_url(store: &dyn SharedStore) -> Result<Option<String>> {
+pub fn data_url(store: &dyn ClusterStore) -> Result<Option<String>> {
     Ok(store
         .get(DATA_KEY)
         .map_err(kv)?
@@ -55,7 +55,7 @@ pub fn data_url(store: &dyn SharedStore) -> Result<Option<String>> {
 }
 
 /// Whether `store` holds a shoal namespace (its format key).
-pub fn is_formatted(store: &dyn SharedStore) -> Result<bool> {
+pub fn is_formatted(store: &dyn ClusterStore) -> Result<bool> {
     Ok(store.get(FORMAT_KEY).map_err(kv)?.is_some())
 }
 
@@ -63,7 +63,7 @@ pub fn is_formatted(store: &dyn SharedStore) -> Result<bool> {
 /// (`shoal config --data`: the object store moved, or its settings
 /// changed). Mounts read it when they start. `Invalid` when `store`
 /// holds no shoal namespace.
-pub fn set_data_url(store: &dyn SharedStore, data: &str) -> Result<()> {
+pub fn set_data_url(store: &dyn ClusterStore, data: &str) -> Result<()> {
     match store
         .commit(
             &[Cond::Exists(FORMAT_KEY.to_vec())],
@@ -77,12 +77,12 @@ pub fn set_data_url(store: &dyn SharedStore, data: &str) -> Result<()> {
 }
 
 /// Whether the session `sid` is alive (its key, on its lease, is there).
-pub fn session_alive(store: &dyn SharedStore, sid: u64) -> Result<bool> {
+pub fn session_alive(store: &dyn ClusterStore, sid: u64) -> Result<bool> {
     Ok(store.get(&skey(sid)).map_err(kv)?.is_some())
 }
 
 /// The object names every file's chunk table holds.
-pub fn all_tables(store: &dyn SharedStore) -> Result<Vec<String>> {
+pub fn all_tables(store: &dyn ClusterStore) -> Result<Vec<String>> {
     let mut names = vec![];
     for (k, v) in scan_all(store, b"I", b"J")? {
         let ino = u64::from_be_bytes(k[1..9].try_into().unwrap());
@@ -94,7 +94,7 @@ pub fn all_tables(store: &dyn SharedStore) -> Result<Vec<String>> {
 
 /// Every key in `[lo, hi)`, in pages.
 pub(super) fn scan_all(
-    store: &dyn SharedStore,
+    store: &dyn ClusterStore,
     lo: &[u8],
     hi: &[u8],
 ) -> Result<Vec<(Vec<u8>, Versioned)>> {

@@ -8,7 +8,7 @@
 //!   absent, a key at the version the daemon read) and applies all of its
 //!   operations or none; a failed condition is a [`Outcome::Conflict`], after
 //!   which the daemon refreshes what it read and runs the operation again;
-//! - **a change stream** ([`SharedStore::watch`]): every change in revision
+//! - **a change stream** ([`ClusterStore::watch`]): every change in revision
 //!   order from a given revision, for dropping other daemons' changes from
 //!   the caches;
 //! - **sessions** (leases): keys that vanish when their daemon stops
@@ -55,11 +55,11 @@ use std::fmt;
 use std::time::Duration;
 
 /// Keys with their values and versions, and the revision of the snapshot
-/// they were read at (`SharedStore::scan`).
+/// they were read at (`ClusterStore::scan`).
 pub type Scan = (Vec<(Vec<u8>, Versioned)>, Rev);
 
 /// Values of several keys (None: absent) and the revision they were read
-/// at (`SharedStore::get_many`).
+/// at (`ClusterStore::get_many`).
 pub type Got = (Vec<Option<Versioned>>, Rev);
 
 /// A store revision: it grows with every committed change. 0 is "never":
@@ -239,7 +239,7 @@ impl From<KvError> for shoal_core::Error {
     }
 }
 
-/// A change stream from one revision on (`SharedStore::watch`).
+/// A change stream from one revision on (`ClusterStore::watch`).
 pub trait Watch: Send {
     /// The next changes, in revision order, each revision's whole; waits up
     /// to `timeout` (an empty answer is no change yet). A stream that fell
@@ -248,7 +248,7 @@ pub trait Watch: Send {
 }
 
 /// An ordered key-value store that several daemons write at once.
-pub trait SharedStore: Send + Sync + 'static {
+pub trait ClusterStore: Send + Sync + 'static {
     /// The key's value and version, linearizable (it sees every commit that
     /// finished before the call).
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>>;
@@ -297,7 +297,7 @@ pub trait SharedStore: Send + Sync + 'static {
     }
 }
 
-/// A store's size (`SharedStore::space`).
+/// A store's size (`ClusterStore::space`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreSpace {
     /// Bytes the store's database takes (etcd: its file, which its quota

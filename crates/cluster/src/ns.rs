@@ -1,4 +1,4 @@
-//! A namespace that several daemons share on one [`SharedStore`] (issue 24):
+//! A namespace that several daemons share on one [`ClusterStore`] (issue 24):
 //! every operation is one optimistic transaction, acknowledged only after
 //! its conditional commit succeeded.
 //!
@@ -51,7 +51,7 @@
 
 use super::blob::Blobs;
 use super::filedata::{FileBuf, Table};
-use super::{Cond, KvError, LeaseId, Op, Outcome, SharedStore};
+use super::{ClusterStore, Cond, KvError, LeaseId, Op, Outcome};
 use shoal_core::acl;
 use shoal_core::error::{Error, Result};
 use shoal_core::rules::names::{self, NameOp};
@@ -189,7 +189,7 @@ pub struct SharedStats {
 }
 
 pub struct ClusterFs {
-    pub(super) store: Arc<dyn SharedStore>,
+    pub(super) store: Arc<dyn ClusterStore>,
     pub(super) sid: u64,
     pub(super) lease: LeaseId,
     pub(super) chunk: PlainMutex<(u64, u64)>,

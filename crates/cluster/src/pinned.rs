@@ -5,20 +5,20 @@
 //! session), and there is no change stream (nothing after the revision
 //! may reach the reader's cache).
 
-use super::{Cond, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore};
+use super::{ClusterStore, Cond, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan};
 use super::{Got, Versioned, Watch};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub struct Pinned {
-    inner: Arc<dyn SharedStore>,
+    inner: Arc<dyn ClusterStore>,
     rev: Rev,
 }
 
 impl Pinned {
     /// `inner` at its current revision; `Unsupported` where it keeps no
     /// past revisions (TiKV's client here, the simulator).
-    pub fn now(inner: Arc<dyn SharedStore>) -> KvResult<Pinned> {
+    pub fn now(inner: Arc<dyn ClusterStore>) -> KvResult<Pinned> {
         let rev = inner.revision()?;
         inner.get_at(b"", rev)?;
         Ok(Pinned { inner, rev })
@@ -28,7 +28,7 @@ impl Pinned {
     }
 }
 
-impl SharedStore for Pinned {
+impl ClusterStore for Pinned {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
         self.inner.get_at(key, self.rev)
     }

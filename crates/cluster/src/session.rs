@@ -3,7 +3,7 @@
 //! loses it, and leaves.
 
 use super::blob::Blobs;
-use super::{Cond, KvError, Op, Outcome, SharedStore};
+use super::{ClusterStore, Cond, KvError, Op, Outcome};
 use shoal_core::error::{Error, Result};
 use shoal_core::sync::PlainMutex;
 use std::collections::HashMap;
@@ -69,14 +69,14 @@ impl Default for SessionOpts {
 impl ClusterFs {
     /// Join the namespace on `store` with a new session, without an object
     /// store (files stay within the inline size).
-    pub fn open(store: Arc<dyn SharedStore>, opts: SessionOpts) -> Result<Arc<ClusterFs>> {
+    pub fn open(store: Arc<dyn ClusterStore>, opts: SessionOpts) -> Result<Arc<ClusterFs>> {
         Self::open_with_data(store, None, opts)
     }
 
     /// Join the namespace on `store` with a new session; file data past the
     /// inline size goes to `blobs`.
     pub fn open_with_data(
-        store: Arc<dyn SharedStore>,
+        store: Arc<dyn ClusterStore>,
         blobs: Option<Arc<dyn Blobs>>,
         opts: SessionOpts,
     ) -> Result<Arc<ClusterFs>> {

@@ -255,7 +255,7 @@ impl SimStore {
     }
 }
 
-impl SharedStore for SimStore {
+impl ClusterStore for SimStore {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
         self.wait();
         Ok(self.lock().kv.get(key).map(|e| Versioned {

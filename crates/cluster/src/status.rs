@@ -17,7 +17,7 @@
 
 use super::filelocks::{decode as decode_locks, Lock};
 use super::ns::{data_url, scan_all, Node};
-use super::SharedStore;
+use super::ClusterStore;
 use shoal_core::error::{Error, Result};
 use shoal_core::types::{Ino, Kind};
 
@@ -64,7 +64,7 @@ fn sid_le(v: &[u8]) -> u64 {
 }
 
 /// Read the status of the namespace on `store`.
-pub fn status(store: &dyn SharedStore) -> Result<Status> {
+pub fn status(store: &dyn ClusterStore) -> Result<Status> {
     let kv = Error::from;
     let format = match store.get(b"V").map_err(kv)? {
         None => {

@@ -16,7 +16,7 @@ use rand::Rng;
 use shoal_cluster::blob::MemBlobs;
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
 use shoal_cluster::sim::SimStore;
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::rules::modes::{self, Limits};
 use shoal_core::{Ctx, Engine, Kind, Namespace, SetAttr, ROOT_INO};
 use shoal_testkit::model::{self, Gen, Model, NsTarget, Op, E, K};
@@ -32,7 +32,7 @@ fn shared() -> Arc<ClusterFs> {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
     ClusterFs::open_with_data(
-        s as Arc<dyn SharedStore>,
+        s as Arc<dyn ClusterStore>,
         Some(Arc::new(MemBlobs::default())),
         SessionOpts::default(),
     )

@@ -8,7 +8,7 @@
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
 use shoal_cluster::sim::SimStore;
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::rules::modes;
 use shoal_core::{Ctx, Engine, Error, Namespace, SetAttr, RENAME_NOREPLACE, ROOT_INO};
 use shoal_testkit::setup;
@@ -21,7 +21,7 @@ fn engine() -> Arc<Engine> {
 fn shared() -> Arc<ClusterFs> {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    ClusterFs::open(s as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+    ClusterFs::open(s as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap()
 }
 
 fn long() -> Vec<u8> {

@@ -1,4 +1,4 @@
-//! shoal's shared store on an etcd cluster (`shoal_cluster::SharedStore`).
+//! shoal's shared store on an etcd cluster (`shoal_cluster::ClusterStore`).
 //!
 //! One filesystem is one key prefix, `/shoal/NAME/`, in the cluster; the
 //! calls map one to one onto etcd's: a conditional commit is one `Txn`
@@ -17,7 +17,7 @@ use etcd_client::{
     TxnOpResponse, WatchOptions, WatchStream,
 };
 use shoal_cluster::{
-    Cond, Event, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore,
+    ClusterStore, Cond, Event, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan,
     Versioned, Watch,
 };
 use std::future::Future;
@@ -368,7 +368,7 @@ impl EtcdStore {
     }
 }
 
-impl SharedStore for EtcdStore {
+impl ClusterStore for EtcdStore {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
         let mut c = self.client();
         let k = self.key(key);

@@ -2,7 +2,7 @@
 //! on 127.0.0.1 (ports 23791-23813). CI sets SHOAL_REQUIRE_ETCD=1, so a
 //! missing etcd fails instead of skipping.
 
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::conformance::{run_all, Harness};
 use shoal_testkit::etcd::Cluster;
@@ -21,7 +21,7 @@ fn conformance_etcd() {
     };
     let store = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap();
     let h = Harness {
-        store: store as std::sync::Arc<dyn SharedStore>,
+        store: store as std::sync::Arc<dyn ClusterStore>,
         advance: Box::new(std::thread::sleep),
         prefix: b"t/".to_vec(),
         lease_ttl: Duration::from_secs(2),

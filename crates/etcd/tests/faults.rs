@@ -6,7 +6,7 @@
 //! nothing acknowledged is lost. CI sets SHOAL_REQUIRE_ETCD=1.
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
 use shoal_testkit::etcd::Cluster;
@@ -25,7 +25,7 @@ fn the_namespace_survives_etcd_failures() {
         name: "faults".into(),
         ..Default::default()
     };
-    let store: Arc<dyn SharedStore> = EtcdStore::connect(&url, Duration::from_secs(3)).unwrap();
+    let store: Arc<dyn ClusterStore> = EtcdStore::connect(&url, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*store).unwrap();
     let opts = SessionOpts {
         ttl: Duration::from_secs(10),

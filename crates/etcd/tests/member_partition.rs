@@ -17,11 +17,11 @@
 //! SHOAL_REQUIRE_ETCD=1, which makes a missing `nft` a failure too.
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Ino, SetAttr, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
+use shoal_testkit::cluster_ns::{assert_clean, soon};
 use shoal_testkit::etcd::{self, Cluster};
-use shoal_testkit::shared_ns::{assert_clean, soon};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -126,7 +126,7 @@ fn daemons_carry_on_when_one_etcd_member_is_cut_off() {
         ..Default::default()
     };
     let connect = |u: &EtcdUrl| EtcdStore::connect(u, Duration::from_secs(2)).unwrap();
-    let s: Arc<dyn SharedStore> = connect(&from(0));
+    let s: Arc<dyn ClusterStore> = connect(&from(0));
     ns::mkfs(&*s).unwrap();
     let opts = SessionOpts {
         ttl: Duration::from_secs(6),

@@ -16,12 +16,12 @@
 //! CI sets SHOAL_REQUIRE_ETCD=1.
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
+use shoal_testkit::cluster_ns::assert_clean;
 use shoal_testkit::etcd::Cluster;
 use shoal_testkit::proxy::Proxy;
-use shoal_testkit::shared_ns::assert_clean;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ fn a_daemon_cut_off_by_a_partition_is_fenced_and_the_others_go_on() {
         name,
         ..Default::default()
     };
-    let s: Arc<dyn SharedStore> = EtcdStore::connect(&direct, Duration::from_secs(3)).unwrap();
+    let s: Arc<dyn ClusterStore> = EtcdStore::connect(&direct, Duration::from_secs(3)).unwrap();
     ns::mkfs(&*s).unwrap();
     let ttl = Duration::from_secs(4);
     let opts = SessionOpts {

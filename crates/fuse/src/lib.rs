@@ -3,11 +3,11 @@
 //! errors become errno in exactly one function, [`errno`]) and each mode's
 //! own part beside it, as a [`Mode`]: the embedded mount ([`embedded`],
 //! [`ShoalFs`]) and the mount of a namespace on etcd ([`shared`],
-//! [`shared::SharedFuse`]).
+//! [`cluster::ClusterFuse`]).
 
 pub mod adapter;
+pub mod cluster;
 pub mod embedded;
-pub mod shared;
 mod squash;
 
 pub use adapter::reply::{errno, file_attr, file_attr_on_disk};

@@ -8,7 +8,7 @@ use shoal_cluster::blob::{Blobs, MemBlobs};
 use shoal_cluster::filedata;
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
 use shoal_cluster::sim::SimStore;
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::ROOT_INO;
 use shoal_objects::ObjectBlobs;
 use shoal_testkit::objects::{blobs_conformance, Seaweed};
@@ -37,7 +37,7 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     let open = || {
         let b = Arc::new(ObjectBlobs::open(&ns::data_url(&*s).unwrap().unwrap()).unwrap());
         ClusterFs::open_with_data(
-            s.clone() as Arc<dyn SharedStore>,
+            s.clone() as Arc<dyn ClusterStore>,
             Some(b as Arc<dyn Blobs>),
             SessionOpts {
                 // An unlinked file goes after this (10 s by default).
@@ -64,7 +64,7 @@ fn memory_and_a_directory_and_seaweedfs_answer_as_the_seam_says() {
     let s3 = ObjectBlobs::open(&url).unwrap();
     assert_eq!(s3.list().unwrap().len(), 5, "20 MiB in 4 MiB chunks");
     c.unlink(ROOT_INO, b"big").unwrap();
-    shoal_testkit::shared_ns::soon("the file's objects after its unlink", 0, || {
+    shoal_testkit::cluster_ns::soon("the file's objects after its unlink", 0, || {
         s3.list().unwrap().len()
     });
     let r = filedata::collect(&*s, &s3, true).unwrap();

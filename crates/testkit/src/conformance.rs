@@ -7,13 +7,13 @@
 //! update, a change stream in revision order that can resume, leases whose
 //! keys go with them and which fence their holder's later commits.
 
-use shoal_cluster::{Cond, KvError, Op, Outcome, Rev, SharedStore};
+use shoal_cluster::{ClusterStore, Cond, KvError, Op, Outcome, Rev};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A store under test and how to let time pass for its leases.
 pub struct Harness {
-    pub store: Arc<dyn SharedStore>,
+    pub store: Arc<dyn ClusterStore>,
     /// Let `d` pass for lease deadlines: the simulator's fake clock, a
     /// sleep on a real store.
     pub advance: Box<dyn Fn(Duration) + Send + Sync>,

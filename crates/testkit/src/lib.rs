@@ -12,11 +12,12 @@
 //!   a real SeaweedFS S3 server started by the tests.
 //! - [`crash`]: whether a tree recovered after a crash can be a state of
 //!   the history (metadata exactly, file data as the data seam promises).
-//! - [`shared_ns`]: several daemons on one shared namespace racing on the
+//! - [`cluster_ns`]: several daemons on one shared namespace racing on the
 //!   same names, for the simulator and for etcd.
 //! - [`setup`]: a fresh store and engine, the seeds of randomized tests,
 //!   fsck of the result.
 
+pub mod cluster_ns;
 pub mod conformance;
 pub mod crash;
 pub mod etcd;
@@ -24,4 +25,3 @@ pub mod model;
 pub mod objects;
 pub mod proxy;
 pub mod setup;
-pub mod shared_ns;

@@ -1,5 +1,5 @@
 //! shoal's shared store on TiKV (issue 24): the seam
-//! (`shoal_cluster::SharedStore`) translated onto TiKV's optimistic
+//! (`shoal_cluster::ClusterStore`) translated onto TiKV's optimistic
 //! transactions, for namespaces larger than etcd's 8 GiB.
 //!
 //! TiKV gives less than the seam asks in four places; how each is made
@@ -45,7 +45,7 @@ pub mod model;
 pub mod txn;
 
 use shoal_cluster::{
-    Cond, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, SharedStore, Versioned,
+    ClusterStore, Cond, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, Versioned,
     Watch,
 };
 use std::collections::BTreeMap;
@@ -424,7 +424,7 @@ impl<K: TxnKv> TikvStore<K> {
     }
 }
 
-impl<K: TxnKv> SharedStore for TikvStore<K> {
+impl<K: TxnKv> ClusterStore for TikvStore<K> {
     fn get(&self, key: &[u8]) -> KvResult<Option<Versioned>> {
         Ok(self.get_many(&[key.to_vec()])?.0.remove(0))
     }

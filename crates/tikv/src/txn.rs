@@ -6,7 +6,7 @@
 //! Two implementations: `crate::model::MemTikv` (in memory, for the tests:
 //! no TiKV cluster can be had here) and, with the `client` feature,
 //! `crate::client::Client` over `tikv-client`. The calls are synchronous, as
-//! the seam's are (`shoal_cluster::SharedStore`).
+//! the seam's are (`shoal_cluster::ClusterStore`).
 
 use std::fmt;
 

@@ -3,7 +3,7 @@
 //! backend can get wrong: a commit whose answer is lost, and the traces an
 //! ended lease leaves.
 
-use shoal_cluster::{Cond, KvError, Op, Outcome, SharedStore};
+use shoal_cluster::{ClusterStore, Cond, KvError, Op, Outcome};
 use shoal_testkit::conformance::{run_all, Harness};
 use shoal_tikv::model::{Fault, MemTikv};
 use shoal_tikv::TikvStore;

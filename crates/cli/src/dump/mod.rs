@@ -198,7 +198,7 @@ fn dump_to(a: &DumpArgs, src: &str, mut out: Output, bar: &Bar) -> Result<Counts
     let r = if crate::is_shared(src) {
         // At one revision where the store keeps them (etcd), else live.
         let store = crate::shared_connect(src)?;
-        let (store, point): (Arc<dyn shoal_cluster::SharedStore>, String) =
+        let (store, point): (Arc<dyn shoal_cluster::ClusterStore>, String) =
             match Pinned::now(store.clone()) {
                 Ok(p) => {
                     let point = format!("revision {}", p.revision_pinned());
@@ -346,7 +346,7 @@ fn open_shared(src: &str, what: &str) -> Result<Arc<ClusterFs>, String> {
 }
 
 fn open_shared_on(
-    store: Arc<dyn shoal_cluster::SharedStore>,
+    store: Arc<dyn shoal_cluster::ClusterStore>,
     src: &str,
     what: &str,
 ) -> Result<Arc<ClusterFs>, String> {

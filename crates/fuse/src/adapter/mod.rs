@@ -68,7 +68,7 @@ pub(crate) fn forget_later(
 }
 
 /// What the core reads of a mount's options (each mode's own options
-/// struct gives them: `FuseOptions`, `SharedOptions`).
+/// struct gives them: `FuseOptions`, `ClusterOptions`).
 #[derive(Clone, Debug)]
 pub struct CoreOptions {
     /// How long the kernel keeps an entry, its attributes, a negative

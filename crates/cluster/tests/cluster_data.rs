@@ -10,9 +10,9 @@ use shoal_cluster::blob::{Blobs, MemBlobs};
 use shoal_cluster::filedata::{self, DATA_CHUNK};
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts, SHARED_INLINE_MAX};
 use shoal_cluster::sim::SimStore;
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{SetAttr, ROOT_INO};
-use shoal_testkit::shared_ns::assert_clean;
+use shoal_testkit::cluster_ns::assert_clean;
 use std::sync::Arc;
 
 const GRACE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -24,7 +24,7 @@ fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<ClusterFs>>) {
     let fss = (0..n)
         .map(|_| {
             ClusterFs::open_with_data(
-                s.clone() as Arc<dyn SharedStore>,
+                s.clone() as Arc<dyn ClusterStore>,
                 Some(b.clone() as Arc<dyn Blobs>),
                 SessionOpts {
                     // An unlinked file goes (objects and all) after this
@@ -147,7 +147,7 @@ fn bytes_written_on_one_daemon_read_back_on_another_after_flush() {
     // Unlinked: its objects go with it, after the grace in which another
     // daemon that has it open may hold it.
     a.unlink(ROOT_INO, b"f").unwrap();
-    shoal_testkit::shared_ns::soon("objects after the unlink", 0, || blobs.len());
+    shoal_testkit::cluster_ns::soon("objects after the unlink", 0, || blobs.len());
     assert_clean(&*s);
 }
 
@@ -210,7 +210,7 @@ fn truncate_and_extend_read_zeros_never_old_bytes() {
     assert_clean(&*s);
     a.unlink(ROOT_INO, b"f").unwrap();
     a.unlink(ROOT_INO, b"g").unwrap();
-    shoal_testkit::shared_ns::soon("objects after the unlinks", 0, || blobs.len());
+    shoal_testkit::cluster_ns::soon("objects after the unlinks", 0, || blobs.len());
 }
 
 /// Objects no inode names: those of a session that is gone are collected,
@@ -251,7 +251,7 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
 fn without_an_object_store_large_writes_are_refused() {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
-    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap();
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
     a.write(f, 0, b"ok").unwrap();
     assert_eq!(
@@ -273,7 +273,7 @@ fn buffered_writes_of_many_files_stay_within_the_bound() {
     let bound = 8 << 20;
     let open = |dirty_max| {
         ClusterFs::open_with_data(
-            s.clone() as Arc<dyn SharedStore>,
+            s.clone() as Arc<dyn ClusterStore>,
             Some(b.clone() as Arc<dyn Blobs>),
             SessionOpts {
                 dirty_max,

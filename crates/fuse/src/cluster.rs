@@ -7,7 +7,7 @@
 //! in step with the mode by `ClusterFs`), every change is one transaction on the shared
 //! store, and a stat or lookup is answered by the daemon's record cache or
 //! one read (`ClusterFs::getattr`). The kernel's entries and attributes live
-//! `SharedOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
+//! `ClusterOptions::ttl` (1 s, JuiceFS's default) and are dropped sooner by
 //! the change stream: a thread takes the daemon's stream
 //! (`ClusterFs::subscribe`) and invalidates the kernel's entry for every
 //! name another daemon changed and the attributes and pages of every inode
@@ -35,7 +35,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
-pub struct SharedOptions {
+pub struct ClusterOptions {
     /// How long the kernel may keep entries and attributes without asking
     /// (the change stream usually drops them sooner).
     pub ttl: Duration,
@@ -51,9 +51,9 @@ pub struct SharedOptions {
     pub daemon_permissions: bool,
 }
 
-impl Default for SharedOptions {
+impl Default for ClusterOptions {
     fn default() -> Self {
-        SharedOptions {
+        ClusterOptions {
             ttl: Duration::from_secs(1),
             threads: 4,
             uring: true,
@@ -67,9 +67,9 @@ impl Default for SharedOptions {
 type Listing = Vec<(Vec<u8>, u64, Kind)>;
 
 /// The etcd mount's state beside the core.
-pub struct Shared {
+pub struct Cluster {
     fs: Arc<ClusterFs>,
-    opts: SharedOptions,
+    opts: ClusterOptions,
     /// Directory handles: the listing taken at offset 0, served by index
     /// (stable cookies within one listing).
     dirs: Mutex<HashMap<u64, Listing>>,
@@ -183,9 +183,9 @@ struct HandleLocks {
 /// (`after_releases`).
 const RELEASE_GRACE: Duration = Duration::from_millis(50);
 
-impl Shared {
-    fn new(fs: Arc<ClusterFs>, opts: SharedOptions) -> Shared {
-        Shared {
+impl Cluster {
+    fn new(fs: Arc<ClusterFs>, opts: ClusterOptions) -> Cluster {
+        Cluster {
             fs,
             opts,
             dirs: Mutex::new(HashMap::new()),
@@ -416,10 +416,10 @@ impl Shared {
 }
 
 /// The FUSE filesystem of an etcd (or TiKV) mount.
-pub type SharedFuse = Adapter<Shared>;
+pub type ClusterFuse = Adapter<Cluster>;
 
-impl SharedFuse {
-    pub fn new(fs: Arc<ClusterFs>, opts: SharedOptions) -> SharedFuse {
+impl ClusterFuse {
+    pub fn new(fs: Arc<ClusterFs>, opts: ClusterOptions) -> ClusterFuse {
         let core = CoreOptions {
             entry_ttl: opts.ttl,
             attr_ttl: opts.ttl,
@@ -436,7 +436,7 @@ impl SharedFuse {
                 kernel_ref: false,
             },
         };
-        Adapter::with_mode(Shared::new(fs, opts), core)
+        Adapter::with_mode(Cluster::new(fs, opts), core)
     }
 
     /// Invalidations sent for other daemons' (and this one's) changes.
@@ -511,7 +511,7 @@ fn invalidate(
     }
 }
 
-impl Shared {
+impl Cluster {
     /// Whether the daemon checks some callers' permissions: all with
     /// daemon_permissions, a squashed one under root_squash or all_squash.
     fn daemon_checks(&self) -> bool {
@@ -519,7 +519,7 @@ impl Shared {
     }
 }
 
-impl Mode for Shared {
+impl Mode for Cluster {
     type Ns = ClusterFs;
     type Timer<'a> = Option<shoal_core::stats::Timer<'a>>;
 
@@ -528,7 +528,7 @@ impl Mode for Shared {
     }
 
     fn start(&self, r: usize) -> Self::Timer<'_> {
-        Shared::op(r).map(|op| self.fs.stats.op_stats.start(op))
+        Cluster::op(r).map(|op| self.fs.stats.op_stats.start(op))
     }
 
     fn notifier(&self) -> &Arc<OnceLock<fuser::Notifier>> {
@@ -937,7 +937,7 @@ impl Mode for Shared {
 }
 
 /// fcntl and flock locks across mounts (`shoal_cluster::filelocks`).
-impl Locks for Shared {
+impl Locks for Cluster {
     fn getlk(
         &self,
         _req: &Request,

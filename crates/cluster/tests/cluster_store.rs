@@ -4,7 +4,7 @@
 //! is unavailable or full, a change stream that lags or was compacted.
 
 use shoal_cluster::sim::{Fault, SimStore};
-use shoal_cluster::{Cond, KvError, Op, Outcome, SharedStore};
+use shoal_cluster::{ClusterStore, Cond, KvError, Op, Outcome};
 use shoal_testkit::conformance::{run_all, Harness};
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,9 +5,9 @@
 //! a lost answer.
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, ROOT_INO};
-use shoal_testkit::shared_ns::{self as checks, assert_clean};
+use shoal_testkit::cluster_ns::{self as checks, assert_clean};
 use shoal_tikv::model::{Fault, MemTikv};
 use shoal_tikv::TikvStore;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ fn daemons(n: usize) -> (Arc<MemTikv>, Store, Vec<Arc<ClusterFs>>) {
     kv.set_delay(Duration::from_micros(100));
     let fss = (0..n)
         .map(|_| {
-            ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+            ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap()
         })
         .collect();
     (kv, s, fss)
@@ -107,8 +107,8 @@ fn a_daemon_whose_session_ended_cannot_commit_and_its_orphans_are_reclaimed() {
     assert_eq!(b.lookup(ROOT_INO, b"after"), Err(Error::NotFound));
     b.create(ROOT_INO, b"b-after", 0o644).unwrap();
     // The next daemon to join removes it, in the background.
-    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
-    shoal_testkit::shared_ns::soon(
+    let c = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap();
+    shoal_testkit::cluster_ns::soon(
         "a dead daemon's orphan after a join",
         Err(Error::NotFound),
         || c.getattr(h.ino).map(|a| a.nlink),

@@ -7,9 +7,9 @@
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
 use shoal_cluster::sim::{Fault, SimStore};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, ROOT_INO};
-use shoal_testkit::shared_ns::{self as checks, assert_clean};
+use shoal_testkit::cluster_ns::{self as checks, assert_clean};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ fn daemons(n: usize) -> (Arc<SimStore>, Vec<Arc<ClusterFs>>) {
     ns::mkfs(&*s).unwrap();
     let fss = (0..n)
         .map(|_| {
-            ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap()
+            ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap()
         })
         .collect();
     (s, fss)
@@ -136,7 +136,7 @@ fn a_dead_lock_holders_lease_goes_with_its_session() {
     assert_eq!(a.lock_leases_held(), 1);
     a.stop_renewing();
     s.advance(Duration::from_secs(60));
-    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap();
     assert_eq!(
         c.setlk(f, &w, Want::Write).unwrap(),
         None,
@@ -210,7 +210,7 @@ fn a_dead_daemons_locks_go_with_its_session() {
     a.stop_renewing();
     s.advance(Duration::from_secs(60));
     // (The fake clock's jump ended b's session too: a new daemon.)
-    let c = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let c = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap();
     assert_eq!(
         c.setlk(f, &w, Want::Write).unwrap(),
         None,
@@ -316,7 +316,7 @@ fn a_lost_session_loses_a_suffix_of_the_queued_creates() {
             ttl,
             ..SessionOpts::default()
         };
-        ClusterFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap()
+        ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, opts).unwrap()
     };
     // A's lease is short in real time: it stops answering from memory
     // half of it after its last renewal.
@@ -371,7 +371,7 @@ fn without_leases_every_create_commits() {
         dir_leases: false,
         ..SessionOpts::default()
     };
-    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, opts).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, opts).unwrap();
     for i in 0..20 {
         a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
             .unwrap();
@@ -425,7 +425,7 @@ fn graced(grace: Duration) -> (Arc<SimStore>, impl Fn() -> Arc<ClusterFs>) {
     };
     let store = s.clone();
     let open =
-        move || ClusterFs::open(store.clone() as Arc<dyn SharedStore>, opts.clone()).unwrap();
+        move || ClusterFs::open(store.clone() as Arc<dyn ClusterStore>, opts.clone()).unwrap();
     (s, open)
 }
 
@@ -456,7 +456,7 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     assert_clean(&*s);
     // A's last close removes it (no other daemon holds it).
     a.release(f.ino).unwrap();
-    shoal_testkit::shared_ns::soon(
+    shoal_testkit::cluster_ns::soon(
         "B's stat after A's last close",
         Err(Error::NotFound),
         || b.getattr(f.ino).map(|a| a.nlink),
@@ -464,10 +464,10 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     // Open nowhere: it goes after the grace.
     let u = a.create(ROOT_INO, b"u", 0o644).unwrap();
     a.unlink(ROOT_INO, b"u").unwrap();
-    shoal_testkit::shared_ns::soon("B's stat after A's unlink", Ok(0), || {
+    shoal_testkit::cluster_ns::soon("B's stat after A's unlink", Ok(0), || {
         b.getattr(u.ino).map(|a| a.nlink)
     });
-    shoal_testkit::shared_ns::soon("B's stat after the grace", Err(Error::NotFound), || {
+    shoal_testkit::cluster_ns::soon("B's stat after the grace", Err(Error::NotFound), || {
         b.getattr(u.ino).map(|a| a.nlink)
     });
     assert_clean(&*s);
@@ -497,7 +497,7 @@ fn an_unlinked_open_file_lives_until_its_last_close_anywhere() {
     );
     // The next daemon to join removes it, in the background.
     let c = open();
-    shoal_testkit::shared_ns::soon(
+    shoal_testkit::cluster_ns::soon(
         "a dead daemon's orphan after a join",
         Err(Error::NotFound),
         || c.getattr(h.ino).map(|a| a.nlink),
@@ -528,7 +528,7 @@ fn an_open_file_is_held_while_the_change_stream_stalls() {
     );
     assert_eq!(a.read(f.ino, 0, 100).unwrap(), b"still here", "gone for A");
     a.release(f.ino).unwrap();
-    shoal_testkit::shared_ns::soon(
+    shoal_testkit::cluster_ns::soon(
         "B's stat after A's last close",
         Err(Error::NotFound),
         || b.getattr(f.ino).map(|a| a.nlink),
@@ -570,7 +570,7 @@ fn a_dead_daemons_tmpfile_is_reclaimed() {
     s.advance(Duration::from_secs(60));
     assert_eq!(b.getattr(t.ino).unwrap().nlink, 0);
     let c = open();
-    shoal_testkit::shared_ns::soon(
+    shoal_testkit::cluster_ns::soon(
         "a dead daemon's tmpfile after a join",
         Err(Error::NotFound),
         || c.getattr(t.ino).map(|a| a.nlink),
@@ -587,7 +587,7 @@ fn statfs_comes_from_the_stores() {
     let s = SimStore::new();
     ns::mkfs(&*s).unwrap();
     s.set_quota(Some(1 << 20));
-    let a = ClusterFs::open(s.clone() as Arc<dyn SharedStore>, SessionOpts::default()).unwrap();
+    let a = ClusterFs::open(s.clone() as Arc<dyn ClusterStore>, SessionOpts::default()).unwrap();
     for i in 0..50 {
         a.create(ROOT_INO, format!("f{i}").as_bytes(), 0o644)
             .unwrap();

@@ -1,18 +1,18 @@
 //! The multi-daemon namespace checks (`shoal_cluster::ns`), one copy
-//! for every shared store: the simulator (`crates/core/tests/shared_ns.rs`),
-//! a real etcd cluster (`crates/etcd/tests/shared_ns.rs`) and the TiKV
-//! backend on its model (`crates/tikv/tests/shared_ns.rs`). Each takes
+//! for every shared store: the simulator (`crates/core/tests/cluster_ns.rs`),
+//! a real etcd cluster (`crates/etcd/tests/cluster_ns.rs`) and the TiKV
+//! backend on its model (`crates/tikv/tests/cluster_ns.rs`). Each takes
 //! the daemons (two or three `ClusterFs` on one namespace, each with its own
 //! connection) and the store, for `ns::check`.
 
 use shoal_cluster::ns::{self, ClusterFs};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, Kind, ROOT_INO};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub fn assert_clean(s: &dyn SharedStore) {
+pub fn assert_clean(s: &dyn ClusterStore) {
     let r = ns::check(s).unwrap();
     assert!(r.problems.is_empty(), "{:?}", r.problems);
 }
@@ -58,7 +58,7 @@ pub fn race<T: Send>(
     })
 }
 
-pub fn one_daemon_answers_as_posix_does(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn one_daemon_answers_as_posix_does(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let a = &fss[0];
     let d = a.mkdir(ROOT_INO, b"d", 0o755).unwrap();
     // What a create answers is what a later stat answers (the kernel caches
@@ -113,7 +113,7 @@ pub fn one_daemon_answers_as_posix_does(fss: &[Arc<ClusterFs>], s: &dyn SharedSt
     assert_clean(s);
 }
 
-pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap();
     soon("B's lookup of A's create", Ok(f.ino), || {
@@ -148,7 +148,7 @@ pub fn one_mount_sees_another_mounts_changes(fss: &[Arc<ClusterFs>], s: &dyn Sha
 /// open reads the store whatever the cache holds (close-to-open).
 pub fn stats_come_from_memory_and_follow_other_daemons(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let hits = |f: &ClusterFs| f.stats.cache_hits.load(Ordering::Relaxed);
@@ -216,7 +216,7 @@ fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
 /// stored) and clears setgid for a caller outside the file's group; chmod
 /// on another daemon rewrites its mask; a default ACL is a directory's
 /// only, and a create on another daemon inherits it in place of the umask.
-pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_cluster::ns::NewNode;
     use shoal_core::acl::{ACCESS, DEFAULT};
     use shoal_core::{Ctx, SetAttr};
@@ -309,7 +309,7 @@ pub fn acls_follow_the_mode_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn Share
 /// lost when they race on different names of one inode (the record holds
 /// all of them: the commit's condition catches the race). Unknown
 /// namespaces are refused, a malformed ACL too.
-pub fn xattrs_are_shared(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn xattrs_are_shared(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_core::{XATTR_CREATE, XATTR_REPLACE};
     let (a, b) = (&fss[0], &fss[1]);
     let f = a.create(ROOT_INO, b"x", 0o644).unwrap();
@@ -375,7 +375,7 @@ pub fn xattrs_are_shared(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
     assert_clean(s);
 }
 
-pub fn races_between_daemons_have_posix_answers(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn races_between_daemons_have_posix_answers(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let a = &fss[0];
     for round in 0..30 {
         // create/create: one winner.
@@ -440,7 +440,7 @@ pub fn races_between_daemons_have_posix_answers(fss: &[Arc<ClusterFs>], s: &dyn 
 /// transaction that writes nothing, or answers an error, must still have
 /// read a state that was true at one instant (issue 43: two etcd mounts
 /// both won one rename in 12-25% of pairs).
-pub fn same_name_races_have_one_winner(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn same_name_races_have_one_winner(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let a = &fss[0];
     let q = a.mkdir(ROOT_INO, b"q", 0o755).unwrap();
     let w = a.mkdir(ROOT_INO, b"w", 0o755).unwrap();
@@ -546,7 +546,7 @@ pub fn same_name_races_have_one_winner(fss: &[Arc<ClusterFs>], s: &dyn SharedSto
 
 pub fn creates_of_different_names_in_one_directory_never_conflict(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let d = fss[0].mkdir(ROOT_INO, b"shared", 0o755).unwrap();
     let conflicts = || -> u64 {
@@ -586,7 +586,7 @@ fn count(fs: &ClusterFs, c: impl Fn(&ns::SharedStats) -> &std::sync::atomic::Ato
 /// name the first made is EEXIST for the second.
 pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = a.mkdir(ROOT_INO, b"leased", 0o755).unwrap();
@@ -654,7 +654,7 @@ pub fn a_leased_directory_answers_from_memory_and_gives_it_back(
 /// clean.
 pub fn an_unlink_under_a_lease_is_answered_from_memory(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = a.mkdir(ROOT_INO, b"rm", 0o755).unwrap().ino;
@@ -749,7 +749,7 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(
 /// with a checking `Ctx`, another user's name in a sticky directory EPERM,
 /// and a directory the caller may not write EACCES; every name stays.
 /// Each refusal is asked while this daemon holds the directory's lease.
-pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn removals_under_a_lease_keep_the_rules(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_core::rules::flags::{APPEND, IMMUTABLE};
     use shoal_core::{Ctx, Ino};
     let (a, b) = (&fss[0], &fss[1]);
@@ -925,7 +925,7 @@ fn crate_setattr_mode(mode: u32) -> shoal_core::SetAttr {
 /// Two daemons creating names that interleave in one directory take
 /// turns holding its lease: most creates of each are answered from
 /// memory, both get turns, and every name is there once.
-pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     // (Scattered names: each turn's creates span the directory.)
     let name = |t: usize, n: usize| format!("{:08x}-{t}", (n as u32).wrapping_mul(2_654_435_761));
     creating_in_one_directory(fss, s, b"turns", name, false);
@@ -936,14 +936,14 @@ pub fn daemons_creating_in_one_directory_take_turns(fss: &[Arc<ClusterFs>], s: &
 /// between them, once, and both answer their creates from memory.
 pub fn daemons_creating_apart_in_one_directory_split_it(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     creating_in_one_directory(fss, s, b"apart", |t, n| format!("d{t}-{n}"), true);
 }
 
 fn creating_in_one_directory(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
     dir: &[u8],
     name: fn(usize, usize) -> String,
     apart: bool,
@@ -1025,7 +1025,7 @@ fn leased_dir(a: &ClusterFs, name: &[u8], prefix: &str, n: usize) -> shoal_core:
 /// the lease is taken); the other daemon sees everything once committed.
 pub fn a_directory_made_here_is_leased_at_its_first_create(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let top = a.mkdir(ROOT_INO, b"made", 0o755).unwrap();
@@ -1054,7 +1054,7 @@ pub fn a_directory_made_here_is_leased_at_its_first_create(
 /// meanwhile.
 pub fn a_directory_taken_again_answers_what_others_changed(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
 ) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = leased_dir(a, b"again", "a", 10);
@@ -1098,7 +1098,7 @@ pub fn a_directory_taken_again_answers_what_others_changed(
 /// A file created from memory and changed before its batch left (its
 /// bytes written, chmod, times, as untar does) is changed in memory, with
 /// no transaction of its own; another daemon sees the changed file.
-pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let (a, b) = (&fss[0], &fss[1]);
     let d = leased_dir(a, b"amend", "x", 5);
     let amends = count(a, |s| &s.lease_amends);
@@ -1140,7 +1140,7 @@ pub fn a_queued_create_is_changed_in_memory(fss: &[Arc<ClusterFs>], s: &dyn Shar
 /// them, then each also tries names of another's range (which it makes
 /// too; by transaction, or by taking that range in turn): one winner per
 /// name.
-pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let d = fss[0].mkdir(ROOT_INO, b"ranges", 0o755).unwrap();
     fss[0].fsyncdir().unwrap();
     let threads = fss.len().max(2);
@@ -1189,7 +1189,7 @@ pub fn one_winner_per_name_across_split_ranges(fss: &[Arc<ClusterFs>], s: &dyn S
 
 /// Every daemon's threads create the same names in one directory, with
 /// leases taken and given back between them: one winner per name.
-pub fn one_winner_per_name_with_leases(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn one_winner_per_name_with_leases(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     let d = fss[0].mkdir(ROOT_INO, b"contended", 0o755).unwrap();
     let won = race(fss, 4, |_, fs| {
         (0..150)
@@ -1216,7 +1216,7 @@ pub fn one_winner_per_name_with_leases(fss: &[Arc<ClusterFs>], s: &dyn SharedSto
 /// no cycles.
 pub fn random_races_leave_a_consistent_namespace(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
     seed: u64,
 ) {
     use rand::{Rng, SeedableRng};
@@ -1259,7 +1259,7 @@ pub fn random_races_leave_a_consistent_namespace(
 /// the daemon reads back before it answers.
 pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
     fss: &[Arc<ClusterFs>],
-    s: &dyn SharedStore,
+    s: &dyn ClusterStore,
     lose: &dyn Fn(bool),
 ) {
     let a = &fss[0];
@@ -1281,7 +1281,7 @@ pub fn a_lost_answer_neither_loses_nor_doubles_an_operation(
 /// and not one past its range; of six owners over the daemons racing for
 /// one byte exactly one wins; a close by the owner releases its locks;
 /// flock and POSIX locks are apart.
-pub fn locks_exclude_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn locks_exclude_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_cluster::filelocks::{Lock, Want};
     let lk = |owner: u64, start: u64, end: u64, write: bool| Lock {
         owner,
@@ -1378,7 +1378,7 @@ pub fn locks_exclude_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore)
 /// from the directory, append-only allows appends and new names only; a
 /// flag cleared frees them again. The other daemon reads the flags too
 /// (`FS_IOC_GETFLAGS`), once its record cache follows.
-pub fn flags_hold_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn flags_hold_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_core::rules::flags::{APPEND, IMMUTABLE};
     use shoal_core::{Ctx, SetAttr};
     let (a, b) = (&fss[0], &fss[1]);
@@ -1439,7 +1439,7 @@ pub fn flags_hold_across_daemons(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
 /// O_TMPFILE across daemons: an unnamed file made on one daemon, named by
 /// link there and then seen on the other; one never named goes at its
 /// last close; an unlinked-while-open file is not linkable.
-pub fn tmpfiles_are_named_by_link(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn tmpfiles_are_named_by_link(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_core::Ctx;
     let (a, b) = (&fss[0], &fss[1]);
     let root = Ctx::root();
@@ -1473,7 +1473,7 @@ pub fn tmpfiles_are_named_by_link(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
 /// renameat2's EXCHANGE and WHITEOUT in one transaction each, seen by the
 /// other daemon: names swapped (a directory's parent too), a whiteout
 /// (character device 0:0) at the old name.
-pub fn rename_exchange_and_whiteout(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn rename_exchange_and_whiteout(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_core::{Ctx, RENAME_EXCHANGE};
     let (a, b) = (&fss[0], &fss[1]);
     let root = Ctx::root();
@@ -1515,7 +1515,7 @@ pub fn rename_exchange_and_whiteout(fss: &[Arc<ClusterFs>], s: &dyn SharedStore)
 /// byte while the lease moves between them never hold it at once (a
 /// checker owns a token while holding the lock: a second holder finds it
 /// taken); and after the race every lock is gone from both.
-pub fn lock_leases_exclude_while_they_move(fss: &[Arc<ClusterFs>], s: &dyn SharedStore) {
+pub fn lock_leases_exclude_while_they_move(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
     use shoal_cluster::filelocks::{Lock, Want};
     use std::sync::atomic::AtomicU64;
     let lk = |owner: u64, write: bool| Lock {

@@ -1,14 +1,14 @@
 //! Several daemons on one namespace on a real three-member etcd cluster
 //! (ports 23820-23833), each with its own connection: the same checks as on
-//! the simulator (`shoal_testkit::shared_ns`), and fencing with a real
+//! the simulator (`shoal_testkit::cluster_ns`), and fencing with a real
 //! lease. CI sets SHOAL_REQUIRE_ETCD=1, so a missing etcd fails.
 
 use shoal_cluster::ns::{self, ClusterFs, SessionOpts};
-use shoal_cluster::SharedStore;
+use shoal_cluster::ClusterStore;
 use shoal_core::{Error, ROOT_INO};
 use shoal_etcd::{EtcdStore, EtcdUrl};
+use shoal_testkit::cluster_ns as checks;
 use shoal_testkit::etcd::Cluster;
-use shoal_testkit::shared_ns as checks;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,14 +28,14 @@ fn daemons(
     name: &str,
     n: usize,
     ttl: Duration,
-) -> (Arc<dyn SharedStore>, Vec<Arc<ClusterFs>>) {
+) -> (Arc<dyn ClusterStore>, Vec<Arc<ClusterFs>>) {
     let url = EtcdUrl {
         endpoints: f.cluster.endpoints(),
         name: format!("{name}-{}", std::process::id()),
         ..Default::default()
     };
     let connect =
-        || EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
+        || EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn ClusterStore>;
     let s = connect();
     ns::mkfs(&*s).unwrap();
     let opts = SessionOpts {
@@ -55,7 +55,7 @@ fn join(f: &Fixture, name: &str, ttl: Duration) -> Arc<ClusterFs> {
         name: format!("{name}-{}", std::process::id()),
         ..Default::default()
     };
-    let s = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn SharedStore>;
+    let s = EtcdStore::connect(&url, Duration::from_secs(5)).unwrap() as Arc<dyn ClusterStore>;
     let opts = SessionOpts {
         ttl,
         ..SessionOpts::default()
