@@ -30,7 +30,7 @@ export AWS_ACCESS_KEY_ID=shoal-mounts AWS_SECRET_ACCESS_KEY=shoal-mounts-secret
 S3=$(SEAWEED_KEYS=$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY bash "$ROOT/scripts/seaweed.sh" start "$W" 24250)
 U=etcd://$EPS/mounts
 # A clean fsck while the mounts run (lib.sh).
-check() { fsck_settled "$1" "$2"; }
+check() { fsck_clean "$1" "$2"; }
 # unnamed URL: objects no file names (fsck's count).
 unnamed() { "$SHOAL" fsck "$1" | sed -n 's/^objects: [0-9]* in the store, \([0-9]*\) named by no file.*/\1/p'; }
 # within SECS CMD...: CMD succeeds within SECS seconds (polls every 50 ms).

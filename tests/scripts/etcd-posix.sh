@@ -31,7 +31,7 @@ rm -rf "$O" "$L"; mkdir -p "$O" "$A" "$B" "$L" "$OV"
 "$SHOAL" mount -d "$U" "$A" -o allow_other >/dev/null
 "$SHOAL" mount -d "$U" "$B" -o allow_other >/dev/null
 # A clean fsck while the mounts run (lib.sh).
-check() { fsck_settled "$U" "$1"; }
+check() { fsck_clean "$U" "$1"; }
 within() { local t=$1; shift; for _ in $(seq $((t * 20))); do "$@" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 # refused WHAT CMD...: CMD fails with "Operation not permitted".
 refused() { local what=$1; shift; local out; out=$("$@" 2>&1) && fail "$what: allowed"; grep -q "Operation not permitted" <<<"$out" || fail "$what: $out"; }

@@ -263,8 +263,24 @@ fn peak_rss_mb() -> u64 {
 fn cmd_fsck(a: &args::FsckArgs) -> Result<i32, String> {
     if let Some(store) = shared_target(&a.store) {
         let store = store?;
-        let r = shoal_cluster::ns::check(&*store).map_err(|e| e.to_string())?;
-        let mut r = r;
+        // The namespace as it was at one revision where the store keeps
+        // past ones (etcd), so that mounts changing it meanwhile cannot
+        // show a problem that never was (a lease's batch committed between
+        // two pages of the scan, CI 2026-11-28); read live elsewhere (TiKV).
+        let mut r = match shoal_cluster::pinned::Pinned::now(store.clone()) {
+            Ok(at) => {
+                println!("namespace read at revision {}", at.revision_pinned());
+                shoal_cluster::ns::check(&at)
+            }
+            Err(shoal_cluster::KvError::Unsupported(_)) => shoal_cluster::ns::check(&*store),
+            Err(e) => {
+                return Err(format!(
+                    "{}: {e}",
+                    shoal_etcd::redact(&a.store.to_string_lossy())
+                ))
+            }
+        }
+        .map_err(|e| e.to_string())?;
         if let Some(b) = daemon::data_store(&*store)? {
             let c = shoal_cluster::filedata::collect(&*store, &*b, !a.repair)
                 .map_err(|e| e.to_string())?;
