@@ -85,6 +85,11 @@ pub const DIFFERENCES: &[Difference] = &[
         embedded: "the store's filesystem; 2^32 inodes free",
         shared: "the object store's room; inodes as etcd's quota fits",
     },
+    Difference {
+        rule: "holes in a file",
+        embedded: "kept: st_blocks counts what was written, SEEK_HOLE finds them",
+        shared: "none tracked: st_blocks is the size's, SEEK_HOLE finds the end",
+    },
 ];
 
 #[cfg(test)]
