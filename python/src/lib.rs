@@ -186,12 +186,19 @@ impl Client {
             .allow_threads(|| self.c.open(path, flags, mode))
             .map_err(err)?;
         let fd = f.fd();
-        self.files.lock().unwrap().insert(fd, f);
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fd, f);
         Ok(fd)
     }
     /// Close a descriptor from `_open`: the daemon takes size and time.
     fn _close(&self, py: Python<'_>, fd: i32) -> R<()> {
-        let f = self.files.lock().unwrap().remove(&fd);
+        let f = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&fd);
         match f {
             Some(f) => py.allow_threads(|| f.close()).map_err(err),
             None => Err(err(std::io::Error::from_raw_os_error(libc::EBADF))),
@@ -199,7 +206,7 @@ impl Client {
     }
     #[pyo3(signature = (fd, datasync = false))]
     fn _fsync(&self, py: Python<'_>, fd: i32, datasync: bool) -> R<()> {
-        let files = self.files.lock().unwrap();
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let f = files
             .get(&fd)
             .ok_or_else(|| err(std::io::Error::from_raw_os_error(libc::EBADF)))?;

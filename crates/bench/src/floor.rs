@@ -121,6 +121,16 @@ impl Default for Floor {
 }
 
 impl Floor {
+    /// The state, taken back from a request that panicked holding it
+    /// (std's poisoning): one bad request does not take the mount down.
+    /// std's Mutex, not parking_lot's, to stay the minimal reference the
+    /// C floor is.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Floor {
     fn make(
         &self,
         req: &Request,
@@ -129,7 +139,7 @@ impl Floor {
         kind: FileType,
         mode: u32,
     ) -> Result<FileAttr, Errno> {
-        let mut s = self.st.lock().unwrap();
+        let mut s = self.state();
         let ino = s.next;
         let p = s.nodes.get_mut(&parent).ok_or(Errno::ENOENT)?;
         if p.children.contains_key(name) {
@@ -155,7 +165,7 @@ impl Floor {
     }
 
     fn remove(&self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
-        let mut s = self.st.lock().unwrap();
+        let mut s = self.state();
         let ino = s
             .nodes
             .get(&parent)
@@ -198,7 +208,7 @@ impl Filesystem for Floor {
         Ok(())
     }
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let s = self.st.lock().unwrap();
+        let s = self.state();
         match s
             .nodes
             .get(&parent.0)
@@ -214,7 +224,7 @@ impl Filesystem for Floor {
         }
     }
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.st.lock().unwrap().nodes.get(&ino.0) {
+        match self.state().nodes.get(&ino.0) {
             Some(n) => reply.attr(&TTL, &n.attr),
             None => reply.error(Errno::ENOENT),
         }
@@ -237,7 +247,7 @@ impl Filesystem for Floor {
         _f: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let mut s = self.st.lock().unwrap();
+        let mut s = self.state();
         let Some(n) = s.nodes.get_mut(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
@@ -318,7 +328,7 @@ impl Filesystem for Floor {
         _f: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let mut s = self.st.lock().unwrap();
+        let mut s = self.state();
         let Some(ino) = s
             .nodes
             .get_mut(&parent.0)
@@ -352,7 +362,7 @@ impl Filesystem for Floor {
         _l: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let s = self.st.lock().unwrap();
+        let s = self.state();
         let Some(n) = s.nodes.get(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
@@ -372,7 +382,7 @@ impl Filesystem for Floor {
         _l: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        let mut s = self.st.lock().unwrap();
+        let mut s = self.state();
         let Some(n) = s.nodes.get_mut(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
@@ -396,7 +406,7 @@ impl Filesystem for Floor {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let s = self.st.lock().unwrap();
+        let s = self.state();
         let Some(n) = s.nodes.get(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
@@ -420,7 +430,7 @@ impl Filesystem for Floor {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let s = self.st.lock().unwrap();
+        let s = self.state();
         let Some(n) = s.nodes.get(&ino.0) else {
             return reply.error(Errno::ENOENT);
         };
@@ -443,7 +453,7 @@ impl Filesystem for Floor {
         // The target is kept as the node's data (the tree workload has symlinks).
         match self.make(req, parent.0, name, FileType::Symlink, 0o777) {
             Ok(mut a) => {
-                let mut s = self.st.lock().unwrap();
+                let mut s = self.state();
                 let n = s.nodes.get_mut(&a.ino.0).unwrap();
                 n.data = link.as_os_str().as_encoded_bytes().to_vec();
                 n.attr.size = n.data.len() as u64;
@@ -454,7 +464,7 @@ impl Filesystem for Floor {
         }
     }
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.st.lock().unwrap().nodes.get(&ino.0) {
+        match self.state().nodes.get(&ino.0) {
             Some(n) if n.attr.kind == FileType::Symlink => reply.data(&n.data),
             Some(_) => reply.error(Errno::EINVAL),
             None => reply.error(Errno::ENOENT),

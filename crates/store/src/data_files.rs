@@ -11,6 +11,7 @@
 //! (`shoal_core::data`) is what the crash argument in docs/design.md
 //! rests on.
 
+use parking_lot::Mutex;
 use shoal_core::data::DataStore;
 use shoal_core::{Error, Ino, Result};
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Open objects kept per shard; past it, half the shard's are closed.
 const OPEN_PER_SHARD: usize = 256;
@@ -223,7 +224,7 @@ impl DataFiles {
 
     /// The open object, or None when it does not exist and `create` is false.
     fn get(&self, ino: Ino, create: bool) -> Result<Option<Arc<Object>>> {
-        if let Some(o) = self.shard(ino).lock().unwrap().get(&ino) {
+        if let Some(o) = self.shard(ino).lock().get(&ino) {
             return Ok(Some(o.clone()));
         }
         let path = self.path(ino);
@@ -270,7 +271,7 @@ impl DataFiles {
             made_here,
             name: AtomicU64::new(name),
         });
-        let mut m = self.shard(ino).lock().unwrap();
+        let mut m = self.shard(ino).lock();
         if m.len() >= OPEN_PER_SHARD {
             // Close about half; an object in use keeps its file open
             // through its Arc until its call returns.
@@ -448,7 +449,7 @@ impl DataStore for DataFiles {
     }
     fn remove(&self, ino: Ino) -> Result<()> {
         self.writable()?;
-        self.shard(ino).lock().unwrap().remove(&ino);
+        self.shard(ino).lock().remove(&ino);
         let path = self.path(ino);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
@@ -528,7 +529,7 @@ mod tests {
         d.name_sync = NameSync::Directory;
         d.write(1, 0, b"x").unwrap();
         // The cache closes it (as when its shard is full).
-        d.shard(1).lock().unwrap().remove(&1);
+        d.shard(1).lock().remove(&1);
         d.sync(1).unwrap();
         assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 1, "data/01 synced");
         d.sync(1).unwrap();
@@ -536,7 +537,7 @@ mod tests {
         // An earlier daemon's object, perhaps never synced: its
         // directory's first sync here covers it, once.
         d.sync(2).unwrap();
-        d.shard(2).lock().unwrap().remove(&2);
+        d.shard(2).lock().remove(&2);
         d.sync(2).unwrap();
         assert_eq!(d.dir_syncs.load(Ordering::Relaxed), 2, "data/02 once");
         // Where the file's sync covers its name, no directory is synced.
@@ -554,7 +555,7 @@ mod tests {
         w.sync(4).unwrap();
         assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 0, "kept open");
         w.write(5, 0, b"z").unwrap();
-        w.shard(5).lock().unwrap().remove(&5);
+        w.shard(5).lock().remove(&5);
         w.sync(5).unwrap();
         assert_eq!(w.dir_syncs.load(Ordering::Relaxed), 1, "closed first");
     }

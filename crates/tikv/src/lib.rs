@@ -44,12 +44,12 @@ pub mod client;
 pub mod model;
 pub mod txn;
 
+use parking_lot::Mutex;
 use shoal_cluster::{
     ClusterStore, Cond, Got, KvError, KvResult, LeaseId, Limits, Op, Outcome, Rev, Scan, Versioned,
     Watch,
 };
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use txn::{physical_ms, Txn, TxnError, TxnKv};
 
@@ -395,7 +395,7 @@ impl<K: TxnKv> TikvStore<K> {
     /// ones come before it.
     fn sweep(&self) -> KvResult<()> {
         let from = {
-            let mut last = self.last_sweep.lock().unwrap();
+            let mut last = self.last_sweep.lock();
             if last.0.is_some_and(|t| t.elapsed() < SWEEP_EVERY) {
                 return Ok(());
             }
@@ -414,7 +414,7 @@ impl<K: TxnKv> TikvStore<K> {
             Some((k, _)) if leases.len() == SWEEP_PAGE as usize => id_of(k).saturating_add(1),
             _ => 0,
         };
-        self.last_sweep.lock().unwrap().1 = next;
+        self.last_sweep.lock().1 = next;
         for (k, v) in leases {
             if lease_deadline(&v) <= now {
                 self.end_lease(id_of(&k), true)?;

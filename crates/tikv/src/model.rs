@@ -16,8 +16,9 @@
 //! cannot be reached (`Unavailable`).
 
 use crate::txn::{Ts, Txn, TxnError, TxnKv, TxnResult, PHYSICAL_SHIFT};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,27 +91,27 @@ impl MemTikv {
 
     /// Move the fake clock on (lease deadlines are in the oracle's time).
     pub fn advance(&self, d: Duration) {
-        self.st.lock().unwrap().clock_ms += d.as_millis() as u64;
+        self.st.lock().clock_ms += d.as_millis() as u64;
     }
 
     /// Every read and commit waits `d` first, so that several threads'
     /// transactions interleave as they would on a cluster.
     pub fn set_delay(&self, d: Duration) {
-        *self.delay.lock().unwrap() = d;
+        *self.delay.lock() = d;
     }
 
     pub fn fail_next(&self, f: Fault) {
-        self.st.lock().unwrap().faults.push(f);
+        self.st.lock().faults.push(f);
     }
 
     /// (commits, write conflicts) so far.
     pub fn counts(&self) -> (u64, u64) {
-        let s = self.st.lock().unwrap();
+        let s = self.st.lock();
         (s.commits, s.conflicts)
     }
 
     fn wait(&self) {
-        let d = *self.delay.lock().unwrap();
+        let d = *self.delay.lock();
         if !d.is_zero() {
             std::thread::sleep(d);
         }
@@ -122,7 +123,7 @@ impl TxnKv for Arc<MemTikv> {
 
     fn begin(&self) -> TxnResult<MemTxn> {
         self.wait();
-        let start = self.st.lock().unwrap().next_ts();
+        let start = self.st.lock().next_ts();
         Ok(MemTxn {
             kv: self.clone(),
             start,
@@ -131,7 +132,7 @@ impl TxnKv for Arc<MemTikv> {
     }
 
     fn timestamp(&self) -> TxnResult<Ts> {
-        Ok(self.st.lock().unwrap().next_ts())
+        Ok(self.st.lock().next_ts())
     }
 }
 
@@ -149,13 +150,13 @@ impl Txn for MemTxn {
 
     fn batch_get(&mut self, keys: &[Vec<u8>]) -> TxnResult<Vec<Option<Vec<u8>>>> {
         self.kv.wait();
-        let s = self.kv.st.lock().unwrap();
+        let s = self.kv.st.lock();
         Ok(keys.iter().map(|k| s.read(k, self.start)).collect())
     }
 
     fn scan(&mut self, lo: &[u8], hi: &[u8], limit: u32) -> TxnResult<Vec<(Vec<u8>, Vec<u8>)>> {
         self.kv.wait();
-        let s = self.kv.st.lock().unwrap();
+        let s = self.kv.st.lock();
         Ok(s.versions
             .range(lo.to_vec()..hi.to_vec())
             .filter_map(|(k, _)| s.read(k, self.start).map(|v| (k.clone(), v)))
@@ -177,7 +178,7 @@ impl Txn for MemTxn {
 
     fn commit(self) -> TxnResult<()> {
         self.kv.wait();
-        let mut s = self.kv.st.lock().unwrap();
+        let mut s = self.kv.st.lock();
         let fault = (!s.faults.is_empty()).then(|| s.faults.remove(0));
         if fault == Some(Fault::Unavailable) {
             return Err(TxnError::Unavailable("injected".into()));
