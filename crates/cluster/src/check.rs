@@ -6,7 +6,10 @@ use shoal_core::error::{Error, Result};
 use shoal_core::types::{Ino, Kind, ROOT_INO};
 use std::collections::HashMap;
 
-use crate::ns::*;
+use crate::format::scan_all;
+use crate::keys::{dec_entry, FORMAT_KEY};
+use crate::ns::Node;
+use crate::txn::kv;
 
 /// What `check` found wrong with a shared namespace.
 #[derive(Debug, Default)]

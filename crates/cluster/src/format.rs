@@ -5,7 +5,9 @@ use super::{ClusterStore, Cond, Op, Outcome, Versioned};
 use shoal_core::error::{Error, Result};
 use shoal_core::types::{Attr, Ts, ROOT_INO};
 
-use crate::ns::*;
+use crate::keys::{ikey, skey, DATA_KEY, FORMAT_KEY, NEXT_CHUNK};
+use crate::ns::{Node, SHARED_FORMAT};
+use crate::txn::kv;
 
 /// Make a new shared namespace on `store`: the format key, the root, the
 /// inode counter. Refused if one is there already.

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::ns::*;
+use crate::keys::{skey, FORMAT_KEY};
+use crate::ns::{ClusterFs, SHARED_FORMAT};
+use crate::txn::kv;
 
 /// How a daemon joins a shared namespace.
 #[derive(Clone, Debug)]

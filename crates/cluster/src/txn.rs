@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::ns::*;
+use crate::keys::{dec_entry, ekey, enc_entry, erange, ikey, lrange, skey, tkey};
+use crate::ns::{ClusterFs, Node};
 
 /// Retries of one operation before it gives up with EIO.
 pub(crate) const MAX_TRIES: u32 = 200;
