@@ -52,6 +52,17 @@ mapfile -t L <<<"$out"
 for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
 [ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
 rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
+# close_range (and closefrom) of every descriptor past 2, then the
+# program's own file and the shim again: the shim's socket stays open, the
+# file it had made closes with its handle (closerange.c says why).
+cc -O2 -Wall -Werror -o "$WORK/closerange" "$ROOT/tests/c/closerange.c"
+rm -f "$WORK/closerange-own"
+SHOAL_SHIM_LOG=$WORK/closerange.log timeout 20 "$SHOAL" run "$M" -- "$WORK/closerange" "$M" "$WORK/closerange-own" \
+  || fail "close_range under the shim: exit $?"
+[ "$(cat "$M/cr1")/$(cat "$M/cr2")/$(cat "$WORK/closerange-own")" = "x/after/own" ] \
+  || fail "close_range under the shim: cr1 '$(cat "$M/cr1")', cr2 '$(cat "$M/cr2")', own '$(cat "$WORK/closerange-own")'"
+grep -q "cr2.*to the daemon\|to the daemon.*cr2" "$WORK/closerange.log" || { cat "$WORK/closerange.log"; fail "the open after close_range did not reach the daemon"; }
+rm "$M/cr1" "$M/cr2"
 # An unmodified C program: creates, fstats, closes and unlinks, 1 and 2 processes.
 "$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 1 >/dev/null || fail "crunl, 1 process"
 "$SHOAL" run "$M" -- "$WORK/crunl" "$M/d" 2000 2 >/dev/null || fail "crunl, 2 processes"

@@ -59,6 +59,33 @@ struct Conn {
 
 type Shared = Arc<Mutex<Conn>>;
 
+/// Every connection's socket in this process, whatever thread made it (a
+/// forgotten one too: it stays open, `forget_connections`): the preload
+/// shim keeps them open through a program's close_range and closefrom
+/// (`sockets`).
+static SOCKETS: Mutex<Vec<std::os::fd::RawFd>> = Mutex::new(Vec::new());
+
+/// `SOCKETS`, taken back from a thread that panicked holding it.
+fn sockets_list() -> std::sync::MutexGuard<'static, Vec<std::os::fd::RawFd>> {
+    SOCKETS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The descriptors of this process's connections to daemons: a program's
+/// close_range or closefrom must leave them open (the shim's), or the
+/// connection's number would be reused by the program's next open and
+/// closed again when the dead connection goes.
+pub fn sockets() -> Vec<std::os::fd::RawFd> {
+    sockets_list().clone()
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        let fd = self.sock.as_raw_fd();
+        sockets_list().retain(|&s| s != fd);
+    }
+}
+
 thread_local! {
     /// This thread's connections, by socket path.
     static CONNS: RefCell<Vec<(PathBuf, Shared)>> = const { RefCell::new(Vec::new()) };
@@ -165,6 +192,10 @@ impl Conn {
         if INHERITABLE.load(std::sync::atomic::Ordering::Relaxed) {
             use std::os::fd::AsFd;
             rustix::io::fcntl_setfd(sock.as_fd(), rustix::io::FdFlags::empty())?;
+        }
+        {
+            use std::os::fd::AsRawFd;
+            sockets_list().push(sock.as_raw_fd());
         }
         Ok(Conn {
             sock,

@@ -34,7 +34,7 @@
 
 use shoal_client::{Client, File};
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -61,24 +61,30 @@ fn client() -> Option<&'static Client> {
 
 /// The debug log (`SHOAL_SHIM_LOG=FILE`): one line per call on a path
 /// under the mount, saying whether the daemon served it or why it fell
-/// through. Opened and written with raw system calls (never through the
-/// shim's own functions), appending, close-on-exec (a program the shim is
-/// preloaded in opens it again).
+/// through. Opened, written and closed per line with raw system calls
+/// (never through the shim's own functions), appending: a descriptor kept
+/// open would be the program's to close (close_range, a loop of close) and
+/// its number the program's next file's, which the log then wrote into.
 fn log(what: std::fmt::Arguments) {
-    static FD: OnceLock<Option<c_int>> = OnceLock::new();
-    let fd = FD.get_or_init(|| {
+    static PATH: OnceLock<Option<std::ffi::CString>> = OnceLock::new();
+    let Some(p) = PATH.get_or_init(|| {
         let p = std::env::var_os("SHOAL_SHIM_LOG")?;
-        let p = std::ffi::CString::new(p.as_bytes()).ok()?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC;
-        // SAFETY: a NUL-terminated path.
-        let fd =
-            unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p.as_ptr(), flags, 0o644) };
-        (fd >= 0).then_some(fd as c_int)
-    });
-    if let Some(fd) = *fd {
-        let line = format!("shoal-shim[{}] {what}\n", std::process::id());
-        // SAFETY: a buffer of its length; one write: O_APPEND keeps lines whole.
-        unsafe { libc::syscall(libc::SYS_write, fd, line.as_ptr(), line.len()) };
+        std::ffi::CString::new(p.as_bytes()).ok()
+    }) else {
+        return;
+    };
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p.as_ptr(), flags, 0o644) };
+    if fd < 0 {
+        return;
+    }
+    let line = format!("shoal-shim[{}] {what}\n", std::process::id());
+    // SAFETY: a buffer of its length; one write: O_APPEND keeps lines whole;
+    // the descriptor is this function's.
+    unsafe {
+        libc::syscall(libc::SYS_write, fd, line.as_ptr(), line.len());
+        libc::syscall(libc::SYS_close, fd);
     }
 }
 
@@ -307,6 +313,67 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         Some(f) => serve(f.close_handle(), |_| r).unwrap_or(-1),
         None => r,
     }
+}
+
+/// close_range(2): the descriptors the shim made in the range close as
+/// `close` closes them (their handles too), the shim's own sockets to the
+/// daemon stay open, and the rest close (or turn close-on-exec) as asked.
+/// Closed behind the shim's back, a socket's number went to the program's
+/// next open, and the dead connection then waited on that file, or closed
+/// it when dropped.
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    close_range_keeping(first, last, flags)
+}
+
+/// closefrom(3): glibc's calls close_range inside itself, where no preload
+/// reaches, so it is served here the same way.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    close_range_keeping(low.max(0) as c_uint, c_uint::MAX, 0);
+}
+
+unsafe fn close_range_keeping(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let real = real!(
+        "close_range",
+        unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int
+    );
+    if first > last {
+        return real(first, last, flags); // EINVAL, as the kernel says
+    }
+    let within = |fd: c_int| fd >= 0 && (first..=last).contains(&(fd as c_uint));
+    if flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        let mine: Vec<c_int> = FILES
+            .lock()
+            .as_ref()
+            .map(|m| m.keys().copied().filter(|&fd| within(fd)).collect())
+            .unwrap_or_default();
+        for fd in mine {
+            close(fd);
+        }
+    }
+    let mut keep: Vec<c_uint> = shoal_client::sockets()
+        .into_iter()
+        .filter(|&fd| within(fd))
+        .map(|fd| fd as c_uint)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    // The range less the sockets, piece by piece.
+    let (mut from, mut r) = (first, 0);
+    for k in keep {
+        if k > from && real(from, k - 1, flags) != 0 {
+            r = -1;
+        }
+        match k.checked_add(1) {
+            Some(n) => from = n,
+            None => return r,
+        }
+    }
+    if from <= last && real(from, last, flags) != 0 {
+        r = -1;
+    }
+    r
 }
 
 /// A dup of a shim descriptor shares its handle.
