@@ -9,7 +9,10 @@ mount_fresh() {
   local name=$1 opts=${2:-allow_other}
   local store=$WORK/$name.store mnt=$WORK/$name.mnt
   # /proc/mounts, not mountpoint(1): a mount whose daemon died fails stat.
-  if grep -qs " $mnt " /proc/mounts; then "$SHOAL" umount "$mnt"; fi
+  # Never the store of a mount still serving (a busy unmount) removed.
+  if grep -qs " $mnt " /proc/mounts; then
+    "$SHOAL" umount "$mnt" || { echo "mount_fresh: $mnt is busy: not removing its store" >&2; return 1; }
+  fi
   rm -rf "$store"; mkdir -p "$mnt"
   "$SHOAL" mkfs "$store" >/dev/null
   "$SHOAL" mount -d "$store" "$mnt" -o "$opts" >/dev/null

@@ -44,10 +44,20 @@ pub use proto::{DirEntry, Stat};
 pub const SOCKET: &str = "client.sock";
 
 /// A mount's daemon, reached over `client.sock`.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Client {
     sock: PathBuf,
-    umask: u32,
+    umask: std::sync::atomic::AtomicU32,
+}
+
+impl Clone for Client {
+    fn clone(&self) -> Client {
+        let umask = self.umask.load(std::sync::atomic::Ordering::Relaxed);
+        Client {
+            sock: self.sock.clone(),
+            umask: std::sync::atomic::AtomicU32::new(umask),
+        }
+    }
 }
 
 /// One connection: a socket and its region.
@@ -55,6 +65,22 @@ struct Conn {
     sock: UnixStream,
     region: Region,
     dead: bool,
+    /// `CREDENTIALS` when it connected: the daemon took the process's
+    /// credentials then (SO_PEERCRED, SO_PEERGROUPS).
+    creds: u64,
+}
+
+/// Bumped by `credentials_changed`: connections made before it speak with
+/// credentials the process no longer has.
+static CREDENTIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The process changed its user or groups (setuid, seteuid, setgroups...):
+/// every thread's next call connects again, so the daemon checks it as it
+/// is now (it reads a connection's credentials once, at connect). Files
+/// already open keep their connection, as a descriptor keeps the rights it
+/// was opened with.
+pub fn credentials_changed() {
+    CREDENTIALS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 }
 
 type Shared = Arc<Mutex<Conn>>;
@@ -201,6 +227,7 @@ impl Conn {
             sock,
             region,
             dead: false,
+            creds: CREDENTIALS.load(std::sync::atomic::Ordering::SeqCst),
         })
     }
 
@@ -280,7 +307,7 @@ impl Client {
     pub fn new(sock: impl Into<PathBuf>) -> Client {
         Client {
             sock: sock.into(),
-            umask: current_umask(),
+            umask: std::sync::atomic::AtomicU32::new(current_umask()),
         }
     }
 
@@ -324,9 +351,10 @@ impl Client {
     }
 
     /// The umask applied to what this client creates (the process's when
-    /// the client was made).
-    pub fn set_umask(&mut self, umask: u32) {
-        self.umask = umask & 0o777;
+    /// the client was made; the preload shim passes on each umask(2)).
+    pub fn set_umask(&self, umask: u32) {
+        self.umask
+            .store(umask & 0o777, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// This thread's connection, made if there is none or it is dead.
@@ -334,9 +362,13 @@ impl Client {
         CONNS.with(|c| {
             let mut c = c.borrow_mut();
             if let Some(i) = c.iter().position(|(p, _)| *p == self.sock) {
-                if !c[i].1.lock().unwrap_or_else(|e| e.into_inner()).dead {
+                let now = CREDENTIALS.load(std::sync::atomic::Ordering::SeqCst);
+                let conn = c[i].1.lock().unwrap_or_else(|e| e.into_inner());
+                if !conn.dead && conn.creds == now {
+                    drop(conn);
                     return Ok(c[i].1.clone());
                 }
+                drop(conn);
                 c.swap_remove(i);
             }
             let conn = Arc::new(Mutex::new(Conn::connect(&self.sock)?));
@@ -399,7 +431,7 @@ impl Client {
     fn mode_args(&self, mode: u32) -> [u64; ARGS] {
         let mut a = [0; ARGS];
         a[0] = mode as u64;
-        a[1] = self.umask as u64;
+        a[1] = self.umask.load(std::sync::atomic::Ordering::Relaxed) as u64;
         a
     }
 

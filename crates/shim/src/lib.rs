@@ -93,6 +93,52 @@ fn logging() -> bool {
     *ON.get_or_init(|| std::env::var_os("SHOAL_SHIM_LOG").is_some())
 }
 
+/// A path argument, copied out of the caller's memory without reading it
+/// in place: None (the call falls through, and the kernel answers) when it
+/// is not readable up to its NUL (EFAULT) or has no NUL within PATH_MAX
+/// bytes (ENAMETOOLONG). A bad pointer crashed the program in the shim
+/// before (pjdfstest's efault tests: SIGSEGV in strlen), and a path past
+/// PATH_MAX went to the daemon (ENOENT). One process_vm_readv of this
+/// process, split at the 4 KiB boundary, since it copies whole iovecs: a
+/// string that ends before an unmapped page is still read.
+unsafe fn user_path(p: *const c_char) -> Option<Vec<u8>> {
+    const MAX: usize = libc::PATH_MAX as usize;
+    if p.is_null() {
+        return None;
+    }
+    let mut buf = vec![0u8; MAX];
+    let start = p as usize;
+    let first = (4096 - start % 4096).min(MAX);
+    let remote = [
+        libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: first,
+        },
+        libc::iovec {
+            iov_base: start.wrapping_add(first) as *mut libc::c_void,
+            iov_len: MAX - first,
+        },
+    ];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: MAX,
+    };
+    let parts = if first < MAX { 2 } else { 1 };
+    // SAFETY: `local` is `buf`, MAX bytes; the kernel checks `remote`.
+    let n = libc::process_vm_readv(libc::getpid(), &local, 1, remote.as_ptr(), parts, 0);
+    if n < 0 && *libc::__errno_location() != libc::EFAULT {
+        // Refused (a seccomp profile): read it in place, as before.
+        let b = CStr::from_ptr(p).to_bytes();
+        return (b.len() < MAX).then(|| b.to_vec());
+    }
+    if n <= 0 {
+        return None;
+    }
+    let end = buf[..n as usize].iter().position(|&c| c == 0)?;
+    buf.truncate(end);
+    Some(buf)
+}
+
 /// The path of `p` under the mount, as `call` (an `*at` call with
 /// directory descriptor `d`, or AT_FDCWD) names it: an absolute path under
 /// the mount point; a relative one from the working directory or from `d`
@@ -100,10 +146,8 @@ fn logging() -> bool {
 /// it). A relative path with `..` falls through (the daemon's walk would
 /// not leave the mount where the kernel's does), as does an empty one.
 unsafe fn under_at(call: &str, d: c_int, p: *const c_char) -> Option<std::path::PathBuf> {
-    if p.is_null() {
-        return None;
-    }
-    let b = CStr::from_ptr(p).to_bytes();
+    let b = user_path(p)?;
+    let b = &b[..];
     let m = mount()?;
     let rel = if b.first() == Some(&b'/') {
         let rest = b.strip_prefix(m)?;
@@ -253,7 +297,9 @@ unsafe fn shim_open(d: c_int, p: *const c_char, flags: c_int, mode: libc::mode_t
             }
             Some(fd)
         }
-        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => None,
+        // A directory, or a fifo, device or socket (the daemon hands out
+        // regular files only): the kernel opens it.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EISDIR | libc::EOPNOTSUPP)) => None,
         Err(e) => serve::<()>(Err(e), |_| 0),
     }
 }
@@ -313,6 +359,64 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         Some(f) => serve(f.close_handle(), |_| r).unwrap_or(-1),
         None => r,
     }
+}
+
+/// The set*id calls: the process's credentials change, so the client's
+/// connections, whose credentials the daemon read at connect, are dropped
+/// and the next call connects again (`shoal_client::credentials_changed`).
+/// Without it a process that dropped root kept root's rights through the
+/// shim (pjdfstest's tests as another user found it). A raw system call
+/// that changes them is not seen (docs/client.md).
+macro_rules! setid {
+    ($name:ident, $sym:literal, $($arg:ident: $t:ty),*) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $t),*) -> c_int {
+            let real = real!($sym, unsafe extern "C" fn($($t),*) -> c_int);
+            let r = real($($arg),*);
+            shoal_client::credentials_changed();
+            r
+        }
+    };
+}
+setid!(setuid, "setuid", u: libc::uid_t);
+setid!(seteuid, "seteuid", u: libc::uid_t);
+setid!(setreuid, "setreuid", r: libc::uid_t, e: libc::uid_t);
+setid!(setresuid, "setresuid", r: libc::uid_t, e: libc::uid_t, s: libc::uid_t);
+setid!(setgid, "setgid", g: libc::gid_t);
+setid!(setegid, "setegid", g: libc::gid_t);
+setid!(setregid, "setregid", r: libc::gid_t, e: libc::gid_t);
+setid!(setresgid, "setresgid", r: libc::gid_t, e: libc::gid_t, s: libc::gid_t);
+setid!(setgroups, "setgroups", n: libc::size_t, list: *const libc::gid_t);
+setid!(setfsuid, "setfsuid", u: libc::uid_t);
+setid!(setfsgid, "setfsgid", g: libc::gid_t);
+
+/// Whether directory `p` (from `d`) is a mount point (another filesystem,
+/// or a bind mount of this one, on it): its rmdir is the kernel's (EBUSY),
+/// which the daemon cannot see. One raw statx through the mount (its
+/// attributes are cached), not the shim's: STATX_ATTR_MOUNT_ROOT.
+unsafe fn mounted_on(d: c_int, p: *const c_char) -> bool {
+    let mut st: libc::statx = std::mem::zeroed();
+    let r = libc::syscall(
+        libc::SYS_statx,
+        d,
+        p,
+        libc::AT_SYMLINK_NOFOLLOW,
+        libc::STATX_TYPE,
+        &mut st as *mut libc::statx,
+    );
+    let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    r == 0 && st.stx_attributes_mask & root != 0 && st.stx_attributes & root != 0
+}
+
+/// umask(2): the client's creates take the process's umask, as the
+/// kernel's do (they kept the one the process had when the shim started).
+#[no_mangle]
+pub unsafe extern "C" fn umask(mask: libc::mode_t) -> libc::mode_t {
+    let old = real!("umask", unsafe extern "C" fn(libc::mode_t) -> libc::mode_t)(mask);
+    if let Some(c) = client() {
+        c.set_umask(mask);
+    }
+    old
 }
 
 /// close_range(2): the descriptors the shim made in the range close as
@@ -528,6 +632,39 @@ unsafe fn shim_sync(fd: c_int, data: bool) -> Option<c_int> {
     let r = if data { f.sync_data() } else { f.sync_all() };
     serve(r, |_| 0)
 }
+/// After a size change through a shim descriptor (ftruncate, fallocate):
+/// the daemon takes the object's size in at once (an fstat does), so that
+/// stat through the mount shows it, as it would a truncate on the mount.
+/// Writes are taken in at close and fsync (docs/client.md).
+fn size_changed(fd: c_int) {
+    if let Some(o) = opened(fd) {
+        if let Some(f) = o.lock().as_ref() {
+            let _ = f.fstat();
+        }
+    }
+}
+
+macro_rules! sized {
+    ($name:ident, $sym:literal, $fd:ident $(, $arg:ident: $t:ty)*) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($fd: c_int $(, $arg: $t)*) -> c_int {
+            let real = real!($sym, unsafe extern "C" fn(c_int $(, $t)*) -> c_int);
+            let r = real($fd $(, $arg)*);
+            if r == 0 {
+                size_changed($fd);
+            }
+            r
+        }
+    };
+}
+sized!(ftruncate, "ftruncate", fd, len: libc::off_t);
+sized!(ftruncate64, "ftruncate64", fd, len: libc::off64_t);
+sized!(fallocate, "fallocate", fd, mode: c_int, off: libc::off_t, len: libc::off_t);
+sized!(fallocate64, "fallocate64", fd, mode: c_int, off: libc::off64_t, len: libc::off64_t);
+// posix_fallocate answers its error (0: done), not -1 and errno.
+sized!(posix_fallocate, "posix_fallocate", fd, off: libc::off_t, len: libc::off_t);
+sized!(posix_fallocate64, "posix_fallocate64", fd, off: libc::off64_t, len: libc::off64_t);
+
 #[no_mangle]
 pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
     shim_sync(fd, false).unwrap_or_else(|| real!("fsync", unsafe extern "C" fn(c_int) -> c_int)(fd))
@@ -571,12 +708,14 @@ pub unsafe extern "C" fn unlink(p: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rmdir(p: *const c_char) -> c_int {
     under_at("rmdir", libc::AT_FDCWD, p)
+        .filter(|_| !mounted_on(libc::AT_FDCWD, p))
         .and_then(|r| serve(client()?.rmdir(r), |_| 0))
         .unwrap_or_else(|| real!("rmdir", PathFn)(p))
 }
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(d: c_int, p: *const c_char, flags: c_int) -> c_int {
     under_at("unlinkat", d, p)
+        .filter(|_| flags & libc::AT_REMOVEDIR == 0 || !mounted_on(d, p))
         .and_then(|r| {
             let c = client()?;
             serve(
