@@ -52,6 +52,30 @@ mapfile -t L <<<"$out"
 for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
 [ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
 rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
+# A process that drops root (seteuid) gets nobody's rights through the
+# shim at once, and root's again after seteuid(0): the daemon reads a
+# connection's credentials at connect, so the shim connects anew after
+# each set*id call (it kept root's rights before).
+mkdir -m 755 "$M/rootonly"
+out=$("$SHOAL" run "$M" -- python3 - "$M/rootonly" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.close(os.open(d + "/as-root", os.O_CREAT | os.O_WRONLY, 0o644))
+os.setegid(65534); os.seteuid(65534)
+try:
+    os.open(d + "/as-nobody", os.O_CREAT | os.O_WRONLY, 0o644)
+    print("created as nobody")
+except PermissionError:
+    print("EACCES as nobody")
+os.seteuid(0); os.setegid(0)
+os.close(os.open(d + "/again-root", os.O_CREAT | os.O_WRONLY, 0o644))
+print("root again")
+PY
+) || fail "seteuid under the shim: $out"
+[ "$out" = "EACCES as nobody
+root again" ] || fail "seteuid under the shim: $out"
+[ ! -e "$M/rootonly/as-nobody" ] && [ -e "$M/rootonly/again-root" ] || fail "seteuid under the shim: $(ls "$M/rootonly")"
+rm -r "$M/rootonly"
 # close_range (and closefrom) of every descriptor past 2, then the
 # program's own file and the shim again: the shim's socket stays open, the
 # file it had made closes with its handle (closerange.c says why).
