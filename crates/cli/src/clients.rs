@@ -698,8 +698,16 @@ impl<N: Backend> Server<N> {
             Op::Fstat => match conn.handles.get_mut(&req.a[0]) {
                 Some(Handle::File(f)) => {
                     let e = self.engine()?;
+                    let before = e.getattr(f.ino)?;
                     e.refresh_from_data(f.ino, &mut f.seen, f.writable)?;
-                    ans.stat = self.stat(&e.getattr(f.ino)?);
+                    let a = e.getattr(f.ino)?;
+                    // What the descriptor changed (a size grown by
+                    // ftruncate or fallocate, which the shim follows with
+                    // an fstat) shows through the mount at once.
+                    if (a.size, a.mtime, a.ctime) != (before.size, before.mtime, before.ctime) {
+                        self.inval_inode(f.ino, false);
+                    }
+                    ans.stat = self.stat(&a);
                 }
                 Some(Handle::Dir(ino, _)) => ans.stat = self.stat(&e.getattr(&conn.ctx, *ino)?),
                 None => return Err(Error::Invalid.into()),
