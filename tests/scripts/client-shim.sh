@@ -52,8 +52,8 @@ mapfile -t L <<<"$out"
 for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
 [ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
 rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
-# A size grown through a shim descriptor (ftruncate, fallocate) shows
-# through the mount at once, though the kernel had the file's attributes
+# A size changed through a shim descriptor (ftruncate up and down,
+# fallocate) shows through the mount at once, though the kernel had the file's attributes
 # cached for an hour (its stat just before).
 : > "$M/grow"; stat -c %s "$M/grow" >/dev/null
 "$SHOAL" run "$M" -- python3 - "$M/grow" <<'PY' || fail "ftruncate under the shim"
@@ -65,6 +65,9 @@ if os.stat(sys.argv[1]).st_size != 12345:
 os.posix_fallocate(fd, 0, 20000)
 if os.stat(sys.argv[1]).st_size != 20000:
     sys.exit("fallocate: %d through the mount" % os.stat(sys.argv[1]).st_size)
+os.ftruncate(fd, 100)
+if os.stat(sys.argv[1]).st_size != 100:
+    sys.exit("ftruncate down: %d through the mount" % os.stat(sys.argv[1]).st_size)
 os.close(fd)
 PY
 rm "$M/grow"

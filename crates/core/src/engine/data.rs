@@ -668,6 +668,19 @@ impl Engine {
         if grew {
             st.attr.size = len;
         }
+        // Shorter while pinned: a holder of the object's descriptor (a
+        // client through the shim) cut it, since `resize` keeps a pinned
+        // object as long as the file. Its length is read again under the
+        // inode's lock, which a resize holds: one between the first read
+        // and here moved both, and nothing is taken then.
+        let shrunk = !grew && st.pinned > 0 && {
+            let now = self.data.len(ino).map_err(|e| data::about(e, ino))?;
+            let cut = now < st.attr.size;
+            if cut {
+                st.attr.size = now;
+            }
+            cut
+        };
         if written {
             st.attr.mtime = mtime;
             st.attr.ctime = mtime;
@@ -680,7 +693,7 @@ impl Engine {
         }
         Self::bump(&mut st);
         self.data_written(ino);
-        if grew || small {
+        if grew || shrunk || small {
             self.emit_inode(&mut g, &mut st);
         } else {
             self.emit_times(&mut g, &mut st);
