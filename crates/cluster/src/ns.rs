@@ -331,6 +331,25 @@ impl ClusterFs {
         self.attr_of(ino, false)
     }
 
+    /// A directory's parent, as its record says (0 for the root).
+    pub fn parent_of(&self, dir: Ino) -> Result<Ino> {
+        let n = match self.pending_seen(dir) {
+            Some(n) => n,
+            None => {
+                let v = self
+                    .read_known(vec![ikey(dir)], false)?
+                    .pop()
+                    .flatten()
+                    .ok_or(Error::NotFound)?;
+                Node::decode(dir, &v)?
+            }
+        };
+        if n.attr.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        Ok(n.parent())
+    }
+
     /// `getattr`; `fresh`: read the store, whatever the cache knows (an
     /// open: close-to-open).
     fn attr_of(&self, ino: Ino, fresh: bool) -> Result<Attr> {

@@ -706,6 +706,60 @@ impl Mode for Cluster {
         }
     }
 
+    fn closes_search(&self, ino: u64, mode: Option<u32>) -> bool {
+        self.daemon_checks()
+            && mode.is_some_and(|m| m & 0o111 != 0o111)
+            && self.fs.getattr(ino).is_ok_and(|a| {
+                a.kind == Kind::Dir && shoal_core::rules::perm::all_may_search(&a)
+            })
+    }
+
+    /// After a chmod on this mount that took search away from some of a
+    /// directory's callers (daemon-checked permissions): the kernel
+    /// forgets the directory's name, and with it every name it kept below,
+    /// so the next walk asks the daemon, as the embedded mode does
+    /// (`Embedded::forget_names_below`). Until 2026-11-28 an etcd mount
+    /// left them for their lifetime (1 s): squashed root read a file in
+    /// another's directory just made 0700, when the check ran slowly
+    /// (etcd-secure.sh in CI). The directory's name is found in its
+    /// parent's listing (its record names the parent); for the root, whose
+    /// names wait for the chmod's answer (its lock), each of its names.
+    /// Waited for a second at most before the chmod is answered.
+    fn forget_names_below(&self, dir: u64) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        let parent = match self.fs.parent_of(dir) {
+            Ok(0) => dir,
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let fs = self.fs.clone();
+        let counter = self.invalidations.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut after: Option<Vec<u8>> = None;
+            'pages: while let Ok(page) = fs.readdir(parent, after.as_deref(), 1024) {
+                let Some((last, _, _)) = page.last() else {
+                    break;
+                };
+                let next = last.clone();
+                for (name, ino, _) in &page {
+                    if parent == dir || *ino == dir {
+                        let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(name));
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        if parent != dir {
+                            break 'pages;
+                        }
+                    }
+                }
+                after = Some(next);
+            }
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(1));
+    }
+
     fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {
         let counter = self.invalidations.clone();
         crate::adapter::forget_later(&self.notifier, names, move || {
