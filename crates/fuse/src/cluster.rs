@@ -709,9 +709,10 @@ impl Mode for Cluster {
     fn closes_search(&self, ino: u64, mode: Option<u32>) -> bool {
         self.daemon_checks()
             && mode.is_some_and(|m| m & 0o111 != 0o111)
-            && self.fs.getattr(ino).is_ok_and(|a| {
-                a.kind == Kind::Dir && shoal_core::rules::perm::all_may_search(&a)
-            })
+            && self
+                .fs
+                .getattr(ino)
+                .is_ok_and(|a| a.kind == Kind::Dir && shoal_core::rules::perm::all_may_search(&a))
     }
 
     /// After a chmod on this mount that took search away from some of a
