@@ -715,50 +715,27 @@ impl Mode for Cluster {
                 .is_ok_and(|a| a.kind == Kind::Dir && shoal_core::rules::perm::all_may_search(&a))
     }
 
-    /// After a chmod on this mount that took search away from some of a
-    /// directory's callers (daemon-checked permissions): the kernel
-    /// forgets the directory's name, and with it every name it kept below,
-    /// so the next walk asks the daemon, as the embedded mode does
-    /// (`Embedded::forget_names_below`). Until 2026-11-28 an etcd mount
-    /// left them for their lifetime (1 s): squashed root read a file in
-    /// another's directory just made 0700, when the check ran slowly
-    /// (etcd-secure.sh in CI). The directory's name is found in its
-    /// parent's listing (its record names the parent); for the root, whose
-    /// names wait for the chmod's answer (its lock), each of its names.
-    /// Waited for a second at most before the chmod is answered.
+    /// `adapter::forget_below`, the directory's name found in its parent's
+    /// listing (its record names the parent). Until 2026-11-28 an etcd
+    /// mount left the names for their lifetime (1 s): squashed root read a
+    /// file in another's directory just made 0700 (etcd-secure.sh in CI).
     fn forget_names_below(&self, dir: u64) {
-        let Some(n) = self.notifier.get().cloned() else {
-            return;
-        };
         let parent = match self.fs.parent_of(dir) {
             Ok(0) => dir,
             Ok(p) => p,
             Err(_) => return,
         };
         let fs = self.fs.clone();
-        let counter = self.invalidations.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut after: Option<Vec<u8>> = None;
-            'pages: while let Ok(page) = fs.readdir(parent, after.as_deref(), 1024) {
-                let Some((last, _, _)) = page.last() else {
-                    break;
-                };
-                let next = last.clone();
-                for (name, ino, _) in &page {
-                    if parent == dir || *ino == dir {
-                        let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(name));
-                        counter.fetch_add(1, Ordering::Relaxed);
-                        if parent != dir {
-                            break 'pages;
-                        }
-                    }
-                }
-                after = Some(next);
-            }
-            let _ = tx.send(());
+        let mut after: Option<Vec<u8>> = None;
+        let pages: crate::adapter::Pages = Box::new(move || {
+            let page = fs.readdir(parent, after.as_deref(), 1024).ok()?;
+            after = page.last().map(|(name, _, _)| name.clone());
+            Some(page.into_iter().map(|(name, ino, _)| (name, ino)).collect())
         });
-        let _ = rx.recv_timeout(Duration::from_secs(1));
+        let counter = self.invalidations.clone();
+        crate::adapter::forget_below(&self.notifier, dir, parent, pages, move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
     }
 
     fn forget_names(&self, names: Vec<(u64, Vec<u8>)>) {

@@ -732,48 +732,23 @@ impl Mode for Embedded {
                 .is_ok_and(|a| a.kind == Kind::Dir && rules::perm::all_may_search(&a))
     }
 
-    /// After a chmod that took search away from some of a directory's
-    /// callers (daemon-checked permissions): the kernel forgets the
-    /// directory's name, and with it every name it kept below (its
-    /// `d_invalidate`), so the next walk asks the daemon. On a thread of its
-    /// own and not on the directory itself: the kernel holds the
-    /// directory's lock for the chmod until its answer, and an
-    /// invalidation in it would take that lock. Waited for a second at most
-    /// before the chmod is answered.
+    /// `adapter::forget_below`, the directory's name found in its parent's
+    /// listing.
     fn forget_names_below(&self, dir: u64) {
-        let Some(n) = self.notifier.get().cloned() else {
-            return;
-        };
         let Ok(parent) = self.engine.parent_of(dir) else {
             return;
         };
-        // The root has no name: its names one by one, which wait for the
-        // chmod's answer (the root's lock), so past the second below.
         let engine = self.engine.clone();
-        let requests = self.requests.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut cookie = 0;
-            'pages: while let Ok(page) = engine.readdir(parent, cookie, 1024) {
-                if page.is_empty() {
-                    break;
-                }
-                for e in &page {
-                    cookie = e.cookie;
-                    if e.ino == dir && parent != dir {
-                        let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(&e.name));
-                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
-                        break 'pages;
-                    }
-                    if parent == dir {
-                        let _ = n.inval_entry(INodeNo(dir), OsStr::from_bytes(&e.name));
-                        requests.invalidations.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            let _ = tx.send(());
+        let mut cookie = 0;
+        let pages: crate::adapter::Pages = Box::new(move || {
+            let page = engine.readdir(parent, cookie, 1024).ok()?;
+            cookie = page.last().map_or(cookie, |e| e.cookie);
+            Some(page.into_iter().map(|e| (e.name, e.ino)).collect())
         });
-        let _ = rx.recv_timeout(Duration::from_secs(1));
+        let requests = self.requests.clone();
+        crate::adapter::forget_below(&self.notifier, dir, parent, pages, move || {
+            requests.invalidations.fetch_add(1, Ordering::Relaxed);
+        });
     }
 
     /// Every entry is remembered for the pruner. A file with passthrough

@@ -67,6 +67,51 @@ pub(crate) fn forget_later(
     });
 }
 
+/// A directory's entries a page at a time, for `forget_below`: each call
+/// the next page of (name, inode), empty or None at the end.
+pub(crate) type Pages = Box<dyn FnMut() -> Option<Vec<(Vec<u8>, u64)>> + Send>;
+
+/// After a chmod that took search away from some of `dir`'s callers
+/// (daemon-checked permissions; `Mode::forget_names_below` of both modes):
+/// the kernel forgets the directory's name in `parent`, found in
+/// `parent_pages`, and with it every name it kept below (its
+/// `d_invalidate`), so the next walk asks the daemon. The root (`parent ==
+/// dir`) has no name: its names one by one, which wait for the chmod's
+/// answer (the root's lock). On a thread of its own: the kernel holds the
+/// directory's lock for the chmod until its answer, and an invalidation
+/// in it would take that lock. Waited for a second at most before the
+/// chmod is answered. `counted` runs once per invalidation sent.
+pub(crate) fn forget_below(
+    notifier: &OnceLock<fuser::Notifier>,
+    dir: u64,
+    parent: u64,
+    mut parent_pages: Pages,
+    counted: impl Fn() + Send + 'static,
+) {
+    let Some(n) = notifier.get().cloned() else {
+        return;
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        'pages: while let Some(page) = parent_pages() {
+            if page.is_empty() {
+                break;
+            }
+            for (name, ino) in &page {
+                if parent == dir || *ino == dir {
+                    let _ = n.inval_entry(INodeNo(parent), OsStr::from_bytes(name));
+                    counted();
+                    if parent != dir {
+                        break 'pages;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(Duration::from_secs(1));
+}
+
 /// What the core reads of a mount's options (each mode's own options
 /// struct gives them: `FuseOptions`, `ClusterOptions`).
 #[derive(Clone, Debug)]
