@@ -30,8 +30,8 @@ set -e
 cd /
 # pjdfstest runs a copy of a program from the mount for ETXTBSY (it
 # sleeps): the mount is busy until it exits.
-for _ in $(seq 40); do fuser -sm "$MNT" >/dev/null 2>&1 || break; sleep 0.5; done
-unmount_check pjdshim >/dev/null || fail "fsck after pjdfstest through the shim"
+for _ in $(seq 40); do "$SHOAL" umount "$MNT" 2>/dev/null && break; sleep 0.5; done
+"$SHOAL" fsck "$WORK/pjdshim.store" >/dev/null || fail "fsck after pjdfstest through the shim"
 summary=$(grep '^Summary:' "$WORK/pjdshim.log") || { tail -30 "$WORK/pjdshim.log"; fail "no summary (exit $rc)"; }
 served=$(grep -c "to the daemon" "$WORK/pjdshim.shimlog" || true)
 echo "pjdfstest through the shim: $summary; $served calls served by the daemon"
