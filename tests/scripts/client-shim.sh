@@ -52,6 +52,38 @@ mapfile -t L <<<"$out"
 for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
 [ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
 rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
+# A descriptor passed to another process over a Unix socket (SCM_RIGHTS),
+# then closed by the sender: the receiver reads what was written and its
+# writes land in the file. The shim hands on a descriptor opened on the
+# mount in its place (before, the sender's close unpinned the object: the
+# receiver read nothing and its bytes were lost).
+out=$("$SHOAL" run "$M" -- python3 - "$M/passed" <<'PY'
+import os, socket, sys
+p = sys.argv[1]
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"abc")
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    a.close()
+    _, fds, _, _ = socket.recv_fds(b, 1, 1)
+    b.sendall(b"k")                              # the sender closes after this
+    b.recv(1)
+    os.write(fds[0], b"def")                     # at the shared offset, 3
+    print(os.pread(fds[0], 10, 0).decode(), flush=True)
+    os.close(fds[0])
+    os._exit(0)
+socket.send_fds(a, [b"x"], [fd])
+a.recv(1)
+os.close(fd)
+a.sendall(b"g")
+os.waitpid(pid, 0)
+PY
+) || fail "passing a descriptor under the shim: $out"
+[ "$out" = abcdef ] || fail "the receiver of a passed descriptor read: $out"
+[ "$(cat "$M/passed")" = abcdef ] || fail "a passed descriptor's writes through the mount: $(cat "$M/passed")"
+rm "$M/passed"
 # A size changed through a shim descriptor (ftruncate up and down,
 # fallocate) shows through the mount at once, though the kernel had the file's attributes
 # cached for an hour (its stat just before).

@@ -8,9 +8,10 @@
 //! rename, renameat, renameat2; and on the descriptors it made, close,
 //! fstat, fstat64, fstatat/fstatat64 with AT_EMPTY_PATH, fsync, fdatasync,
 //! dup, dup2, dup3, fcntl's F_DUPFD.
-//! Not yet: relative paths (a program that chdirs into the mount uses the
-//! mount), the stat family by path, readdir, xattrs, the replacement of its
-//! descriptors before exec or sendmsg. A descriptor it made is the file's
+//! Not yet: the stat family by path, readdir, xattrs (they fall through to
+//! the mount). A descriptor passed to another process (`sendmsg`'s
+//! SCM_RIGHTS) is first replaced by one opened on the mount (`hand_on`).
+//! A descriptor it made is the file's
 //! data object: reads, writes, mmap and poll are the kernel's own; a raw
 //! fstat system call sees the object's attributes.
 //!
@@ -198,7 +199,21 @@ unsafe fn under_at(call: &str, d: c_int, p: *const c_char) -> Option<std::path::
 /// A file the shim opened: the daemon's handle, shared by the descriptor
 /// the open returned and its dups (dup, dup2, dup3, fcntl F_DUPFD), and
 /// closed when the last of them is.
-type Opened = std::sync::Arc<parking_lot::Mutex<Option<File>>>;
+type Opened = std::sync::Arc<OpenedFile>;
+
+pub struct OpenedFile {
+    file: parking_lot::Mutex<Option<File>>,
+    /// The path the open named, under the mount: where a descriptor handed
+    /// to another process is opened again on the mount (`hand_on`).
+    path: std::path::PathBuf,
+}
+
+impl std::ops::Deref for OpenedFile {
+    type Target = parking_lot::Mutex<Option<File>>;
+    fn deref(&self) -> &Self::Target {
+        &self.file
+    }
+}
 
 /// Files the shim opened, by descriptor (each dup its own entry).
 static FILES: parking_lot::Mutex<Option<HashMap<c_int, Opened>>> = parking_lot::Mutex::new(None);
@@ -278,10 +293,13 @@ unsafe fn shim_open(d: c_int, p: *const c_char, flags: c_int, mode: libc::mode_t
                 // not unless asked.
                 libc::fcntl(fd, libc::F_SETFD, 0);
             }
-            let stale = FILES
-                .lock()
-                .get_or_insert_with(HashMap::new)
-                .insert(fd, std::sync::Arc::new(parking_lot::Mutex::new(Some(f))));
+            let stale = FILES.lock().get_or_insert_with(HashMap::new).insert(
+                fd,
+                std::sync::Arc::new(OpenedFile {
+                    file: parking_lot::Mutex::new(Some(f)),
+                    path: rel,
+                }),
+            );
             // A number still in the table was closed behind the shim's
             // back (glibc's fclose calls its internal close, not `close`;
             // close_range; a raw system call): that descriptor is gone and
@@ -359,6 +377,121 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         Some(f) => serve(f.close_handle(), |_| r).unwrap_or(-1),
         None => r,
     }
+}
+
+/// Hand descriptor `fd` to another process (`sendmsg`'s SCM_RIGHTS): a
+/// descriptor the shim made is the data object's, which the daemon unpins
+/// when this process closes its handle, and the receiver's bytes would
+/// then go to an object that is no longer the file's. So the file is
+/// opened again on the mount (the kernel's open: the daemon pins the same
+/// object for it), with the same access mode, status flags and offset, and
+/// put on the same number (`dup3`, keeping close-on-exec); then the
+/// handle of that number closes as `close` closes it. Raw system calls
+/// throughout: the shim's own open and dup3 would take the call back.
+/// Left as it is (the object's) when the path no longer names the file
+/// (renamed since the open) or the mount refuses the open.
+unsafe fn hand_on(fd: c_int) {
+    let Some(o) = opened(fd) else {
+        return;
+    };
+    let (Some(m), Some(ino)) = (mount(), o.lock().as_ref().map(|f| f.stat.ino)) else {
+        return;
+    };
+    let mut full = m.to_vec();
+    full.extend_from_slice(o.path.as_os_str().as_bytes());
+    let Ok(full) = std::ffi::CString::new(full) else {
+        return;
+    };
+    let fl = libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) as c_int;
+    let fdfl = libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) as c_int;
+    if fl < 0 || fdfl < 0 {
+        return;
+    }
+    let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK | libc::O_DSYNC | libc::O_SYNC;
+    let flags = (fl & keep) | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    let new = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, full.as_ptr(), flags, 0) as c_int;
+    if new < 0 {
+        if logging() {
+            log(format_args!(
+                "sendmsg {}: kept the object's descriptor (open on the mount: errno {})",
+                o.path.display(),
+                *libc::__errno_location()
+            ));
+        }
+        return;
+    }
+    let mut st: libc::stat = std::mem::zeroed();
+    let off = libc::syscall(libc::SYS_lseek, fd, 0, libc::SEEK_CUR);
+    let same =
+        libc::syscall(libc::SYS_fstat, new, &mut st as *mut libc::stat) == 0 && st.st_ino == ino;
+    let cloexec = if fdfl & libc::FD_CLOEXEC != 0 {
+        libc::O_CLOEXEC
+    } else {
+        0
+    };
+    if !same
+        || off < 0
+        || libc::syscall(libc::SYS_lseek, new, off, libc::SEEK_SET) < 0
+        || libc::syscall(libc::SYS_dup3, new, fd, cloexec) < 0
+    {
+        libc::syscall(libc::SYS_close, new);
+        if logging() {
+            log(format_args!(
+                "sendmsg {}: kept the object's descriptor ({})",
+                o.path.display(),
+                if same {
+                    "offset or dup3 refused"
+                } else {
+                    "the path names another file now"
+                }
+            ));
+        }
+        return;
+    }
+    libc::syscall(libc::SYS_close, new);
+    if logging() {
+        log(format_args!(
+            "sendmsg {}: handed on a descriptor of the mount",
+            o.path.display()
+        ));
+    }
+    drop(o);
+    // The number is the mount's file now: out of the table, its handle
+    // closed if it was the last of its dups.
+    let Some(o) = FILES.lock().as_mut().and_then(|m| m.remove(&fd)) else {
+        return;
+    };
+    if std::sync::Arc::strong_count(&o) == 1 {
+        if let Some(f) = o.lock().take() {
+            let _ = f.close_handle();
+        }
+    }
+}
+
+/// sendmsg(2): the descriptors it passes (SCM_RIGHTS) that the shim made
+/// are handed on as descriptors of the mount first (`hand_on`).
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(s: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
+    let real = real!(
+        "sendmsg",
+        unsafe extern "C" fn(c_int, *const libc::msghdr, c_int) -> isize
+    );
+    let any = FILES.lock().as_ref().is_some_and(|m| !m.is_empty());
+    if any && !msg.is_null() && !(*msg).msg_control.is_null() {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let n = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<c_int>();
+                let fds = libc::CMSG_DATA(c) as *const c_int;
+                for i in 0..n {
+                    hand_on(fds.add(i).read_unaligned());
+                }
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    real(s, msg, flags)
 }
 
 /// The set*id calls: the process's credentials change, so the client's
