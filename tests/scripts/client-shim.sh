@@ -84,6 +84,26 @@ PY
 [ "$out" = abcdef ] || fail "the receiver of a passed descriptor read: $out"
 [ "$(cat "$M/passed")" = abcdef ] || fail "a passed descriptor's writes through the mount: $(cat "$M/passed")"
 rm "$M/passed"
+# A process out of descriptors gets EMFILE from an open through the
+# shim, as from the kernel (the daemon's descriptor cannot be given to
+# it): it was "Protocol error", and the daemon's handle stayed open.
+"$SHOAL" run "$M" -- python3 - "$M" <<'PY' || fail "an open through the shim past RLIMIT_NOFILE"
+import errno, os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+fds = []
+try:
+    for i in range(100):
+        fds.append(os.open("%s/many%d" % (sys.argv[1], i), os.O_CREAT | os.O_WRONLY, 0o644))
+    sys.exit("no error after 100 opens")
+except OSError as e:
+    if e.errno != errno.EMFILE:
+        sys.exit("open past the limit: %s" % e)
+for fd in fds:
+    os.write(fd, b"m")
+    os.close(fd)
+PY
+[ "$(cat "$M"/many* | wc -c)" -ge 30 ] || fail "the files opened below the limit"
+rm -f "$M"/many*
 # A size changed through a shim descriptor (ftruncate up and down,
 # fallocate) shows through the mount at once, though the kernel had the file's attributes
 # cached for an hour (its stat just before).

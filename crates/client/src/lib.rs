@@ -473,13 +473,26 @@ impl Client {
             a,
             [b(p.as_ref()), b"", b""],
         )?;
-        let fd = fd.ok_or_else(|| io::Error::from_raw_os_error(libc::EPROTO))?;
-        Ok(File {
+        let mut f = File {
             conn,
             handle: ans.a[0],
-            file: Some(std::fs::File::from(fd)),
+            file: None,
             stat: ans.stat,
-        })
+        };
+        match fd {
+            Some(fd) => {
+                f.file = Some(std::fs::File::from(fd));
+                Ok(f)
+            }
+            // The daemon sent the descriptor and the kernel could not give
+            // it to this process: its table is full (the kernel drops a
+            // passed descriptor it cannot install). The open's answer is
+            // the kernel's for that, and the daemon's handle closes.
+            None => {
+                let _ = f.call(Op::Close, 0);
+                Err(io::Error::from_raw_os_error(libc::EMFILE))
+            }
+        }
     }
 
     pub fn unlink(&self, p: impl AsRef<Path>) -> io::Result<()> {
