@@ -104,6 +104,31 @@ for fd in fds:
 PY
 [ "$(cat "$M"/many* | wc -c)" -ge 30 ] || fail "the files opened below the limit"
 rm -f "$M"/many*
+# A write through a shim descriptor shows in the mount's stat before the
+# close (size and time), though the kernel had the file's attributes
+# cached for an hour: while a client holds a file for writing, the mount's
+# GETATTR takes what it wrote from the object and the kernel keeps none.
+# Before, the size and time came at close or fsync.
+echo old > "$M/held"; stat "$M/held" >/dev/null
+"$SHOAL" run "$M" -- python3 - "$M/held" <<'PY' || fail "a write seen through the mount before close"
+import os, sys, time
+p = sys.argv[1]
+before = os.stat(p)
+fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+time.sleep(0.02)
+os.write(fd, b"x" * 5000)
+st = os.stat(p)                                  # by path: through the mount
+if st.st_size != 5004:
+    sys.exit("size through the mount before close: %d" % st.st_size)
+if st.st_mtime_ns <= before.st_mtime_ns:
+    sys.exit("mtime through the mount before close unchanged")
+os.write(fd, b"y")
+if os.stat(p).st_size != 5005:
+    sys.exit("size after a second write: %d" % os.stat(p).st_size)
+os.close(fd)
+PY
+[ "$(stat -c %s "$M/held")" = 5005 ] || fail "size after close: $(stat -c %s "$M/held")"
+rm "$M/held"
 # A size changed through a shim descriptor (ftruncate up and down,
 # fallocate) shows through the mount at once, though the kernel had the file's attributes
 # cached for an hour (its stat just before).

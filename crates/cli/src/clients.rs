@@ -176,6 +176,9 @@ pub struct Server<N: Backend> {
     /// Told each name the server made the kernel drop (an etcd mount's
     /// adapter keeps the names it handed the kernel).
     pub dropped: Option<Dropped>,
+    /// The mount's register of files clients hold open for writing (an
+    /// embedded mount's: `shoal_fuse::embedded::ClientWriters`).
+    pub writers: Option<Arc<shoal_fuse::embedded::ClientWriters>>,
     live: AtomicUsize,
     hangups: OnceLock<Arc<Hangups>>,
 }
@@ -263,6 +266,7 @@ impl<N: Backend> Server<N> {
             mountpoint,
             counters: Arc::default(),
             dropped: None,
+            writers: None,
             live: AtomicUsize::new(0),
             hangups: OnceLock::new(),
         }
@@ -657,7 +661,14 @@ impl<N: Backend> Server<N> {
         match op {
             Op::Ping => {}
             Op::Stat => {
-                let (a, _, _) = self.resolve(conn, req.dir, path, follow)?.inode()?;
+                let (mut a, _, _) = self.resolve(conn, req.dir, path, follow)?.inode()?;
+                // A file a client holds for writing: what it wrote, as the
+                // mount's GETATTR answers.
+                if let (Some(w), Some(e)) = (&self.writers, self.ns.data()) {
+                    if a.kind == Kind::File && w.refresh(e, a.ino) {
+                        a = e.getattr(a.ino)?;
+                    }
+                }
                 ans.stat = self.stat(&a);
             }
             Op::Mkdir | Op::Create => {
@@ -970,6 +981,18 @@ impl<N: Backend> Server<N> {
         } else if flags & libc::O_TRUNC != 0 {
             self.inval_inode(ino, true);
         }
+        if writable {
+            // The mount's kernel sees none of this handle's writes: while
+            // it is open the mount's GETATTR takes them in and the kernel
+            // keeps no attributes (`ClientWriters`); what it kept from
+            // before goes now.
+            if let Some(w) = &self.writers {
+                w.opened(ino, seen);
+                if created.is_none() && flags & libc::O_TRUNC == 0 {
+                    self.inval_inode(ino, false);
+                }
+            }
+        }
         let h = conn.add(Handle::File(OpenFile {
             ino,
             writable,
@@ -995,6 +1018,11 @@ impl<N: Backend> Server<N> {
             .refresh_from_data(f.ino, &mut f.seen, f.writable)
             .and_then(|()| e.unpin_data(f.ino));
         let r2 = e.release(f.ino);
+        if f.writable {
+            if let Some(w) = &self.writers {
+                w.closed(f.ino);
+            }
+        }
         self.inval_inode(f.ino, f.writable);
         r.and(r2)
     }

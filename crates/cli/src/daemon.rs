@@ -346,13 +346,15 @@ pub fn cmd_mount(a: &MountArgs) -> Result<i32, String> {
     tracing::info!("serving {} at {}", store_path.display(), mnt.display());
     let fs = ShoalFs::new(engine.clone(), parsed.fuse.clone());
     // Programs that reach the daemon without FUSE (docs/client.md).
-    let clients = Arc::new(crate::clients::Server::new(
+    let mut clients = crate::clients::Server::new(
         engine.clone(),
         fs.notifier(),
         parsed.fuse.squash,
         parsed.allow_other,
         mnt.clone(),
-    ));
+    );
+    clients.writers = Some(fs.client_writers());
+    let clients = Arc::new(clients);
     let snap: crate::metrics::Snapshot = {
         let (e, r, c) = (engine.clone(), fs.requests(), clients.clone());
         Arc::new(move || {

@@ -129,6 +129,11 @@ fn changes_through_the_client_are_seen_through_the_mount_at_once_and_back() {
         .open("d/f", libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o640)
         .unwrap();
     f.write_all(b"hello from the client").unwrap();
+    // Before the close: the size, through the mount and the client (the
+    // daemon takes it from the object while a client holds the file for
+    // writing; it came at close before).
+    assert_eq!(std::fs::metadata(at("d/f")).unwrap().len(), 21);
+    assert_eq!(c.stat("d/f").unwrap().size, 21);
     f.close().unwrap();
     assert_eq!(std::fs::read(at("d/f")).unwrap(), b"hello from the client");
     let md = std::fs::metadata(at("d/f")).unwrap();

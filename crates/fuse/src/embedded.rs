@@ -155,6 +155,79 @@ pub struct Embedded {
     /// Set once the session exists: attribute invalidations the daemon
     /// starts (see `drop_privileges`).
     notifier: Arc<OnceLock<fuser::Notifier>>,
+    /// Files the daemon's clients hold open for writing (`ClientWriters`).
+    client_writers: Arc<ClientWriters>,
+}
+
+/// Files that programs reaching the daemon without FUSE (docs/client.md)
+/// hold open for writing, through their data objects' descriptors: the
+/// kernel sees none of those writes, so while such a file is held its
+/// attributes are answered with no cache time and taken from the object
+/// first (`Engine::refresh_from_data`), as for the mount's own passthrough
+/// handles. Kept by the client server, read by the adapter's GETATTR.
+#[derive(Default)]
+pub struct ClientWriters {
+    held: Vec<shoal_core::sync::PlainMutex<std::collections::HashMap<u64, Held>>>,
+}
+
+#[derive(Default)]
+struct Held {
+    handles: u32,
+    /// The object's time when last looked at (`refresh_from_data`).
+    seen: Option<shoal_core::Ts>,
+}
+
+impl ClientWriters {
+    fn shard(
+        &self,
+        ino: u64,
+    ) -> &shoal_core::sync::PlainMutex<std::collections::HashMap<u64, Held>> {
+        &self.held[ino as usize % self.held.len()]
+    }
+
+    pub fn new() -> ClientWriters {
+        ClientWriters {
+            held: (0..16).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// A client opened `ino` for writing; `seen`: the object's time then
+    /// (a write after the open changes it, and a GETATTR takes it in).
+    pub fn opened(&self, ino: u64, seen: Option<shoal_core::Ts>) {
+        self.shard(ino)
+            .lock()
+            .entry(ino)
+            .or_insert(Held { handles: 0, seen })
+            .handles += 1;
+    }
+
+    /// A client's handle of `ino` for writing closed.
+    pub fn closed(&self, ino: u64) {
+        let mut s = self.shard(ino).lock();
+        if let Some(h) = s.get_mut(&ino) {
+            h.handles -= 1;
+            if h.handles == 0 {
+                s.remove(&ino);
+            }
+        }
+    }
+
+    /// Whether clients hold `ino` for writing, after taking in what they
+    /// wrote.
+    pub fn refresh(&self, engine: &Engine, ino: u64) -> bool {
+        let mut s = self.shard(ino).lock();
+        let Some(h) = s.get_mut(&ino) else {
+            return false;
+        };
+        if let Err(e) = engine.refresh_from_data(ino, &mut h.seen, true) {
+            tracing::warn!("inode {ino}: {e}");
+        }
+        true
+    }
+
+    fn holds(&self, ino: u64) -> bool {
+        self.shard(ino).lock().contains_key(&ino)
+    }
 }
 
 /// The FUSE filesystem of an embedded mount.
@@ -574,6 +647,7 @@ impl ShoalFs {
             requests: Arc::default(),
             handed: Arc::default(),
             notifier: Arc::default(),
+            client_writers: Arc::new(ClientWriters::new()),
         };
         Adapter::with_mode(mode, core)
     }
@@ -583,6 +657,12 @@ impl ShoalFs {
     /// which drop what the kernel cached of what they change.
     pub fn notifier(&self) -> Arc<OnceLock<fuser::Notifier>> {
         self.mode().notifier.clone()
+    }
+
+    /// The files the daemon's clients hold open for writing, which the
+    /// client server keeps and GETATTR reads (`ClientWriters`).
+    pub fn client_writers(&self) -> Arc<ClientWriters> {
+        self.mode().client_writers.clone()
     }
 
     /// The request counters (shared with the stats socket).
@@ -666,11 +746,13 @@ impl Mode for Embedded {
     }
 
     fn refresh(&self, ino: u64) -> bool {
-        self.refresh_passthrough(ino)
+        // Both: a file may be open through the mount and a client at once.
+        let mount = self.refresh_passthrough(ino);
+        self.client_writers.refresh(&self.engine, ino) || mount
     }
 
     fn uncached(&self, ino: u64) -> bool {
-        self.has_passthrough(ino)
+        self.has_passthrough(ino) || self.client_writers.holds(ino)
     }
 
     /// `ttl`, or none when the daemon checks permissions and not everyone
