@@ -239,10 +239,14 @@ impl Conn {
         }
         self.region.post(REQUEST, SERVER_SLEEPS);
         let sock = &self.sock;
+        let spin = spin_env(false).unwrap_or(match self.region.spin_hint() {
+            0 => CLIENT_SPIN_NS,
+            ns => ns as u64,
+        });
         let ok = self.region.wait_for(
             ANSWER,
             CLIENT_SLEEPS,
-            spin_ns(false),
+            spin,
             Duration::from_millis(CLIENT_POLL_MS),
             || region::peer_alive(sock),
         );

@@ -36,6 +36,12 @@ pub const REGION: usize = CONTROL + SLOT;
 pub const STATE: usize = 0;
 pub const SERVER_SLEEPS: usize = 64;
 pub const CLIENT_SLEEPS: usize = 128;
+/// How long the client spins for its answer, in ns, as the server last
+/// said (0: `CLIENT_SPIN_NS`). The server says `CLIENT_SPIN_LONG_NS` while
+/// every busy connection's two threads can have a CPU each, where a
+/// client that sleeps costs a wake-up per call; else nothing, and a
+/// spinning client would take its own server's CPU (`clients::Spin`).
+pub const SPIN_HINT: usize = 192;
 
 /// The slot's states.
 pub const IDLE: u32 = 0;
@@ -48,24 +54,32 @@ pub const HELLO: usize = 12;
 /// How long a waiting side spins before it sleeps on the futex. Short: on
 /// a 2-core machine the spinning client takes the CPU the server needs.
 pub const CLIENT_SPIN_NS: u64 = 4_000;
+pub const CLIENT_SPIN_LONG_NS: u32 = 100_000;
 pub const SERVER_SPIN_NS: u64 = 20_000;
 
 /// A spin time, or `SHOAL_CLIENT_SPIN_NS` / `SHOAL_SERVER_SPIN_NS` from
 /// the environment when set (for benchmarks: scripts/bench-client.sh
 /// compares them), read once.
 pub fn spin_ns(server: bool) -> u64 {
+    spin_env(server).unwrap_or(if server {
+        SERVER_SPIN_NS
+    } else {
+        CLIENT_SPIN_NS
+    })
+}
+
+/// `SHOAL_SERVER_SPIN_NS` / `SHOAL_CLIENT_SPIN_NS`, when set: it wins
+/// over the server's hint too.
+pub fn spin_env(server: bool) -> Option<u64> {
     use std::sync::OnceLock;
-    static SPIN: [OnceLock<u64>; 2] = [OnceLock::new(), OnceLock::new()];
+    static SPIN: [OnceLock<Option<u64>>; 2] = [OnceLock::new(), OnceLock::new()];
     *SPIN[server as usize].get_or_init(|| {
-        let (var, default) = if server {
-            ("SHOAL_SERVER_SPIN_NS", SERVER_SPIN_NS)
+        let var = if server {
+            "SHOAL_SERVER_SPIN_NS"
         } else {
-            ("SHOAL_CLIENT_SPIN_NS", CLIENT_SPIN_NS)
+            "SHOAL_CLIENT_SPIN_NS"
         };
-        std::env::var(var)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
+        std::env::var(var).ok().and_then(|v| v.parse().ok())
     })
 }
 /// A sleeping client looks for a hang-up of the daemon this often.

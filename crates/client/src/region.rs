@@ -67,6 +67,15 @@ impl Region {
         unsafe { &*(self.base.add(off) as *const AtomicU32) }
     }
 
+    /// The client's spin time the server last said (`SPIN_HINT`).
+    pub fn spin_hint(&self) -> u32 {
+        self.word(SPIN_HINT).load(Ordering::Relaxed)
+    }
+
+    pub fn set_spin_hint(&self, ns: u32) {
+        self.word(SPIN_HINT).store(ns, Ordering::Relaxed)
+    }
+
     pub fn state(&self) -> u32 {
         self.word(STATE).load(Ordering::Acquire)
     }
@@ -77,6 +86,24 @@ impl Region {
         st.store(state, Ordering::SeqCst);
         if self.word(peer_sleeps).load(Ordering::SeqCst) != 0 {
             let _ = futex::wake(st, futex::Flags::empty(), 1);
+        }
+    }
+
+    /// Spin until the state word is `want`, for `spin_ns` at most: false
+    /// when it is not by then.
+    pub fn spin_for(&self, want: u32, spin_ns: u64) -> bool {
+        let st = self.word(STATE);
+        let start = Instant::now();
+        let mut i = 0u32;
+        loop {
+            if st.load(Ordering::Acquire) == want {
+                return true;
+            }
+            std::hint::spin_loop();
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(64) && start.elapsed().as_nanos() as u64 > spin_ns {
+                return false;
+            }
         }
     }
 
@@ -91,19 +118,10 @@ impl Region {
         poll: Duration,
         mut alive: impl FnMut() -> bool,
     ) -> bool {
-        let st = self.word(STATE);
-        let start = Instant::now();
-        let mut i = 0u32;
-        loop {
-            if st.load(Ordering::Acquire) == want {
-                return true;
-            }
-            std::hint::spin_loop();
-            i = i.wrapping_add(1);
-            if i.is_multiple_of(64) && start.elapsed().as_nanos() as u64 > spin_ns {
-                break;
-            }
+        if self.spin_for(want, spin_ns) {
+            return true;
         }
+        let st = self.word(STATE);
         let flag = self.word(my_flag);
         let ts = rustix::thread::futex::Timespec {
             tv_sec: poll.as_secs() as _,
