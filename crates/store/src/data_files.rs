@@ -347,20 +347,9 @@ impl DataStore for DataFiles {
     fn set_len(&self, ino: Ino, len: u64) -> Result<()> {
         self.writable()?;
         let o = self.get(ino, true)?.expect("created");
-        // Already that long (a new object cut to 0, a small file's emptied
-        // again): no truncate, which on ext4 is a journalled transaction
-        // (orphan list in and out) even when nothing changes, and which
-        // would move the object's time (taken as the file's by
-        // `refresh_from_data`). A client's create and close cut twice: 7%
-        // of the daemon's time under the shim's crunl (perf, 2026-11-29).
-        let path = || self.path(ino);
-        let now = o.file.metadata().map_err(|e| io_err("stat", &path(), e))?;
-        if now.len() == len {
-            return Ok(());
-        }
         o.file
             .set_len(len)
-            .map_err(|e| io_err("truncate", &path(), e))
+            .map_err(|e| io_err("truncate", &self.path(ino), e))
     }
     fn len(&self, ino: Ino) -> Result<u64> {
         Ok(self.stat(ino)?.map_or(0, |m| m.len()))
