@@ -7,8 +7,15 @@
 # filesystem); and round trips: the client's ping (the protocol through the
 # daemon, no engine call), the futex ping-pong alone between two processes
 # (any CPUs, and both pinned to one), and one FUSE request (a getxattr).
-# Then an unmodified C crunl under the shim (`shoal run`) and on the mount.
+# Then unmodified C programs under the shim (`shoal run`) and on the mount,
+# alternated: crunl (tests/c/crunl.c), fs_mark's creates and seed 000's
+# rndrename in one directory (tests/c/meta.c), one and two processes, with
+# the CPUs the whole machine kept busy meanwhile (/proc/stat); the start-up
+# cost of an intercepted `true`; and, when the Python package is installed
+# in $VENV (tests/scripts/client-python.sh makes one), small-file reads
+# through it beside open().read() on the mount.
 #   scripts/bench-client.sh [PAIRS]      (10000 per thread by default)
+#   DIR=/mnt/ext4/x scripts/bench-client.sh   (the store on that filesystem)
 # Output: JSON lines, then a table (crates/client/examples/crunl.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +43,67 @@ for way in shim mount shim mount; do
   echo "{\"bench\":\"c-crunl\",\"way\":\"$way\",\"procs1\":$a,\"procs2\":$b}" >&2
   printf '%-28s %12s %12s %7.2fx\n' "$way" "$a" "$b" "$(echo "$b / $a" | bc -l)"
 done
+
+# CPUs busy over a command (all of the machine's, from /proc/stat).
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
+cpus_during() {
+  local a b out
+  a=$(busy); out=$("$@"); b=$(busy)
+  echo "$out $(echo "$a $b" | awk '{w=$3-$1; i=$4-$2; printf "%.2f", '"$(nproc)"'*w/(w+i)}')"
+}
+cc -O2 -o "$DIR/meta" tests/c/meta.c
+echo
+printf '%-28s %-10s %18s %18s %8s\n' "C, ops/s (CPUs busy)" workload "1 process" "2 processes" "2/1"
+for wl in creates rndrename; do
+  for way in shim mount shim mount; do
+    run=(); [ $way = shim ] && run=("$SHOAL" run "$DIR/mnt" --)
+    rm -rf "$DIR/mnt/m"; mkdir "$DIR/mnt/m"
+    read -r a ca < <(cpus_during "${run[@]}" "$DIR/meta" $wl "$DIR/mnt/m" "$PAIRS" 1)
+    rm -rf "$DIR/mnt/m"; mkdir "$DIR/mnt/m"
+    read -r b cb < <(cpus_during "${run[@]}" "$DIR/meta" $wl "$DIR/mnt/m" "$PAIRS" 2)
+    echo "{\"bench\":\"c-$wl\",\"way\":\"$way\",\"procs1\":$a,\"procs2\":$b,\"cpus1\":$ca,\"cpus2\":$cb}" >&2
+    printf '%-28s %-10s %10s (%4s) %10s (%4s) %7.2fx\n' "$way" $wl "$a" "$ca" "$b" "$cb" "$(echo "$b / $a" | bc -l)"
+  done
+done
+rm -rf "$DIR/mnt/m"
+# Start-up: an intercepted `true` against a plain one, 500 runs each.
+SO=$PWD/target/release/libshoal_shim.so
+SOCK=$("$SHOAL" run "$DIR/mnt" -- env 2>/dev/null | sed -n 's/^SHOAL_CLIENT_SOCK=//p')
+t_plain=$( { /usr/bin/time -f %e bash -c 'for i in $(seq 500); do /bin/true; done' ; } 2>&1 )
+t_shim=$( { LD_PRELOAD=$SO SHOAL_SHIM_MNT=$DIR/mnt SHOAL_CLIENT_SOCK=$SOCK /usr/bin/time -f %e bash -c 'for i in $(seq 500); do /bin/true; done' ; } 2>&1 )
+echo "{\"bench\":\"startup\",\"plain_s_per_500\":$t_plain,\"shim_s_per_500\":$t_shim}" >&2
+printf '\nstart-up of /bin/true: %.0f us plain, %.0f us with the shim preloaded (%+.0f us)\n' \
+  "$(echo "$t_plain * 2000" | bc -l)" "$(echo "$t_shim * 2000" | bc -l)" "$(echo "($t_shim - $t_plain) * 2000" | bc -l)"
+# Small-file reads through the Python package beside open().read() on the
+# mount (the files written through the mount, the kernel's caches dropped
+# between the two passes by a remount... not: both warm, as a program
+# rereading its inputs).
+VENV=${VENV:-/tmp/shoal-tests/client-venv}
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import shoal' 2>/dev/null; then
+  "$VENV/bin/python" - "$DIR/mnt" "$PAIRS" <<'PY'
+import json, os, sys, time, shoal
+m, n = sys.argv[1], int(sys.argv[2])
+c = shoal.Client(m)
+for size in (4096, 65536):
+    d = "%s/py%d" % (m, size)
+    os.mkdir(d)
+    data = os.urandom(size)
+    for i in range(n):
+        with open("%s/%d" % (d, i), "wb") as f:
+            f.write(data)
+    res = {}
+    for way in ("package", "mount", "package", "mount"):
+        t = time.perf_counter()
+        for i in range(n):
+            if way == "package":
+                with c.open("py%d/%d" % (size, i), "rb") as f:
+                    b = f.read()
+            else:
+                with open("%s/%d" % (d, i), "rb") as f:
+                    b = f.read()
+            assert len(b) == size
+        res.setdefault(way, []).append(round(n / (time.perf_counter() - t)))
+    print(json.dumps({"bench": "python-reads", "size": size, "files": n, **res}), file=sys.stderr)
+    print("python reads of %d-byte files, files/s: package %s, open().read() on the mount %s" % (size, res["package"], res["mount"]))
+PY
+fi
