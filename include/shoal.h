@@ -47,6 +47,10 @@ int shoal_rename(const shoal_client *c, const char *from, const char *to, unsign
 int shoal_symlink(const shoal_client *c, const char *target, const char *path);
 int shoal_link(const shoal_client *c, const char *from, const char *to);
 ssize_t shoal_readlink(const shoal_client *c, const char *path, char *buf, size_t size);
+/* A regular file's bytes whole, in one call (no descriptor): returns the
+ * file's length and copies its first `size` bytes into `buf`; EFBIG past
+ * about 1 MiB (open it instead). */
+ssize_t shoal_read_file(const shoal_client *c, const char *path, void *buf, size_t size);
 int shoal_chmod(const shoal_client *c, const char *path, mode_t mode);
 int shoal_truncate(const shoal_client *c, const char *path, uint64_t size);
 

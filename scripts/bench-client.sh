@@ -74,10 +74,10 @@ t_shim=$( { LD_PRELOAD=$SO SHOAL_SHIM_MNT=$DIR/mnt SHOAL_CLIENT_SOCK=$SOCK /usr/
 echo "{\"bench\":\"startup\",\"plain_s_per_500\":$t_plain,\"shim_s_per_500\":$t_shim}" >&2
 printf '\nstart-up of /bin/true: %.0f us plain, %.0f us with the shim preloaded (%+.0f us)\n' \
   "$(echo "$t_plain * 2000" | bc -l)" "$(echo "$t_shim * 2000" | bc -l)" "$(echo "($t_shim - $t_plain) * 2000" | bc -l)"
-# Small-file reads through the Python package beside open().read() on the
-# mount (the files written through the mount, the kernel's caches dropped
-# between the two passes by a remount... not: both warm, as a program
-# rereading its inputs).
+# Small-file reads through the Python package (read_bytes: one call, no
+# descriptor; and open().read() through it) beside open().read() on the
+# mount: the files written through the mount, every pass warm, as a
+# program rereading its inputs.
 VENV=${VENV:-/tmp/shoal-tests/client-venv}
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import shoal' 2>/dev/null; then
   "$VENV/bin/python" - "$DIR/mnt" "$PAIRS" <<'PY'
@@ -92,10 +92,12 @@ for size in (4096, 65536):
         with open("%s/%d" % (d, i), "wb") as f:
             f.write(data)
     res = {}
-    for way in ("package", "mount", "package", "mount"):
+    for way in ("read_bytes", "package", "mount") * 2:
         t = time.perf_counter()
         for i in range(n):
-            if way == "package":
+            if way == "read_bytes":
+                b = c.read_bytes("py%d/%d" % (size, i))
+            elif way == "package":
                 with c.open("py%d/%d" % (size, i), "rb") as f:
                     b = f.read()
             else:
@@ -104,6 +106,6 @@ for size in (4096, 65536):
             assert len(b) == size
         res.setdefault(way, []).append(round(n / (time.perf_counter() - t)))
     print(json.dumps({"bench": "python-reads", "size": size, "files": n, **res}), file=sys.stderr)
-    print("python reads of %d-byte files, files/s: package %s, open().read() on the mount %s" % (size, res["package"], res["mount"]))
+    print("python reads of %d-byte files, files/s: package read_bytes %s, package open().read() %s, open().read() on the mount %s" % (size, res["read_bytes"], res["package"], res["mount"]))
 PY
 fi

@@ -16,6 +16,7 @@ The daemon checks every call with the process's credentials; a process
 whose credentials change must make a new Client.
 """
 
+import errno
 import io
 import os
 
@@ -59,6 +60,24 @@ class Client(_Client):
             self._close(fd)
             raise
         return File(self, fd, f)
+
+
+    def read_bytes(self, path):
+        """A file's bytes, as pathlib's read_bytes: one call to the daemon
+        for a file up to about 1 MiB (no descriptor), an open and read
+        past that."""
+        try:
+            return self._read_file(os.fspath(path))
+        except OSError as e:
+            if e.errno != errno.EFBIG:
+                raise
+        with self.open(path, "rb") as f:
+            return f.read()
+
+    def read_text(self, path, encoding=None, errors=None):
+        """As pathlib's read_text."""
+        b = self.read_bytes(path)
+        return io.TextIOWrapper(io.BytesIO(b), encoding=encoding, errors=errors).read()
 
 
 class File:

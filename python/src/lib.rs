@@ -180,6 +180,13 @@ impl Client {
             .map_err(err)
     }
 
+    /// A regular file's bytes, whole, in one call (EFBIG past the
+    /// protocol's answer: `read_bytes` then opens it).
+    fn _read_file<'p>(&self, py: Python<'p>, path: &str) -> R<Bound<'p, pyo3::types::PyBytes>> {
+        let b = py.allow_threads(|| self.c.read_file(path)).map_err(err)?;
+        Ok(pyo3::types::PyBytes::new(py, &b))
+    }
+
     /// open(2): the descriptor (the data object's), kept until `_close`.
     fn _open(&self, py: Python<'_>, path: &str, flags: i32, mode: u32) -> R<i32> {
         let f = py

@@ -87,7 +87,27 @@ with open(at("py/k"), "w") as f:
 with c.open("py/k") as f:
     assert f.read() == "kernel"
 
-for n in ["t.txt", "b.bin", "l", "h2", "out", "k"]:
+# A file read whole in one call (no descriptor): small, past the
+# protocol's answer (read through an open instead), a directory; and what
+# a holder of the file for writing wrote before its close.
+assert c.read_bytes("py/k") == b"kernel"
+assert c.read_text("py/t.txt") == open(at("py/t.txt")).read()
+big = os.urandom(3 << 20)
+with open(at("py/big"), "wb") as f:
+    f.write(big)
+assert c.read_bytes("py/big") == big
+try:
+    c.read_bytes("py")
+    raise AssertionError("read_bytes of a directory succeeded")
+except IsADirectoryError:
+    pass
+with c.open("py/k", "ab") as f:
+    f.write(b" and more")
+    f.flush()
+    assert c.read_bytes("py/k") == b"kernel and more"
+    assert open(at("py/k"), "rb").read() == b"kernel and more"
+
+for n in ["t.txt", "b.bin", "l", "h2", "out", "k", "big"]:
     c.unlink("py/" + n)
 c.rmdir("py")
 assert not os.path.exists(at("py"))

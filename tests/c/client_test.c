@@ -65,6 +65,14 @@ int main(int argc, char **argv) {
   CHECK(kfd >= 0 && read(kfd, buf, sizeof buf) == 8 && memcmp(buf, "hello, C", 8) == 0);
   close(kfd);
 
+  /* The bytes whole, in one call; a short buffer gets the first bytes
+   * and the length. */
+  memset(buf, 0, sizeof buf);
+  CHECK(shoal_read_file(c, "cdir/f", buf, sizeof buf) == 8 && memcmp(buf, "hello, C", 8) == 0);
+  memset(buf, 0, sizeof buf);
+  CHECK(shoal_read_file(c, "cdir/f", buf, 5) == 8 && memcmp(buf, "hello", 5) == 0 && buf[5] == 0);
+  CHECK(shoal_read_file(c, "cdir", buf, sizeof buf) == -1 && errno == EISDIR);
+
   struct stat cs;
   CHECK(shoal_stat(c, "cdir/f", &cs, 1) == 0);
   CHECK(cs.st_ino == st.st_ino && cs.st_size == 8 && S_ISREG(cs.st_mode));

@@ -295,6 +295,8 @@ fn a_second_user_is_refused_what_the_permissions_refuse() {
             (errno(c.mkdir("mine", 0o755)), libc::EACCES),
             (errno(c.stat("private/f")), libc::EACCES),
             (errno(c.open("secret", libc::O_RDONLY, 0)), libc::EACCES),
+            (errno(c.read_file("secret")), libc::EACCES),
+            (errno(c.read_file("private/f")), libc::EACCES),
             (errno(c.unlink("secret")), libc::EACCES),
             (errno(c.unlink("tmp/roots")), libc::EPERM),
             (errno(c.chmod("secret", 0o666)), libc::EPERM),
@@ -318,6 +320,9 @@ fn a_second_user_is_refused_what_the_permissions_refuse() {
         }
         if c.unlink("tmp/users").is_err() || c.stat("tmp/roots").is_err() {
             return 51;
+        }
+        if c.read_file("tmp/roots").map(|b| b.len()).ok() != Some(0) {
+            return 52;
         }
         0
     });

@@ -251,6 +251,25 @@ pub unsafe extern "C" fn shoal_readlink(
     }))
 }
 
+/// A regular file's bytes whole, in one call (no descriptor): the file's
+/// length, its first `size` bytes copied into `buf` (a longer file is cut
+/// there: call again with its length); EFBIG past about 1 MiB (open it).
+///
+/// # Safety
+/// As `shoal_stat`, `buf` writable for `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shoal_read_file(
+    c: *const Client,
+    p: *const c_char,
+    buf: *mut c_void,
+    size: usize,
+) -> isize {
+    with_path!(c, p, |cl, pp| ret(cl.read_file(pp), |v| {
+        std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast(), v.len().min(size));
+        v.len() as isize
+    }))
+}
+
 /// chmod(2).
 ///
 /// # Safety

@@ -542,6 +542,15 @@ impl Client {
             )?
             .stat)
     }
+    /// A regular file's bytes, whole, in one call (no descriptor, no
+    /// data object pinned): EFBIG for a file past `proto::ANSWER_MAX`
+    /// bytes, which `open` reads instead.
+    pub fn read_file(&self, p: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+        Ok(self
+            .simple(Op::ReadFile, FOLLOW, [0; ARGS], [b(p.as_ref()), b"", b""])?
+            .data)
+    }
+
     pub fn readlink(&self, p: impl AsRef<Path>) -> io::Result<PathBuf> {
         let a = self.simple(Op::Readlink, 0, [0; ARGS], [b(p.as_ref()), b"", b""])?;
         Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&a.data)))

@@ -141,6 +141,11 @@ pub enum Op {
     /// a0 = a file's handle: its Stat, with what was written through the
     /// descriptor taken in first (fstat).
     Fstat = 21,
+    /// dir, s0, FOLLOW: a regular file's bytes whole in the answer's bytes,
+    /// and its Stat; EFBIG past `ANSWER_MAX` (open it instead). No handle,
+    /// no descriptor, no data object pinned: one round trip for a small
+    /// file (docs/client.md, "Reading a file whole").
+    ReadFile = 22,
 }
 
 impl Op {
@@ -168,6 +173,7 @@ impl Op {
             19 => Listxattr,
             20 => Removexattr,
             21 => Fstat,
+            22 => ReadFile,
             _ => return None,
         })
     }
