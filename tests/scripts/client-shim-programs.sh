@@ -4,7 +4,8 @@
 # paths after a chdir into the mount and `*at` calls from directory
 # descriptors served by the daemon (the shim's log, SHOAL_SHIM_LOG, says
 # which calls it served and which fell through); cp -a, find, tar and
-# untar, mv, rm -r, git init/add/commit/status, sqlite3 in both journal
+# untar, mv, rm -r, git init/add/commit/status/clone, a Python venv and
+# pip install, sqlite3 in both journal
 # modes, make, fsx; a static binary and a Go program (raw system calls)
 # under `shoal run` still working through the mount. fsck clean after.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +101,28 @@ mkdir "$M/g"
 [ ! -s "$WORK/csp.git" ] || fail "git status after commit: $(head -3 "$WORK/csp.git")"
 [ "$(cd "$M/g" && git ls-files | wc -l)" = "$(cd "$SRC" && find src -type f | wc -l)" ] || fail "git's index through the mount"
 (cd "$M/g" && git fsck --no-progress >/dev/null 2>&1) || fail "git fsck through the mount"
+# git clone of that repository, under the shim: the same files, a clean
+# status, a sound object store.
+run git clone -q "$M/g" "$M/g2" || fail "git clone under the shim"
+[ -z "$(cd "$M/g2" && run git status --porcelain)" ] || fail "git status in the clone"
+diff -r -x .git "$M/g" "$M/g2" >/dev/null || fail "the clone's files differ"
+(cd "$M/g2" && git fsck --no-progress >/dev/null 2>&1) || fail "git fsck of the clone"
+# 8. A Python virtual environment made under the shim (ensurepip unpacks
+# pip: hundreds of files), and a package installed into it by its pip
+# (a wheel made here: no network).
+run python3 -m venv "$M/venv" || fail "python3 -m venv under the shim"
+python3 - "$WORK/cspdemo-0.1-py3-none-any.whl" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("cspdemo/__init__.py", "VALUE = 42\n")
+    z.writestr("cspdemo-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: cspdemo\nVersion: 0.1\n")
+    z.writestr("cspdemo-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("cspdemo-0.1.dist-info/RECORD", "")
+PY
+run "$M/venv/bin/pip" install -q --no-index --disable-pip-version-check "$WORK/cspdemo-0.1-py3-none-any.whl" \
+  || fail "pip install under the shim"
+[ "$("$M/venv/bin/python" -c 'import cspdemo; print(cspdemo.VALUE)')" = 42 ] || fail "the package pip installed"
+[ "$(run "$M/venv/bin/python" -c 'import cspdemo; print(cspdemo.VALUE)')" = 42 ] || fail "the package under the shim"
 "$SHOAL" stats "$M" --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["client"]; print("client calls:", c["calls"])'
 echo "log: $(grep -c 'to the daemon' "$LOG") calls to the daemon, $(grep -c 'falls through' "$LOG") fell through"
 unmount_check client-shim-programs >/dev/null || fail "fsck after the programs"
