@@ -52,6 +52,39 @@ mapfile -t L <<<"$out"
 for i in $(seq 20); do [ "$(stat -c %s "$M/noclose")" = 100 ] && break; sleep 0.005; done
 [ "$(stat -c %s "$M/noclose")" = 100 ] || fail "size after an exit without close: $(stat -c %s "$M/noclose") after 100 ms"
 rm "$M"/out "$M"/out2 "$M"/out3 "$M/noclose"
+# Threads: four threads of one process open, write, fstat, close, rename
+# and unlink in one directory at once (each thread its own connection);
+# every file's bytes as written, seen through the mount.
+mkdir "$M/thr"
+"$SHOAL" run "$M" -- python3 - "$M/thr" <<'PY' || fail "threads under the shim"
+import os, sys, threading
+d = sys.argv[1]
+errors = []
+def work(t):
+    try:
+        for i in range(300):
+            p = "%s/t%d-%d" % (d, t, i)
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.write(fd, b"%d:%d" % (t, i))
+            if os.fstat(fd).st_size != len(b"%d:%d" % (t, i)):
+                errors.append("fstat size of " + p)
+            os.close(fd)
+            os.rename(p, p + ".k")
+            if i % 2:
+                os.unlink(p + ".k")
+    except Exception as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+if errors:
+    sys.exit("; ".join(errors[:5]))
+PY
+[ "$(ls "$M/thr" | wc -l)" = 600 ] || fail "threads: $(ls "$M/thr" | wc -l) files left, expected 600"
+for f in "$M"/thr/t3-298.k "$M"/thr/t0-0.k; do
+  n=$(basename "$f" .k); n=${n#t}; [ "$(cat "$f")" = "${n%%-*}:${n#*-}" ] || fail "threads: $f holds $(cat "$f")"
+done
+rm -r "$M/thr"
 # A descriptor passed to another process over a Unix socket (SCM_RIGHTS),
 # then closed by the sender: the receiver reads what was written and its
 # writes land in the file. The shim hands on a descriptor opened on the
