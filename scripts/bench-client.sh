@@ -10,8 +10,9 @@
 # Then unmodified C programs under the shim (`shoal run`) and on the mount,
 # alternated: crunl (tests/c/crunl.c), fs_mark's creates and seed 000's
 # rndrename in one directory (tests/c/meta.c), one and two processes, with
-# the CPUs the whole machine kept busy meanwhile (/proc/stat); the start-up
-# cost of an intercepted `true`; and, when the Python package is installed
+# the CPUs the whole machine kept busy meanwhile (/proc/stat); a warm stat
+# walk; the start-up cost of an intercepted `true`; and, when the Python
+# package is installed
 # in $VENV (tests/scripts/client-python.sh makes one), small-file reads
 # through it beside open().read() on the mount.
 #   scripts/bench-client.sh [PAIRS]      (10000 per thread by default)
@@ -66,6 +67,31 @@ for wl in creates rndrename; do
   done
 done
 rm -rf "$DIR/mnt/m"
+# A warm stat walk (this repository's crates/ copied onto the mount: the
+# walk's os.walk and os.stat in one Python process, ten passes), under the
+# shim and not, alternated: the stat family by path falls through to the
+# mount, whose kernel caches answer it.
+cp -r crates "$DIR/mnt/walk"
+walk() {
+  "$@" python3 - "$DIR/mnt/walk" <<'PY'
+import os, sys, time
+w = sys.argv[1]
+n = sum(1 for r, d, fs in os.walk(w) for f in fs)
+t = time.perf_counter()
+for _ in range(10):
+    for r, d, fs in os.walk(w):
+        for f in fs:
+            os.stat(os.path.join(r, f))
+print(round(10 * n / (time.perf_counter() - t)))
+PY
+}
+for way in shim mount shim mount; do
+  run=(); [ $way = shim ] && run=("$SHOAL" run "$DIR/mnt" --)
+  v=$(walk "${run[@]}")
+  echo "{\"bench\":\"stat-walk\",\"way\":\"$way\",\"stats_per_s\":$v}" >&2
+  echo "warm stat walk, $way: $v stats/s"
+done
+rm -rf "$DIR/mnt/walk"
 # Start-up: an intercepted `true` against a plain one, 500 runs each.
 SO=$PWD/target/release/libshoal_shim.so
 SOCK=$("$SHOAL" run "$DIR/mnt" -- env 2>/dev/null | sed -n 's/^SHOAL_CLIENT_SOCK=//p')
