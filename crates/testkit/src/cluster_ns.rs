@@ -683,7 +683,9 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(
     // A learns of B's link through its change stream (the stat below
     // counts on it: before this wait the test failed once in CI, A's
     // unlink taking f00's last link as A still knew it).
-    soon("A sees B's link of f00", 2, || a.getattr(files[0]).unwrap().nlink);
+    soon("A sees B's link of f00", 2, || {
+        a.getattr(files[0]).unwrap().nlink
+    });
     let removals = count(a, |s| &s.lease_removals);
     // More than one batch takes (the store's limit counts conditions and
     // operations together: a first build's batches of 60 unlinks were
