@@ -61,7 +61,6 @@ class Client(_Client):
             raise
         return File(self, fd, f)
 
-
     def read_bytes(self, path):
         """A file's bytes, as pathlib's read_bytes: one call to the daemon
         for a file up to about 1 MiB (no descriptor), an open and read

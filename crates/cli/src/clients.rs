@@ -790,9 +790,7 @@ impl<N: Backend> Server<N> {
                 }
                 let Some(e) = self.ns.data() else {
                     // File data in an object store: the mount reads it.
-                    let mut at = self.mountpoint.as_os_str().as_bytes().to_vec();
-                    at.extend_from_slice(&self.path_of(conn, req.dir, path));
-                    return Err(Fail::Outside(at));
+                    return Err(self.on_the_mount(conn, req.dir, path));
                 };
                 // The open's check and count, so an unlink meanwhile keeps
                 // the bytes until the read is done.
@@ -1010,9 +1008,7 @@ impl<N: Backend> Server<N> {
                     r?;
                 }
             }
-            let mut at = self.mountpoint.as_os_str().as_bytes().to_vec();
-            at.extend_from_slice(&self.path_of(conn, req.dir, path));
-            return Err(Fail::Outside(at));
+            return Err(self.on_the_mount(conn, req.dir, path));
         };
         let mask = open_mask(flags);
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -1112,6 +1108,14 @@ impl<N: Backend> Server<N> {
             stat: self.stat(&a),
             ..Default::default()
         })
+    }
+
+    /// "Continue at MNT/PATH": the kernel mount serves what the request
+    /// named (file data in an object store).
+    fn on_the_mount(&self, conn: &Conn, dir: u64, path: &[u8]) -> Fail {
+        let mut at = self.mountpoint.as_os_str().as_bytes().to_vec();
+        at.extend_from_slice(&self.path_of(conn, dir, path));
+        Fail::Outside(at)
     }
 
     /// Close a handle: for a file, its size and time taken from the

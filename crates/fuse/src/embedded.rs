@@ -165,7 +165,6 @@ pub struct Embedded {
 /// attributes are answered with no cache time and taken from the object
 /// first (`Engine::refresh_from_data`), as for the mount's own passthrough
 /// handles. Kept by the client server, read by the adapter's GETATTR.
-#[derive(Default)]
 pub struct ClientWriters {
     held: Vec<shoal_core::sync::PlainMutex<std::collections::HashMap<u64, Held>>>,
 }
@@ -190,7 +189,17 @@ impl ClientWriters {
             held: (0..16).map(|_| Default::default()).collect(),
         }
     }
+}
 
+impl Default for ClientWriters {
+    /// Sharded as `new` makes it (a derived default had no shards, and the
+    /// first lookup divided by zero).
+    fn default() -> ClientWriters {
+        ClientWriters::new()
+    }
+}
+
+impl ClientWriters {
     /// A client opened `ino` for writing; `seen`: the object's time then
     /// (a write after the open changes it, and a GETATTR takes it in).
     pub fn opened(&self, ino: u64, seen: Option<shoal_core::Ts>) {

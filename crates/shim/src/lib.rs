@@ -218,6 +218,17 @@ impl std::ops::Deref for OpenedFile {
 /// Files the shim opened, by descriptor (each dup its own entry).
 static FILES: parking_lot::Mutex<Option<HashMap<c_int, Opened>>> = parking_lot::Mutex::new(None);
 
+/// A number out of the table: the daemon's handle closes when no other
+/// number (a dup) shares it. Not under the table's lock (closing there
+/// deadlocked git init).
+fn close_if_last(o: Opened) {
+    if std::sync::Arc::strong_count(&o) == 1 {
+        if let Some(f) = o.lock().take() {
+            let _ = f.close_handle();
+        }
+    }
+}
+
 fn opened(fd: c_int) -> Option<Opened> {
     FILES.lock().as_ref()?.get(&fd).cloned()
 }
@@ -307,11 +318,7 @@ unsafe fn shim_open(d: c_int, p: *const c_char, flags: c_int, mode: libc::mode_t
             // shares it), its number is not closed again, and not under
             // the table's lock (dropping it there deadlocked git init).
             if let Some(p) = stale {
-                if std::sync::Arc::strong_count(&p) == 1 {
-                    if let Some(f) = p.lock().take() {
-                        let _ = f.close_handle();
-                    }
-                }
+                close_if_last(p);
             }
             Some(fd)
         }
@@ -461,11 +468,7 @@ unsafe fn hand_on(fd: c_int) {
     let Some(o) = FILES.lock().as_mut().and_then(|m| m.remove(&fd)) else {
         return;
     };
-    if std::sync::Arc::strong_count(&o) == 1 {
-        if let Some(f) = o.lock().take() {
-            let _ = f.close_handle();
-        }
-    }
+    close_if_last(o);
 }
 
 /// sendmsg(2): the descriptors it passes (SCM_RIGHTS) that the shim made
@@ -625,11 +628,7 @@ fn dup_of(old: c_int, new: c_int) -> c_int {
             }
             drop(t);
             if let Some(p) = prev {
-                if std::sync::Arc::strong_count(&p) == 1 {
-                    if let Some(f) = p.lock().take() {
-                        let _ = f.close_handle();
-                    }
-                }
+                close_if_last(p);
             }
         }
     }
