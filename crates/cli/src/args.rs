@@ -181,7 +181,9 @@ pub struct MountArgs {
     /// request queues, the default where the kernel offers them: Linux
     /// 6.14+ with the fuse module's enable_uring=Y), nopassthrough,
     /// nodirect_create (a file created write-only keeps its written bytes
-    /// in the FUSE page cache too, as before 2026-11-27), metrics=IP:PORT
+    /// in the FUSE page cache too, as before 2026-11-27), nordwr_passthrough
+    /// (a file created read-write is served by the daemon until reopened
+    /// past 4 KiB, as before 2026-11-29), metrics=IP:PORT
     /// (Prometheus metrics at http://IP:PORT/metrics; docs/operations.md),
     /// reserve_mb=N (the most STORE/reserve holds, 64 by default; 0: no
     /// reserve file; docs/design.md, "A full disk"), errors=shutdown|ro

@@ -130,6 +130,7 @@ pub fn parse_options(opts: &[String]) -> Result<Parsed, String> {
             "passthrough" => p.fuse.passthrough = true,
             "nopassthrough" => p.fuse.passthrough = false,
             "nodirect_create" => p.fuse.direct_create = false,
+            "nordwr_passthrough" => p.fuse.rdwr_passthrough = false,
             "placement" => {
                 p.cfg.placement = match v {
                     Some("near") => shoal_core::Placement::Near,

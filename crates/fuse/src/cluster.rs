@@ -795,8 +795,13 @@ impl Mode for Cluster {
         self.fs.tmpfile(ctx, parent, (mode & 0o7777) as u16)
     }
 
-    fn created(&self, _a: &Attr, _flags: i32) -> (FileHandle, FopenFlags) {
-        (self.new_fh(), FopenFlags::empty())
+    fn created(
+        &self,
+        _a: &Attr,
+        _flags: i32,
+        _reply: &fuser::ReplyCreate,
+    ) -> (FileHandle, FopenFlags, Option<Arc<fuser::BackingId>>) {
+        (self.new_fh(), FopenFlags::empty(), None)
     }
 
     fn open_existing(&self, ctx: &Ctx, ino: u64, flags: i32) -> shoal_core::Result<()> {

@@ -86,6 +86,15 @@ pub struct FuseOptions {
     /// longer slower than the first by as much
     /// (docs/perf-log/25-direct-creates-second-untar.md).
     pub direct_create: bool,
+    /// A file created read-write (O_RDWR: a database's files and journals,
+    /// mkstemp's) gets a passthrough handle from its create, its (empty)
+    /// bytes put in a data object first as a client's open does
+    /// (`Engine::pin_object`); `nordwr_passthrough` turns it off. A handle
+    /// keeps its mode while open, and a file created small would otherwise
+    /// be written through the daemon however large it grows: `pgbench -i`
+    /// sent 36,529 WRITEs and ran at 0.25x ext4 (docs/BENCHMARKS.md, "Real
+    /// programs"). Write-only creates (tar, cp) keep their direct handles.
+    pub rdwr_passthrough: bool,
     /// `root_squash` / `all_squash=UID:GID` (squash.rs): requests act as
     /// another uid and gid; the daemon then checks permissions
     /// (`daemon_permissions`), since the kernel would check the caller's own.
@@ -131,6 +140,7 @@ impl Default for FuseOptions {
             uring: true,
             passthrough: true,
             direct_create: true,
+            rdwr_passthrough: true,
             squash: Squash::None,
         }
     }
@@ -390,21 +400,33 @@ impl Embedded {
     fn open_handle(
         &self,
         a: &Attr,
-        writable: bool,
+        flags: i32,
         reply: &ReplyOpen,
     ) -> Option<Arc<fuser::BackingId>> {
+        let writable = writable_open(flags);
         let mut shard = self.opened[a.ino as usize % 16].lock();
         let o = shard.entry(a.ino).or_default();
+        // Read-write, a small file too (`FuseOptions::rdwr_passthrough`):
+        // its bytes are put in its object first.
+        let small_rdwr = self.opts.rdwr_passthrough
+            && flags & libc::O_ACCMODE == libc::O_RDWR
+            && a.size <= shoal_core::INLINE_MAX;
         let eligible = self.passthrough
             && a.kind == Kind::File
             && o.plain == 0
-            && (o.passthrough > 0 || (a.size > shoal_core::INLINE_MAX && a.perm & 0o6000 == 0));
+            && (o.passthrough > 0
+                || ((a.size > shoal_core::INLINE_MAX || small_rdwr) && a.perm & 0o6000 == 0));
         if !eligible {
             o.plain += 1;
             return None;
         }
         // Each passthrough handle pins the bytes in the data object.
-        let file = match self.engine.pin_data(a.ino) {
+        let pinned = if small_rdwr {
+            self.engine.pin_object(a.ino)
+        } else {
+            self.engine.pin_data(a.ino)
+        };
+        let file = match pinned {
             Ok(Some(f)) => f,
             _ => {
                 o.plain += 1;
@@ -464,6 +486,55 @@ impl Embedded {
             fopen |= FopenFlags::FOPEN_DIRECT_IO;
         }
         (FileHandle(a.ino), fopen)
+    }
+
+    /// A create's handle in passthrough mode (`FuseOptions::rdwr_passthrough`):
+    /// for a regular file created O_RDWR, not setuid or setgid, when the
+    /// kernel took passthrough and no plain handle is open. Its bytes are
+    /// put in its data object first and pinned there (`pin_object`, as a
+    /// client's open); counted as `open_handle`'s passthrough handles, and
+    /// closed by `close_handle` the same way. None: a plain handle.
+    fn created_passthrough(
+        &self,
+        a: &Attr,
+        flags: i32,
+        reply: &fuser::ReplyCreate,
+    ) -> Option<Arc<fuser::BackingId>> {
+        if !(self.passthrough
+            && self.opts.rdwr_passthrough
+            && a.kind == Kind::File
+            && flags & libc::O_ACCMODE == libc::O_RDWR
+            && a.perm & 0o6000 == 0)
+        {
+            return None;
+        }
+        let mut shard = self.opened[a.ino as usize % 16].lock();
+        let o = shard.entry(a.ino).or_default();
+        if o.plain > 0 {
+            return None;
+        }
+        let file = match self.engine.pin_object(a.ino) {
+            Ok(Some(f)) => f,
+            _ => return None,
+        };
+        if o.backing.is_none() {
+            match reply.open_backing(&*file) {
+                Ok(id) => {
+                    o.backing = Some(Arc::new(id));
+                    let mut seen = None;
+                    let _ = self.engine.refresh_from_data(a.ino, &mut seen, false);
+                    o.seen = seen;
+                }
+                Err(e) => {
+                    tracing::warn!("passthrough refused for inode {}: {e}", a.ino);
+                    let _ = self.engine.unpin_data(a.ino);
+                    return None;
+                }
+            }
+        }
+        o.passthrough += 1;
+        o.writers += 1;
+        o.backing.clone()
     }
 
     /// A handle closed: take what the kernel wrote through the backing
@@ -893,11 +964,17 @@ impl Mode for Embedded {
         self.engine.statfs()
     }
 
+    /// From the size the kernel's writes through passthrough reached
+    /// (`refresh`): from the inode's alone, a file written since its
+    /// create looks empty (xfstests' probe for SEEK_DATA/SEEK_HOLE).
     fn seek(&self, ino: u64, off: u64, data: bool) -> shoal_core::Result<u64> {
+        self.refresh(ino);
         self.engine.seek(ino, off, data)
     }
 
+    /// From the size the kernel's writes reached, as `seek`.
     fn fallocate(&self, ino: u64, off: u64, len: u64, mode: u32) -> shoal_core::Result<()> {
+        self.refresh(ino);
         self.engine.fallocate(ino, off, len, mode)
     }
 
@@ -909,8 +986,18 @@ impl Mode for Embedded {
         self.engine.tmpfile(ctx, parent, mode)
     }
 
-    fn created(&self, a: &Attr, flags: i32) -> (FileHandle, FopenFlags) {
-        self.created_fh(a, flags)
+    fn created(
+        &self,
+        a: &Attr,
+        flags: i32,
+        reply: &fuser::ReplyCreate,
+    ) -> (FileHandle, FopenFlags, Option<Arc<fuser::BackingId>>) {
+        if let Some(id) = self.created_passthrough(a, flags, reply) {
+            let fh = a.ino | PASSTHROUGH_FH | WRITABLE_FH;
+            return (FileHandle(fh), self.fopen(), Some(id));
+        }
+        let (fh, fopen) = self.created_fh(a, flags);
+        (fh, fopen, None)
     }
 
     /// Its handle is `created_fh`'s, a cached one: a file that another
@@ -928,7 +1015,7 @@ impl Mode for Embedded {
     fn open(&self, ctx: &Ctx, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let writable = writable_open(flags.0);
         match self.engine.open_file(ctx, ino.0, open_mask(flags.0)) {
-            Ok(a) => match self.open_handle(&a, writable, &reply) {
+            Ok(a) => match self.open_handle(&a, flags.0, &reply) {
                 Some(id) => {
                     let mut fh = ino.0 | PASSTHROUGH_FH;
                     if writable {

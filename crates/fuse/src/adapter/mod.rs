@@ -266,8 +266,14 @@ pub trait Mode: Send + Sync + 'static {
     fn create(&self, ctx: &Ctx, parent: u64, name: &[u8], mode: u32) -> shoal_core::Result<Attr>;
     /// An unnamed file, open, nlink 0 (O_TMPFILE).
     fn tmpfile(&self, ctx: &Ctx, parent: u64, mode: u32) -> shoal_core::Result<Attr>;
-    /// The handle and open flags of a file CREATE or TMPFILE made.
-    fn created(&self, a: &Attr, flags: i32) -> (FileHandle, FopenFlags);
+    /// The handle and open flags of a file CREATE or TMPFILE made, and the
+    /// backing file's id when the handle is a passthrough one.
+    fn created(
+        &self,
+        a: &Attr,
+        flags: i32,
+        reply: &ReplyCreate,
+    ) -> (FileHandle, FopenFlags, Option<Arc<fuser::BackingId>>);
     /// Open the regular file `ino` that a CREATE without O_EXCL found
     /// already named (`Adapter::create_found`) as OPEN would for `flags`:
     /// counted open, chattr's rules, and `ctx`'s permission checks, on
@@ -400,14 +406,14 @@ impl<M: Mode> Adapter<M> {
 
     /// CREATE's and TMPFILE's reply: the new inode, open.
     fn created(&self, parent: u64, a: &Attr, flags: i32, reply: ReplyCreate) {
-        let (fh, fopen) = self.mode.created(a, flags);
-        reply.created(
-            &self.mode.name_ttl(parent, self.opts.entry_ttl),
-            &self.mode.fattr(a),
-            Generation(0),
-            fh,
-            fopen,
-        );
+        let (fh, fopen, backing) = self.mode.created(a, flags, &reply);
+        let ttl = self.mode.name_ttl(parent, self.opts.entry_ttl);
+        match backing {
+            Some(id) => {
+                reply.created_passthrough(&ttl, &self.mode.fattr(a), Generation(0), fh, fopen, &id)
+            }
+            None => reply.created(&ttl, &self.mode.fattr(a), Generation(0), fh, fopen),
+        }
     }
 
     /// open(2) with O_CREAT|O_TRUNC... and without O_EXCL whose name was
