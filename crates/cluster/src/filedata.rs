@@ -694,18 +694,24 @@ impl ClusterFs {
         // object store's latency unhidden (a 256 MiB file is 64 of them).
         let mut failed = None;
         for group in pieces.chunks(UPLOADS) {
-            let results: Vec<Result<()>> = std::thread::scope(|sc| {
-                let hs: Vec<_> = group
-                    .iter()
-                    .map(|(p, bytes)| sc.spawn(move || blobs.put(&p.name(ino), bytes)))
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| Err(Error::Io("upload thread panicked".into())))
-                    })
-                    .collect()
-            });
+            // One upload runs here: a thread each costs a clone and a
+            // stack per fsync of a small file (a database's every commit).
+            let results: Vec<Result<()>> = if let [(p, bytes)] = group {
+                vec![blobs.put(&p.name(ino), bytes)]
+            } else {
+                std::thread::scope(|sc| {
+                    let hs: Vec<_> = group
+                        .iter()
+                        .map(|(p, bytes)| sc.spawn(move || blobs.put(&p.name(ino), bytes)))
+                        .collect();
+                    hs.into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err(Error::Io("upload thread panicked".into())))
+                        })
+                        .collect()
+                })
+            };
             for r in results {
                 match r {
                     Ok(()) => {
@@ -766,10 +772,28 @@ impl ClusterFs {
                 Ok(())
             }),
         };
-        if r.is_err() {
-            // Not committed: the uploads are named by nothing.
-            for p in &pieces {
-                self.delete_object(&p.name(ino));
+        match r {
+            Ok(()) => {
+                // The chunks as committed, kept as a read of them would
+                // keep them: the next write into a chunk of a file just
+                // synced (a database's next transaction) starts from
+                // these bytes instead of fetching the object it just
+                // uploaded. An object's name is never reused, so a cached
+                // one is its bytes for ever.
+                let mut cache = self.chunks.cache.lock();
+                for p in &pieces {
+                    if let Some(bytes) = b.dirty.get(&p.chunk) {
+                        if bytes.len() == p.len as usize {
+                            cache.put(p.name(ino), bytes.clone());
+                        }
+                    }
+                }
+            }
+            Err(_) => {
+                // Not committed: the uploads are named by nothing.
+                for p in &pieces {
+                    self.delete_object(&p.name(ino));
+                }
             }
         }
         r

@@ -218,7 +218,7 @@ fn truncate_and_extend_read_zeros_never_old_bytes() {
 /// object a table names but the store lost is reported.
 #[test]
 fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
-    let (s, blobs, fss) = daemons(1);
+    let (s, blobs, fss) = daemons(2);
     let a = &fss[0];
     let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
     a.write(f, 0, &vec![1; 100_000]).unwrap();
@@ -241,7 +241,9 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     blobs.delete(&obj).unwrap();
     let c = filedata::collect(&*s, &*blobs, true).unwrap();
     assert_eq!(c.missing, vec![obj]);
-    let e = a.read(f, 0, 10).unwrap_err().to_string();
+    // Read by another daemon: the writer keeps the chunk it committed
+    // (`commit_buffer`), as a reader keeps what it fetched.
+    let e = fss[1].read(f, 0, 10).unwrap_err().to_string();
     assert!(e.contains("missing"), "{e}");
 }
 
@@ -415,4 +417,32 @@ fn writes_racing_flushes_are_all_kept() {
             lost[0]
         );
     }
+}
+
+/// A file synced and written again (a database's next transaction) starts
+/// from the chunk its daemon just uploaded, not from a fetch of it: no
+/// object read, the bytes right, and another daemon reads the same.
+#[test]
+fn a_write_after_a_sync_fetches_no_object() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (_s, _blobs, fss) = daemons(2);
+    let a = &fss[0];
+    let f = a.create(ROOT_INO, b"db", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    for i in 0..5u8 {
+        a.write(f, 4096 * i as u64, &[i + 2; 10]).unwrap();
+        a.flush(f).unwrap();
+    }
+    assert_eq!(
+        a.stats.blob_gets.load(Relaxed),
+        0,
+        "objects fetched by the writer"
+    );
+    let got = fss[1].read(f, 0, 100_000).unwrap();
+    assert_eq!(
+        &got[4096 * 4..4096 * 4 + 11],
+        &[6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 1]
+    );
+    assert_eq!(got.iter().filter(|&&x| x == 1).count(), 100_000 - 50);
 }
