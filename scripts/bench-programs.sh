@@ -22,6 +22,11 @@
 #              TARGETS) with the same options: a change before and after
 #   TREE_TAR   the tree (default the Debian linux-source tarball)
 #   DIR        images, stores, mounts (/var/tmp/shoal-programs)
+#   STORE_FS   dir: shoal's stores in DIR, on its filesystem (the default);
+#              ext4: each on a fresh ext4 image of its own, as the ext4
+#              target's (the host filesystem under a store matters: an ext4
+#              without a journal that deleted many inodes lately scans
+#              them at each new data object, `recently_deleted`)
 #   PG_PORT    PostgreSQL's port (26310; its socket is in DIR)
 #   OUT        bench-results/programs-DATE
 set -euo pipefail
@@ -39,6 +44,7 @@ PG_TIME=${PG_TIME:-60}
 SQLITE_N=${SQLITE_N:-1500}
 PG_PORT=${PG_PORT:-26310}
 DIR=${DIR:-/var/tmp/shoal-programs}
+STORE_FS=${STORE_FS:-dir}
 OUT=${OUT:-bench-results/programs-$(date -u +%F)}
 TREE_TAR=${TREE_TAR:-$(ls /usr/src/linux-source-*.tar.xz 2>/dev/null | head -1)}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -77,15 +83,23 @@ down() { # down TARGET: its filesystem unmounted and gone
   case $1 in
     ext4) for l in $(losetup -j "$DIR/ext4.img" -O NAME --noheadings 2>/dev/null); do losetup -d "$l"; done
           rm -f "$DIR/ext4.img" ;;
-    shoal*) rm -rf "$DIR/$1.store" ;;
+    shoal*) rm -rf "$DIR/$1.store"
+            if mountpoint -q "$DIR/$1.host"; then umount "$DIR/$1.host"; fi
+            rm -f "$DIR/$1.img" ;;
   esac
 }
 up() { # up TARGET: a fresh, empty filesystem of that kind at $(M TARGET)
   local m; m=$(M "$1"); down "$1"; mkdir -p "$m"
   case $1 in
     ext4) truncate -s 16G "$DIR/ext4.img"; mkfs.ext4 -q -F "$DIR/ext4.img"; mount -o loop "$DIR/ext4.img" "$m" ;;
-    shoal*) "$(bin_of "$1")" mkfs "$DIR/$1.store" >/dev/null
-            "$(bin_of "$1")" mount -d "$DIR/$1.store" "$m" -o "allow_other${SHOAL_OPTS:+,$SHOAL_OPTS}" >/dev/null ;;
+    shoal*) local st=$DIR/$1.store
+            if [ "$STORE_FS" = ext4 ]; then
+              truncate -s 16G "$DIR/$1.img"; mkfs.ext4 -q -F "$DIR/$1.img"
+              mkdir -p "$DIR/$1.host"; mount -o loop "$DIR/$1.img" "$DIR/$1.host"
+              st=$DIR/$1.host/store
+            fi
+            "$(bin_of "$1")" mkfs "$st" >/dev/null
+            "$(bin_of "$1")" mount -d "$st" "$m" -o "allow_other${SHOAL_OPTS:+,$SHOAL_OPTS}" >/dev/null ;;
     floor) setsid "$FLOOR" "$m" >/dev/null 2>&1 </dev/null &
            for _ in $(seq 100); do mountpoint -q "$m" && break; sleep 0.05; done ;;
   esac
@@ -96,8 +110,8 @@ trap cleanup EXIT
 
 # emit WORKLOAD TARGET ROUND VALUE UNIT [EXTRA-JSON-FIELDS]
 emit() {
-  printf '{"bench":"programs","workload":"%s","target":"%s","round":%s,"value":%s,"unit":"%s","git":"%s","date":"%s"%s}\n' \
-    "$1" "$2" "$3" "$4" "$5" "$GIT_REV" "$(date -u +%FT%TZ)" "${6:+,$6}" | tee -a "$JSON"
+  printf '{"bench":"programs","workload":"%s","target":"%s","round":%s,"value":%s,"unit":"%s","git":"%s","store_fs":"%s","date":"%s"%s}\n' \
+    "$1" "$2" "$3" "$4" "$5" "$GIT_REV" "$STORE_FS" "$(date -u +%FT%TZ)" "${6:+,$6}" | tee -a "$JSON"
 }
 # FUSE requests the shoal daemon answered so far, as "name count" lines.
 reqs() { case $1 in shoal*) ;; *) return 0 ;; esac; "$(bin_of "$1")" stats "$(M "$1")" --json | python3 -c '
