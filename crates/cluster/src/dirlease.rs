@@ -1575,17 +1575,35 @@ impl ClusterFs {
         let max = self.store.limits().max_ops;
         let mut keys: HashSet<Vec<u8>> = HashSet::new();
         let mut dirs: HashSet<Ino> = HashSet::new();
+        // Names an unlink of the batch removed and nothing put back yet: a
+        // create of one of them joins the batch, its entry the only write
+        // of that key (`commit_queued` drops the unlink's delete). SQLite
+        // unlinks its rollback journal at the end of a transaction and
+        // creates it again at the start of the next: one commit, not two.
+        let mut freed: HashSet<Vec<u8>> = HashSet::new();
         let (mut nops, mut nconds, mut n) = (0, 1, 0);
         for p in st.queue.iter() {
             let its = touched(self.sid, p);
             let new_dir = usize::from(!dirs.contains(&p.dir));
             let cond = usize::from(p.op == PendOp::Unlink);
+            let entry = ekey(p.dir, &p.name);
+            let refills = p.op == PendOp::Create && freed.contains(&entry);
             // (The store's limit counts conditions and operations together.)
             if n > 0
                 && (nops + its.len() + dirs.len() + new_dir + nconds + cond > max
-                    || its.iter().any(|k| keys.contains(k)))
+                    || its
+                        .iter()
+                        .any(|k| keys.contains(k) && !(refills && *k == entry)))
             {
                 break;
+            }
+            match p.op {
+                PendOp::Unlink => {
+                    freed.insert(entry);
+                }
+                _ => {
+                    freed.remove(&entry);
+                }
             }
             nops += its.len();
             keys.extend(its);
@@ -1683,6 +1701,14 @@ impl ClusterFs {
                 }
             };
             let mut records = records.into_iter();
+            // Entries a create of the batch puts: an unlink of the same
+            // name before it in the batch (`flush_round` lets only that
+            // pair share a key) leaves the key to the create's put.
+            let put_again: HashSet<Vec<u8>> = batch
+                .iter()
+                .filter(|p| p.op == PendOp::Create)
+                .map(|p| ekey(p.dir, &p.name))
+                .collect();
             let mut conds = vec![Cond::Exists(skey(self.sid))];
             let mut ops = Vec::new();
             let mut doomed = Vec::new();
@@ -1704,7 +1730,10 @@ impl ClusterFs {
                         ));
                     }
                     PendOp::Unlink => {
-                        ops.push(Op::Delete(ekey(p.dir, &p.name)));
+                        let entry = ekey(p.dir, &p.name);
+                        if !put_again.contains(&entry) {
+                            ops.push(Op::Delete(entry));
+                        }
                         let v = records.next().flatten();
                         conds.push(Cond::as_read(ikey(p.ino), &v));
                         let Some(v) = v else { continue };

@@ -63,6 +63,12 @@ fn an_unlink_under_a_lease_is_answered_from_memory() {
 }
 
 #[test]
+fn a_name_unlinked_and_made_again_commits_once() {
+    let (s, fss) = daemons(2);
+    checks::a_name_unlinked_and_made_again_commits_once(&fss, &*s);
+}
+
+#[test]
 fn removals_under_a_lease_keep_the_rules() {
     let (s, fss) = daemons(2);
     checks::removals_under_a_lease_keep_the_rules(&fss, &*s);

@@ -93,6 +93,9 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "unlink", 2, ttl);
     checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
     println!("etcd: unlinks and rmdirs under a directory lease: ok");
+    let (s, fss) = daemons(&f, "journal", 2, ttl);
+    checks::a_name_unlinked_and_made_again_commits_once(&fss, &*s);
+    println!("etcd: a name unlinked and made again under a lease: one batch each time");
     let (s, fss) = daemons(&f, "unlink-rules", 2, ttl);
     checks::removals_under_a_lease_keep_the_rules(&fss, &*s);
     println!("etcd: removals under a directory lease keep the flag and permission rules: ok");

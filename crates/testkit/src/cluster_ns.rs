@@ -748,6 +748,45 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(
     assert_clean(s);
 }
 
+/// A name unlinked and made again under a directory lease, as SQLite's
+/// rollback journal at each transaction: the removal and the create
+/// commit in one batch (one commit, the entry written once), and another
+/// daemon finds the last file under the name, the earlier ones gone.
+pub fn a_name_unlinked_and_made_again_commits_once(fss: &[Arc<ClusterFs>], s: &dyn ClusterStore) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let d = a.mkdir(ROOT_INO, b"journal", 0o755).unwrap().ino;
+    for i in 0..20 {
+        a.create(d, format!("f{i:02}").as_bytes(), 0o644).unwrap();
+    }
+    let mut j = a.create(d, b"db-journal", 0o644).unwrap().ino;
+    a.fsync(d).unwrap();
+    assert!(a.holds_lease(d), "no lease to work under");
+    let batches = count(a, |s| &s.lease_batches);
+    let mut gone = vec![];
+    for _ in 0..5 {
+        a.unlink(d, b"db-journal").unwrap();
+        gone.push(j);
+        j = a.create(d, b"db-journal", 0o644).unwrap().ino;
+        a.fsync(d).unwrap();
+    }
+    assert_eq!(
+        count(a, |s| &s.lease_batches) - batches,
+        5,
+        "batches for 5 unlinks and creates of one name, each pair synced"
+    );
+    soon("B finds the last journal", Ok(j), || {
+        b.lookup(d, b"db-journal").map(|a| a.ino)
+    });
+    for old in gone {
+        assert_ne!(old, j);
+        soon("an unlinked journal has no link", 0, || {
+            b.getattr(old).map(|a| a.nlink).unwrap_or(0)
+        });
+    }
+    assert_eq!(b.readdir(d, None, 100).unwrap().len(), 21);
+    assert_clean(s);
+}
+
 /// Removals answered under a directory lease keep the rules the committed
 /// path applies in its transaction (`rules::flags::may_remove`,
 /// `rules::perm::may_delete`): an immutable file, a file in an immutable
