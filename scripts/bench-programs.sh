@@ -4,7 +4,8 @@
 # (the minimal in-memory FUSE filesystem, no durability) where it applies,
 # in one run, rounds alternated, each round on fresh filesystems:
 #   untar of the Linux tree, `git add -f .` and `git commit` of it, warm
-#   `git status` (RUNS each, GAP s idle before each), PostgreSQL pgbench
+#   `git status` (RUNS each, GAP s idle before each), `make -j2 fs/ext4/`
+#   after defconfig and again with nothing to do, PostgreSQL pgbench
 #   (initdb, -i -s PG_SCALE, -c PG_CLIENTS -T PG_TIME), SQLite autocommit
 #   inserts in rollback-journal and WAL mode.
 # One JSON line per measurement in OUT/programs.jsonl, a table at the end
@@ -15,6 +16,8 @@
 #   TARGETS    (ext4 shoal floor); the floor runs the tree part only
 #   ROUNDS     rounds, the order of the targets reversed every other (2)
 #   RUNS, GAP  warm `git status` runs per round (3), seconds idle before each (2)
+#   BUILD      1: the tree part ends with `make defconfig` and `make -j2
+#              fs/ext4/` in the tree, timed, then again with nothing to do (1)
 #   PG_SCALE PG_CLIENTS PG_TIME   pgbench's -s (10), -c (4), -T (60)
 #   SQLITE_N   autocommit inserts per SQLite mode (1500)
 #   SHOAL_OPTS options added to the shoal mount's; SHOAL the binary
@@ -38,6 +41,7 @@ TARGETS=${TARGETS:-ext4 shoal floor}
 ROUNDS=${ROUNDS:-2}
 RUNS=${RUNS:-3}
 GAP=${GAP:-2}
+BUILD=${BUILD:-1}
 PG_SCALE=${PG_SCALE:-10}
 PG_CLIENTS=${PG_CLIENTS:-4}
 PG_TIME=${PG_TIME:-60}
@@ -144,6 +148,7 @@ if has "$PARTS" tree && [ ! -s "$TAR" ]; then
   mv "$TAR.tmp" "$TAR"
 fi
 
+make_ext4() { make -C "$1" -j2 fs/ext4/ >>"$2" 2>&1; } # TREE LOG
 tree_part() { # TARGET ROUND
   local t=$1 r=$2 m top
   m=$(M "$t")
@@ -160,6 +165,14 @@ tree_part() { # TARGET ROUND
     t0=$(date +%s.%N); git -C "$top" status --porcelain >/dev/null; t1=$(date +%s.%N)
     emit git-status "$t" "$r" "$(secs "$t0" "$t1")" s "\"run\":$i"
   done
+  # A build in the tree: `make defconfig` (not timed), `make -j2 fs/ext4/`
+  # (the kernel's preparation and ext4's objects), then the same again
+  # with nothing to do (make's walk of the tree's times).
+  if [ "$BUILD" = 1 ]; then
+    make -C "$top" defconfig >"$OUT/make-$t-$r.log" 2>&1
+    timed make-ext4 "$t" "$r" make_ext4 "$top" "$OUT/make-$t-$r.log"
+    timed make-nothing "$t" "$r" make_ext4 "$top" "$OUT/make-$t-$r.log"
+  fi
 }
 
 pg_part() { # TARGET ROUND
@@ -223,7 +236,7 @@ shoals = [t for t in targets if t.startswith("shoal")]
 v = collections.defaultdict(list)
 for r in rows:
     v[(r["workload"], r["target"], r["round"])].append(r["value"])
-order = ["untar", "git-add", "git-commit", "git-status", "pg-initdb", "pgbench-init", "pgbench",
+order = ["untar", "git-add", "git-commit", "git-status", "make-ext4", "make-nothing", "pg-initdb", "pgbench-init", "pgbench",
          "sqlite-delete", "sqlite-wal"]
 med = lambda xs: sorted(xs)[len(xs) // 2]
 def rng(xs):

@@ -12,7 +12,7 @@ use shoal_cluster::ns::{self, ClusterFs, SessionOpts, SHARED_INLINE_MAX};
 use shoal_cluster::sim::SimStore;
 use shoal_cluster::ClusterStore;
 use shoal_core::{SetAttr, ROOT_INO};
-use shoal_testkit::cluster_ns::assert_clean;
+use shoal_testkit::cluster_ns::{assert_clean, soon};
 use std::sync::Arc;
 
 const GRACE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -243,8 +243,12 @@ fn objects_named_by_nothing_are_collected_and_missing_ones_reported() {
     assert_eq!(c.missing, vec![obj]);
     // Read by another daemon: the writer keeps the chunk it committed
     // (`commit_buffer`), as a reader keeps what it fetched.
-    let e = fss[1].read(f, 0, 10).unwrap_err().to_string();
-    assert!(e.contains("missing"), "{e}");
+    // (Once B's change stream, which may lag, has brought the record.)
+    soon("B's read says the object is missing", true, || {
+        fss[1]
+            .read(f, 0, 10)
+            .is_err_and(|e| e.to_string().contains("missing"))
+    });
 }
 
 /// Without an object store, a file stays within the inline size: larger
@@ -439,7 +443,13 @@ fn a_write_after_a_sync_fetches_no_object() {
         0,
         "objects fetched by the writer"
     );
-    let got = fss[1].read(f, 0, 100_000).unwrap();
+    // B knows the file through its change stream, which may lag (the
+    // simulator's does): it reads the last commit once it has seen it.
+    let read_b = || fss[1].read(f, 0, 100_000).unwrap_or_default();
+    soon("B reads the last write", 6, || {
+        read_b().get(4096 * 4).copied().unwrap_or(0)
+    });
+    let got = read_b();
     assert_eq!(
         &got[4096 * 4..4096 * 4 + 11],
         &[6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 1]

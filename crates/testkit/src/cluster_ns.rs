@@ -769,10 +769,13 @@ pub fn a_name_unlinked_and_made_again_commits_once(fss: &[Arc<ClusterFs>], s: &d
         j = a.create(d, b"db-journal", 0o644).unwrap().ino;
         a.fsync(d).unwrap();
     }
-    assert_eq!(
-        count(a, |s| &s.lease_batches) - batches,
-        5,
-        "batches for 5 unlinks and creates of one name, each pair synced"
+    // One batch a pair (two before they could share one); an unlink the
+    // flusher took alone, lingering past LINGER (20 ms) before its create
+    // came, on a loaded machine, makes one more.
+    let n = count(a, |s| &s.lease_batches) - batches;
+    assert!(
+        (5..=7).contains(&n),
+        "{n} batches for 5 unlinks and creates of one name, each pair synced"
     );
     soon("B finds the last journal", Ok(j), || {
         b.lookup(d, b"db-journal").map(|a| a.ino)
