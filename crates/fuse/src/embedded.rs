@@ -408,9 +408,7 @@ impl Embedded {
         let o = shard.entry(a.ino).or_default();
         // Read-write, a small file too (`FuseOptions::rdwr_passthrough`):
         // its bytes are put in its object first.
-        let small_rdwr = self.opts.rdwr_passthrough
-            && flags & libc::O_ACCMODE == libc::O_RDWR
-            && a.size <= shoal_core::INLINE_MAX;
+        let small_rdwr = self.rdwr_passthrough(flags) && a.size <= shoal_core::INLINE_MAX;
         let eligible = self.passthrough
             && a.kind == Kind::File
             && o.plain == 0
@@ -433,19 +431,45 @@ impl Embedded {
                 return None;
             }
         };
+        let Some(id) =
+            self.passthrough_handle(o, a.ino, &file, writable, |f| reply.open_backing(f))
+        else {
+            o.plain += 1;
+            return None;
+        };
+        // The kernel's cached attributes came with no passthrough handle
+        // open and would be kept for attr_ttl: drop them, so the next stat
+        // asks (and gets what the kernel wrote through the object).
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(a.ino), -1, 0);
+        }
+        Some(id)
+    }
+
+    /// A passthrough handle of `ino`, whose object `file` the caller has
+    /// pinned: the inode's backing id (registered with `open_backing` if
+    /// it has none yet, the object's time noted then: writes through it
+    /// change it), and the handle counted. None: the kernel refused the
+    /// backing file; the pin is undone and nothing counted.
+    fn passthrough_handle(
+        &self,
+        o: &mut Opened,
+        ino: u64,
+        file: &std::fs::File,
+        writable: bool,
+        open_backing: impl FnOnce(&std::fs::File) -> std::io::Result<fuser::BackingId>,
+    ) -> Option<Arc<fuser::BackingId>> {
         if o.backing.is_none() {
-            match reply.open_backing(&*file) {
+            match open_backing(file) {
                 Ok(id) => {
                     o.backing = Some(Arc::new(id));
-                    // The object's time now: writes through it change it.
                     let mut seen = None;
-                    let _ = self.engine.refresh_from_data(a.ino, &mut seen, false);
+                    let _ = self.engine.refresh_from_data(ino, &mut seen, false);
                     o.seen = seen;
                 }
                 Err(e) => {
-                    tracing::warn!("passthrough refused for inode {}: {e}", a.ino);
-                    let _ = self.engine.unpin_data(a.ino);
-                    o.plain += 1;
+                    tracing::warn!("passthrough refused for inode {ino}: {e}");
+                    let _ = self.engine.unpin_data(ino);
                     return None;
                 }
             }
@@ -454,13 +478,13 @@ impl Embedded {
         if writable {
             o.writers += 1;
         }
-        // The kernel's cached attributes came with no passthrough handle
-        // open and would be kept for attr_ttl: drop them, so the next stat
-        // asks (and gets what the kernel wrote through the object).
-        if let Some(n) = self.notifier.get() {
-            let _ = n.inval_inode(INodeNo(a.ino), -1, 0);
-        }
         o.backing.clone()
+    }
+
+    /// Whether an open or create with `flags` gets a passthrough handle
+    /// however small the file (`FuseOptions::rdwr_passthrough`): read-write.
+    fn rdwr_passthrough(&self, flags: i32) -> bool {
+        self.opts.rdwr_passthrough && flags & libc::O_ACCMODE == libc::O_RDWR
     }
 
     /// A handle the kernel holds in its cached mode from a create (CREATE,
@@ -501,9 +525,8 @@ impl Embedded {
         reply: &fuser::ReplyCreate,
     ) -> Option<Arc<fuser::BackingId>> {
         if !(self.passthrough
-            && self.opts.rdwr_passthrough
+            && self.rdwr_passthrough(flags)
             && a.kind == Kind::File
-            && flags & libc::O_ACCMODE == libc::O_RDWR
             && a.perm & 0o6000 == 0)
         {
             return None;
@@ -517,24 +540,7 @@ impl Embedded {
             Ok(Some(f)) => f,
             _ => return None,
         };
-        if o.backing.is_none() {
-            match reply.open_backing(&*file) {
-                Ok(id) => {
-                    o.backing = Some(Arc::new(id));
-                    let mut seen = None;
-                    let _ = self.engine.refresh_from_data(a.ino, &mut seen, false);
-                    o.seen = seen;
-                }
-                Err(e) => {
-                    tracing::warn!("passthrough refused for inode {}: {e}", a.ino);
-                    let _ = self.engine.unpin_data(a.ino);
-                    return None;
-                }
-            }
-        }
-        o.passthrough += 1;
-        o.writers += 1;
-        o.backing.clone()
+        self.passthrough_handle(o, a.ino, &file, true, |f| reply.open_backing(f))
     }
 
     /// A handle closed: take what the kernel wrote through the backing
