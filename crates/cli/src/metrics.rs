@@ -544,6 +544,16 @@ fn shared(o: &mut Out, v: &Value) -> fmt::Result {
         s("reads"),
     )?;
     o.counter(
+        "shoal_shared_guessed_reads",
+        "Records commits rested on from the record cache instead of a read (checked by the commit)",
+        s("guesses"),
+    )?;
+    o.counter(
+        "shoal_shared_data_merges",
+        "Flushes whose chunks another mount had changed since, merged byte by byte",
+        s("data_merges"),
+    )?;
+    o.counter(
         "shoal_shared_inode_chunk_claims",
         "Chunks of inode numbers claimed",
         s("chunk_claims"),

@@ -147,6 +147,8 @@ pub fn shared_snapshot(fs: &shoal_cluster::ns::ClusterFs, x: &SharedExtra) -> Va
         "unknown": s.unknown.load(Relaxed),
         "unavailable": s.unavailable.load(Relaxed),
         "reads": s.reads.load(Relaxed),
+        "guesses": s.guesses.load(Relaxed),
+        "data_merges": s.data_merges.load(Relaxed),
         "chunk_claims": s.chunk_claims.load(Relaxed),
         "object_puts": s.blob_puts.load(Relaxed),
         "object_gets": s.blob_gets.load(Relaxed),

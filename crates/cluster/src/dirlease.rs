@@ -55,7 +55,7 @@
 use super::ns::{
     ekey, enc_entry, erange, ikey, lkey_at, lrange, okey, pkey, rkey, skey, tkey, ClusterFs, Node,
 };
-use super::{Cond, KvError, Op, Outcome};
+use super::{Cond, KvError, Op, Outcome, Versioned};
 use shoal_core::error::{Error, Result};
 use shoal_core::rules;
 use shoal_core::sync::{Condvar, PlainMutex, PlainMutexGuard};
@@ -1678,6 +1678,7 @@ impl ClusterFs {
     /// read again and the whole batch committed again (docs/design.md,
     /// "Unlinks and rmdirs under the lease").
     fn commit_queued(&self, batch: &[Pending], nodes: &HashMap<Ino, Vec<u8>>) -> Result<()> {
+        let mut guessing = true;
         loop {
             if self.lost.load(Ordering::Relaxed) {
                 return Err(lost());
@@ -1687,8 +1688,31 @@ impl ClusterFs {
                 .filter(|p| p.op == PendOp::Unlink)
                 .map(|p| ikey(p.ino))
                 .collect();
+            // On the first try, the records as the record cache knows them
+            // (a file just looked up, or committed by this daemon: a
+            // database's journal, each file rm -rf stats first), each
+            // required at the revision it was written at, as a read's
+            // would be: a stale one fails the commit, and the next try
+            // reads them all.
+            let known: Option<Vec<Option<Versioned>>> = if guessing && !unlinked.is_empty() {
+                unlinked
+                    .iter()
+                    .map(|k| match self.cache.get_written(k) {
+                        Some((Some(value), mod_rev)) => Some(Some(Versioned { value, mod_rev })),
+                        _ => None,
+                    })
+                    .collect()
+            } else {
+                None
+            };
+            guessing = false;
             let records = if unlinked.is_empty() {
                 Vec::new()
+            } else if let Some(known) = known {
+                self.stats
+                    .guesses
+                    .fetch_add(known.len() as u64, Ordering::Relaxed);
+                known
             } else {
                 self.stats.reads.fetch_add(1, Ordering::Relaxed);
                 match self.patient(|| self.store.get_many(&unlinked)) {

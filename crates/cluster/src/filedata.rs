@@ -40,7 +40,7 @@
 
 use super::blob::Blobs;
 use super::ns::SharedStats;
-use super::ns::{ClusterFs, Node, Tx, SHARED_INLINE_MAX};
+use super::ns::{ikey, ClusterFs, Node, Tx, SHARED_INLINE_MAX};
 use shoal_core::error::{Error, Result};
 use shoal_core::sync::PlainMutex;
 use shoal_core::types::{Attr, Ino, Kind, Ts};
@@ -62,6 +62,13 @@ const READ_AHEAD: u32 = 2;
 const AHEAD_MAX: usize = 4;
 /// The first byte of an encoded chunk table.
 const TABLE_TAG: u8 = b'C';
+/// Written byte ranges a buffer keeps apart per chunk, for a merge with
+/// another mount's commit of the chunk (`FileBuf::spans`); past this the
+/// chunk is this buffer's whole.
+const SPANS_MAX: usize = 64;
+/// Merges one flush makes at most before its version of the chunks wins
+/// (another mount committing the file again and again meanwhile).
+const MERGES_MAX: u32 = 8;
 
 /// One chunk's object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,6 +294,73 @@ pub struct FileBuf {
     base: Table,
     /// An inline file's bytes when the buffer started (chunk 0's).
     inline: Vec<u8>,
+    /// The base's size, and the end of the furthest write into the buffer.
+    base_size: u64,
+    end: u64,
+    /// Whether the base is the record cache's (this daemon's last commit
+    /// of the file, or the change stream's), not read from the store: the
+    /// commit checks it (`commit_buffer`), and a chunk that stops keeping
+    /// its spans confirms it first (`confirm_base`).
+    guessed: bool,
+    /// Per changed chunk, the byte ranges written into it (from the chunk's
+    /// start, sorted, neither overlapping nor touching), None past
+    /// `SPANS_MAX`: what this buffer's commit keeps of its version where
+    /// another mount committed the chunk since the base (`merge_moved`).
+    spans: BTreeMap<u32, Option<Vec<(u32, u32)>>>,
+}
+
+/// Add `[s, e)` to sorted ranges that neither overlap nor touch.
+fn add_span(v: &mut Vec<(u32, u32)>, s: u32, e: u32) {
+    let i = v.partition_point(|r| r.1 < s);
+    let mut j = i;
+    let (mut lo, mut hi) = (s, e);
+    while j < v.len() && v[j].0 <= e {
+        lo = lo.min(v[j].0);
+        hi = hi.max(v[j].1);
+        j += 1;
+    }
+    v.splice(i..j, [(lo, hi)]);
+}
+
+/// A file's inline bytes as its record holds them (none past the inline
+/// size: it has a table then).
+fn inline_of(n: &Node) -> Vec<u8> {
+    if n.attr.size <= SHARED_INLINE_MAX {
+        let mut v = n.blob.clone();
+        v.resize(n.attr.size as usize, 0);
+        v
+    } else {
+        vec![]
+    }
+}
+
+impl FileBuf {
+    /// Changed chunks another commit changed since the base: their piece
+    /// (or chunk 0's inline bytes) in `n` is not the base's.
+    fn moved(&self, n: &Node) -> Result<Vec<u32>> {
+        let t = Table::of(n)?;
+        let inline = inline_of(n);
+        Ok(self
+            .dirty
+            .keys()
+            .copied()
+            .filter(|&c| {
+                self.base.get(c) != t.get(c)
+                    || (c == 0 && t.get(0).is_none() && self.inline != inline)
+            })
+            .collect())
+    }
+
+    /// The size to commit over record `n`: the buffer's, or, when another
+    /// commit changed the size since the base, the larger of that one and
+    /// the end of this buffer's writes.
+    fn size_over(&self, n: &Node) -> u64 {
+        if n.attr.size == self.base_size {
+            self.size
+        } else {
+            n.attr.size.max(self.end)
+        }
+    }
 }
 
 /// A chunk's upload running in the background.
@@ -338,7 +412,10 @@ impl ClusterFs {
             .ok_or(Error::FileTooBig)?;
         // The largest file, as on the embedded mount.
         shoal_core::rules::link::check_size(end)?;
-        if end <= SHARED_INLINE_MAX && self.buffered(ino).is_none() {
+        // Into the record while the file is that small (not when this
+        // daemon knows it is larger: a database's page 1, a journal's
+        // header, would read the record only to find that out).
+        if end <= SHARED_INLINE_MAX && self.buffered(ino).is_none() && !self.known_larger(ino) {
             match self.write_inline(ino, off, data) {
                 Err(Error::FileTooBig) => {}
                 other => return other,
@@ -373,8 +450,10 @@ impl ClusterFs {
             }
         }
         if b.mtime.is_none() {
-            // A new buffer: from the file as committed.
-            let n = self.load(ino)?;
+            // A new buffer: from the file as committed, as this daemon
+            // knows it (its own last commit of it, a database's every
+            // transaction) or else as read now.
+            let (n, guessed) = self.load_base(ino)?;
             if n.attr.kind != Kind::File {
                 let mut m = self.bufs.lock();
                 if m.get(&ino).is_some_and(|x| Arc::ptr_eq(x, &buf)) {
@@ -383,16 +462,15 @@ impl ClusterFs {
                 return Err(Error::IsDir);
             }
             b.size = n.attr.size;
+            b.base_size = n.attr.size;
             b.base = Table::of(&n)?;
-            if n.attr.size <= SHARED_INLINE_MAX {
-                let mut v = n.blob;
-                v.resize(n.attr.size as usize, 0);
-                b.inline = v;
-            }
+            b.inline = inline_of(&n);
+            b.guessed = guessed;
         }
         let mut pos = off;
         let mut rest = data;
         let mut whole = vec![];
+        let mut untracked = vec![];
         while !rest.is_empty() {
             let chunk = (pos / DATA_CHUNK) as u32;
             let at = (pos % DATA_CHUNK) as usize;
@@ -433,13 +511,31 @@ impl ClusterFs {
             if v.len() == DATA_CHUNK as usize && at + n == DATA_CHUNK as usize && !rewritten {
                 whole.push(chunk);
             }
+            if let Some(sp) = b.spans.entry(chunk).or_insert_with(|| Some(vec![])) {
+                add_span(sp, at as u32, (at + n) as u32);
+                if sp.len() > SPANS_MAX {
+                    untracked.push(chunk);
+                }
+            }
             b.dirty_bytes += grow as u64;
             self.dirty_total.fetch_add(grow as u64, Ordering::Relaxed);
             pos += n as u64;
             rest = &rest[n..];
         }
         b.size = b.size.max(end);
+        b.end = b.end.max(end);
         b.mtime = Some(Ts::now());
+        if !untracked.is_empty() {
+            // Past what a merge keeps: from now on the buffer's version of
+            // these chunks wins them (as JuiceFS's slices would not), on a
+            // base confirmed by the store.
+            // A store that cannot answer now leaves them tracked.
+            if !b.guessed || self.confirm_base(ino, &mut b).is_ok() {
+                for c in untracked {
+                    b.spans.insert(c, None);
+                }
+            }
+        }
         for chunk in whole {
             self.upload_early(ino, &mut b, chunk);
         }
@@ -453,6 +549,79 @@ impl ClusterFs {
             self.flush(ino)?;
         }
         Ok(data.len() as u32)
+    }
+
+    /// Whether the record cache knows `ino` larger than the inline size
+    /// (a guess: the buffer's commit checks its base).
+    fn known_larger(&self, ino: Ino) -> bool {
+        self.pending_node(ino).is_none()
+            && self
+                .cache
+                .get_written(&ikey(ino))
+                .and_then(|(v, _)| Node::decode(ino, &v?).ok())
+                .is_some_and(|n| n.attr.size > SHARED_INLINE_MAX)
+    }
+
+    /// The record a new buffer starts from, and whether it is the record
+    /// cache's (a guess, `FileBuf::guessed`) rather than the store's.
+    fn load_base(&self, ino: Ino) -> Result<(Node, bool)> {
+        if self.pending_node(ino).is_none() {
+            if let Some((Some(v), _)) = self.cache.get_written(&ikey(ino)) {
+                self.stats.guesses.fetch_add(1, Ordering::Relaxed);
+                return Ok((Node::decode(ino, &v)?, true));
+            }
+        }
+        Ok((self.load(ino)?, false))
+    }
+
+    /// Read the record a guessed base stands for, and merge what another
+    /// mount committed since into the buffer (`merge_moved`).
+    fn confirm_base(&self, ino: Ino, b: &mut FileBuf) -> Result<()> {
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let n = self.load(ino)?;
+        self.merge_moved(ino, b, &n)
+    }
+
+    /// Make record `n` (newer than the buffer's base) the base: each
+    /// changed chunk another commit changed too becomes that commit's
+    /// bytes with this buffer's written spans over them (one whose spans
+    /// were not kept stays this buffer's: the last commit wins it).
+    fn merge_moved(&self, ino: Ino, b: &mut FileBuf, n: &Node) -> Result<()> {
+        let t = Table::of(n)?;
+        let inline = inline_of(n);
+        for c in b.moved(n)? {
+            let Some(Some(spans)) = b.spans.get(&c) else {
+                continue;
+            };
+            let ours = &b.dirty[&c];
+            let mut merged = self.chunk_bytes(ino, &t, &inline, c)?;
+            for &(s, e) in spans {
+                let (s, e) = (s as usize, e as usize);
+                if merged.len() < e {
+                    merged.resize(e, 0);
+                }
+                merged[s..e].copy_from_slice(&ours[s..e]);
+            }
+            if merged == **ours {
+                continue;
+            }
+            self.stats.data_merges.fetch_add(1, Ordering::Relaxed);
+            let (was, now) = (ours.len() as u64, merged.len() as u64);
+            b.dirty_bytes = b.dirty_bytes + now - was;
+            if now >= was {
+                self.dirty_total.fetch_add(now - was, Ordering::Relaxed);
+            } else {
+                self.dirty_total.fetch_sub(was - now, Ordering::Relaxed);
+            }
+            // A new version: an early upload of the old one is stale.
+            b.dirty.insert(c, Arc::new(merged));
+        }
+        b.size = b.size_over(n);
+        b.base = t;
+        b.inline = inline;
+        b.base_size = n.attr.size;
+        b.guessed = false;
+        Ok(())
     }
 
     /// Start uploading chunk `chunk` of `b`, written whole, unless the same
@@ -662,6 +831,112 @@ impl ClusterFs {
         if b.mtime.is_none() {
             return Ok(());
         }
+        let mut merges = 0;
+        loop {
+            let pieces = self.upload_buffer(ino, b, std::mem::take(&mut early))?;
+            let t = b.mtime.unwrap();
+            let point = |n: &mut Node| -> Result<Vec<Piece>> {
+                // Made immutable (on any mount) since these writes were taken.
+                Self::may_write(n)?;
+                let size = b.size_over(n);
+                let mut table = Table::of(n)?;
+                let mut gone = vec![];
+                if size <= SHARED_INLINE_MAX {
+                    // Another mount cut the file to the inline size since
+                    // the base, and this buffer's writes all end below it
+                    // (so only chunk 0 changed, merged with that cut):
+                    // the bytes go back into the record, no object names
+                    // them.
+                    let mut bytes = b.dirty.get(&0).map(|d| d.to_vec()).unwrap_or_default();
+                    bytes.resize(size as usize, 0);
+                    gone.extend(table.0.iter().copied());
+                    gone.extend(pieces.iter().copied());
+                    n.attr.size = size;
+                    n.blob = bytes;
+                } else {
+                    for p in &pieces {
+                        gone.extend(table.set(*p));
+                    }
+                    table.cut(size, &mut gone);
+                    n.attr.size = size;
+                    n.blob = table.encode();
+                }
+                n.attr.mtime = n.attr.mtime.max(t);
+                n.attr.ctime = n.attr.ctime.max(t);
+                Ok(gone)
+            };
+            // A file created from memory and not committed yet: its table
+            // changes there, and the objects it stops naming were never
+            // committed (named only by this queued record). No other
+            // mount can have changed it.
+            let r = match self.amend_queued(ino, point) {
+                Some(r) => r.map(|gone| {
+                    for p in gone {
+                        self.delete_object(&p.name(ino));
+                    }
+                    None
+                }),
+                // The record as this daemon last committed it, without a
+                // round trip, as a guess the commit checks (`node_known`).
+                // Another mount committed a chunk this buffer changed since
+                // its base: nothing is committed, the chunks are merged
+                // and uploaded again.
+                None => self.run(|tx| {
+                    let mut n = tx.node_known(ino)?;
+                    if merges < MERGES_MAX && !b.moved(&n)?.is_empty() {
+                        return Ok(Some(n));
+                    }
+                    let gone = point(&mut n)?;
+                    tx.forget(ino, &gone);
+                    tx.put_node(&mut n)?;
+                    Ok(None)
+                }),
+            };
+            match r {
+                Ok(None) => {
+                    // The chunks as committed, kept as a read of them would
+                    // keep them: the next write into a chunk of a file just
+                    // synced (a database's next transaction) starts from
+                    // these bytes instead of fetching the object it just
+                    // uploaded. An object's name is never reused, so a
+                    // cached one is its bytes for ever.
+                    let mut cache = self.chunks.cache.lock();
+                    for p in &pieces {
+                        if let Some(bytes) = b.dirty.get(&p.chunk) {
+                            if bytes.len() == p.len as usize {
+                                cache.put(p.name(ino), bytes.clone());
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
+                Ok(Some(n)) => {
+                    // Not committed: the uploads are named by nothing.
+                    for p in &pieces {
+                        self.delete_object(&p.name(ino));
+                    }
+                    self.merge_moved(ino, b, &n)?;
+                    merges += 1;
+                }
+                Err(e) => {
+                    for p in &pieces {
+                        self.delete_object(&p.name(ino));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Upload the buffer's changed chunks (those uploaded early, in
+    /// `early`, are waited for): the pieces a commit is to name. If one
+    /// fails, the others' objects are deleted.
+    fn upload_buffer(
+        &self,
+        ino: Ino,
+        b: &FileBuf,
+        mut early: BTreeMap<u32, Upload>,
+    ) -> Result<Vec<Piece>> {
         let blobs = self.blobs()?;
         // The chunks uploaded early whose version is the buffer's, and
         // the ones to upload now.
@@ -739,64 +1014,7 @@ impl ClusterFs {
             }
             return Err(e);
         }
-        let t = b.mtime.unwrap();
-        let point = |n: &mut Node| -> Result<Vec<Piece>> {
-            // Made immutable (on any mount) since these writes were taken.
-            Self::may_write(n)?;
-            let mut table = Table::of(n)?;
-            let mut gone = vec![];
-            for p in &pieces {
-                gone.extend(table.set(*p));
-            }
-            table.cut(b.size, &mut gone);
-            n.attr.size = b.size;
-            n.blob = table.encode();
-            n.attr.mtime = n.attr.mtime.max(t);
-            n.attr.ctime = n.attr.ctime.max(t);
-            Ok(gone)
-        };
-        // A file created from memory and not committed yet: its table
-        // changes there, and the objects it stops naming were never
-        // committed (named only by this queued record).
-        let r = match self.amend_queued(ino, point) {
-            Some(r) => r.map(|gone| {
-                for p in gone {
-                    self.delete_object(&p.name(ino));
-                }
-            }),
-            None => self.run(|tx| {
-                let mut n = tx.node(ino)?;
-                let gone = point(&mut n)?;
-                tx.forget(ino, &gone);
-                tx.put_node(&mut n)?;
-                Ok(())
-            }),
-        };
-        match r {
-            Ok(()) => {
-                // The chunks as committed, kept as a read of them would
-                // keep them: the next write into a chunk of a file just
-                // synced (a database's next transaction) starts from
-                // these bytes instead of fetching the object it just
-                // uploaded. An object's name is never reused, so a cached
-                // one is its bytes for ever.
-                let mut cache = self.chunks.cache.lock();
-                for p in &pieces {
-                    if let Some(bytes) = b.dirty.get(&p.chunk) {
-                        if bytes.len() == p.len as usize {
-                            cache.put(p.name(ino), bytes.clone());
-                        }
-                    }
-                }
-            }
-            Err(_) => {
-                // Not committed: the uploads are named by nothing.
-                for p in &pieces {
-                    self.delete_object(&p.name(ino));
-                }
-            }
-        }
-        r
+        Ok(pieces)
     }
 
     /// Read from a file: its buffered writes, else what is committed.

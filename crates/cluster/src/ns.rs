@@ -149,6 +149,14 @@ pub struct SharedStats {
     pub conflicts: AtomicU64,
     pub unknown: AtomicU64,
     pub reads: AtomicU64,
+    /// Records a commit rested on without reading them: known from the
+    /// record cache and required at their revision (`Tx::node_known`,
+    /// the batches of unlinks under a directory lease).
+    pub guesses: AtomicU64,
+    /// Writes of one file committed on a base another mount had changed
+    /// since: the chunks both changed were merged byte by byte
+    /// (`super::filedata`).
+    pub data_merges: AtomicU64,
     pub chunk_claims: AtomicU64,
     /// Answers `Unavailable` waited out (elections, lost quorum).
     pub unavailable: AtomicU64,
@@ -500,11 +508,18 @@ impl ClusterFs {
             .iter()
             .zip(vs)
             .map(|(k, v)| {
+                let written = v.as_ref().map_or(0, |v| v.mod_rev);
                 let v = v.map(|v| v.value);
-                self.cache.learn(k, v.as_deref(), at);
+                self.cache.learn(k, v.as_deref(), at, written);
                 v
             })
             .collect())
+    }
+
+    /// Whether this daemon's change stream follows the store (its record
+    /// cache answers only then).
+    pub fn stream_follows(&self) -> bool {
+        self.cache.following()
     }
 
     /// Keys the record cache holds and what they cost in bytes (for
@@ -760,6 +775,7 @@ impl ClusterFs {
             want: None,
             trips: 0,
             untracked: false,
+            guessing: false,
         };
         self.drop_link(&mut tx, n)?;
         Ok((tx.ops, tx.doomed, tx.later))

@@ -41,10 +41,16 @@ fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
     key.len() + value.map_or(0, <[u8]>::len) + OVERHEAD
 }
 
+/// A cached value (None: absent), the revision it is known at, and the
+/// revision it was written at (0 for absent).
+type Known = (Option<Vec<u8>>, Rev, Rev);
+
 #[derive(Default)]
 struct State {
-    /// Key -> its value (None: absent) and the revision that is known at.
-    keys: HashMap<Vec<u8>, (Option<Vec<u8>>, Rev)>,
+    /// Key -> its value (None: absent), the revision that is known at,
+    /// and the revision the value was written at (its `mod_rev`; 0 for
+    /// absent).
+    keys: HashMap<Vec<u8>, Known>,
     /// What `keys` costs (`cost`), and the most it may.
     bytes: usize,
     max_bytes: usize,
@@ -66,8 +72,8 @@ fn cached(key: &[u8]) -> bool {
 }
 
 impl State {
-    fn put(&mut self, key: &[u8], value: Option<&[u8]>, at: Rev) {
-        if self.keys.get(key).is_some_and(|(_, r)| *r >= at) {
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>, at: Rev, written: Rev) {
+        if self.keys.get(key).is_some_and(|(_, r, _)| *r >= at) {
             return;
         }
         let add = cost(key, value);
@@ -76,7 +82,7 @@ impl State {
             // the newest change dropped are not kept from now on.
             let mut i = 0u32;
             let mut bytes = 0;
-            self.keys.retain(|k, (v, _)| {
+            self.keys.retain(|k, (v, _, _)| {
                 i += 1;
                 let keep = i.is_multiple_of(2);
                 if keep {
@@ -92,9 +98,9 @@ impl State {
         }
         let old = self
             .keys
-            .insert(key.to_vec(), (value.map(<[u8]>::to_vec), at));
+            .insert(key.to_vec(), (value.map(<[u8]>::to_vec), at, written));
         self.bytes += add;
-        if let Some((v, _)) = old {
+        if let Some((v, _, _)) = old {
             self.bytes -= cost(key, v.as_deref());
         }
     }
@@ -118,17 +124,30 @@ impl RecordCache {
         if !st.following {
             return None;
         }
-        st.keys.get(key).map(|(v, _)| v.clone())
+        st.keys.get(key).map(|(v, _, _)| v.clone())
     }
 
-    /// What a read found: `key` held `value` at revision `at`.
-    pub(super) fn learn(&self, key: &[u8], value: Option<&[u8]>, at: Rev) {
+    /// The value of `key` as `get` knows it, with the revision it was
+    /// written at (0: absent): a guess a commit may rest on by requiring
+    /// the key at that revision (`ns::Tx::node_known`), which fails if the
+    /// guess is stale. Only while the stream follows.
+    pub(super) fn get_written(&self, key: &[u8]) -> Option<(Option<Vec<u8>>, Rev)> {
+        let st = self.st.lock();
+        if !st.following {
+            return None;
+        }
+        st.keys.get(key).map(|(v, _, w)| (v.clone(), *w))
+    }
+
+    /// What a read found: `key` held `value` (written at revision
+    /// `written`, 0 if absent) at revision `at`.
+    pub(super) fn learn(&self, key: &[u8], value: Option<&[u8]>, at: Rev, written: Rev) {
         if !cached(key) {
             return;
         }
         let mut st = self.st.lock();
         if st.following && at >= st.floor {
-            st.put(key, value, at);
+            st.put(key, value, at, written);
         }
     }
 
@@ -145,7 +164,9 @@ impl RecordCache {
         }
         for (key, value, rev) in changes {
             if cached(key) {
-                st.put(key, value, rev);
+                // A change's revision is the one its value was written at
+                // (a delete's: the key is absent, required as such).
+                st.put(key, value, rev, if value.is_some() { rev } else { 0 });
                 st.newest = st.newest.max(rev);
             }
         }
@@ -170,7 +191,7 @@ impl RecordCache {
     pub(super) fn unsure(&self, ops: &[Op]) {
         let mut st = self.st.lock();
         for op in ops {
-            if let Some((v, _)) = st.keys.remove(op.key()) {
+            if let Some((v, _, _)) = st.keys.remove(op.key()) {
                 st.bytes -= cost(op.key(), v.as_deref());
             }
         }
@@ -188,6 +209,11 @@ impl RecordCache {
             // not deliver.
             st.floor = st.floor.max(f.saturating_sub(1));
         }
+    }
+
+    /// Whether the cache answers (the change stream follows).
+    pub(super) fn following(&self) -> bool {
+        self.st.lock().following
     }
 
     /// Keys held now, and what they cost (for `stats`).
@@ -213,10 +239,10 @@ mod tests {
         // The stream delivers a change at 20 to a key nobody read...
         c.change(b"Ia", Some(b"new"), 20);
         // ...then a read made at 15 comes back with the old value.
-        c.learn(b"Ia", Some(b"old"), 15);
+        c.learn(b"Ia", Some(b"old"), 15, 0);
         assert_eq!(c.get(b"Ia"), Some(Some(b"new".to_vec())));
         // A change before the read, delivered after it, changes nothing.
-        c.learn(b"Eb", None, 30);
+        c.learn(b"Eb", None, 30, 0);
         c.change(b"Eb", Some(b"x"), 25);
         assert_eq!(c.get(b"Eb"), Some(None));
         // This daemon's own commit delivered again by the stream neither.
@@ -229,17 +255,17 @@ mod tests {
     #[test]
     fn nothing_is_answered_without_the_stream() {
         let c = fresh();
-        c.learn(b"Ic", Some(b"v"), 12);
+        c.learn(b"Ic", Some(b"v"), 12, 0);
         assert!(c.get(b"Ic").is_some());
         c.restart(None);
         assert_eq!(c.get(b"Ic"), None);
-        c.learn(b"Ic", Some(b"v"), 12);
+        c.learn(b"Ic", Some(b"v"), 12, 0);
         assert_eq!(c.get(b"Ic"), None, "kept while the stream was down");
         // Restarted from 30: a read at 12 may have missed 13..29.
         c.restart(Some(30));
-        c.learn(b"Ic", Some(b"v"), 12);
+        c.learn(b"Ic", Some(b"v"), 12, 0);
         assert_eq!(c.get(b"Ic"), None);
-        c.learn(b"Ic", Some(b"v"), 29);
+        c.learn(b"Ic", Some(b"v"), 29, 0);
         assert!(c.get(b"Ic").is_some());
     }
 
@@ -255,23 +281,23 @@ mod tests {
         assert_eq!(c.len(), (n as usize, (n * one) as usize));
         // Full: the next key drops half; a dropped key's change may be
         // gone, so a read before the newest dropped change is refused.
-        c.learn(b"I9999", None, 100 + n);
+        c.learn(b"I9999", None, 100 + n, 0);
         assert_eq!(c.len().0, n as usize / 2 + 1);
         assert_eq!(c.len().1, (n / 2 + 1) as usize * one as usize);
         let gone = (0..n)
             .map(|i| format!("I{}", 1000 + i))
             .find(|k| c.get(k.as_bytes()).is_none())
             .unwrap();
-        c.learn(gone.as_bytes(), Some(b"old"), 99);
+        c.learn(gone.as_bytes(), Some(b"old"), 99, 0);
         assert_eq!(c.get(gone.as_bytes()), None);
-        c.learn(gone.as_bytes(), Some(b"v"), 100 + n);
+        c.learn(gone.as_bytes(), Some(b"v"), 100 + n, 0);
         assert!(c.get(gone.as_bytes()).is_some());
     }
 
     #[test]
     fn what_is_held_is_counted_through_replacements_and_removals() {
         let c = fresh();
-        c.learn(b"Ia", Some(b"12345"), 12);
+        c.learn(b"Ia", Some(b"12345"), 12, 0);
         c.change(b"Ia", Some(b"1"), 13);
         c.change(b"Eb", None, 14);
         assert_eq!(c.len(), (2, cost(b"Ia", Some(b"1")) + cost(b"Eb", None)));
@@ -286,15 +312,30 @@ mod tests {
         let c = RecordCache::new(0);
         c.restart(Some(11));
         c.change(b"Ia", Some(b"v"), 12);
-        c.learn(b"Ib", Some(b"v"), 12);
+        c.learn(b"Ib", Some(b"v"), 12, 0);
         assert_eq!((c.get(b"Ia"), c.get(b"Ib")), (None, None));
         assert_eq!(c.len(), (0, 0));
     }
 
     #[test]
+    fn a_value_is_known_with_the_revision_it_was_written_at() {
+        let c = fresh();
+        // A read at 40 of a value written at 15.
+        c.learn(b"Ia", Some(b"v"), 40, 15);
+        assert_eq!(c.get_written(b"Ia"), Some((Some(b"v".to_vec()), 15)));
+        // A change, and this daemon's commit: written at their revision.
+        c.change(b"Ia", Some(b"w"), 41);
+        assert_eq!(c.get_written(b"Ia"), Some((Some(b"w".to_vec()), 41)));
+        c.committed(&[Op::Delete(b"Ia".to_vec())], 42);
+        assert_eq!(c.get_written(b"Ia"), Some((None, 0)));
+        c.restart(None);
+        assert_eq!(c.get_written(b"Ia"), None);
+    }
+
+    #[test]
     fn an_unsure_commit_is_forgotten() {
         let c = fresh();
-        c.learn(b"Id", Some(b"v"), 12);
+        c.learn(b"Id", Some(b"v"), 12, 0);
         c.unsure(&[Op::Delete(b"Id".to_vec())]);
         assert_eq!(c.get(b"Id"), None);
     }

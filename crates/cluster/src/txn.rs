@@ -41,6 +41,10 @@ pub struct Tx<'a> {
     /// snapshot; any more must be checked together (`ClusterFs::run_at`).
     pub(super) trips: u32,
     pub(super) untracked: bool,
+    /// Whether `node_known` may take a record from the record cache: on
+    /// the first try only (a conflict may mean the guess was stale, and
+    /// the tries after it read the store).
+    pub(super) guessing: bool,
 }
 
 /// An entry found and the inode it names: (inode number, kind, record).
@@ -140,6 +144,29 @@ impl Tx<'_> {
                 Ok(false)
             }
         }
+    }
+    /// `node`, from what this daemon knows of the record when it knows it
+    /// (its own last commit of it, the change stream's, a read's): a guess
+    /// the commit checks, requiring the record at the revision it was
+    /// written at, so a stale guess fails the commit and the next try
+    /// reads the store (`run_at`). A file's data commit (`commit_buffer`)
+    /// takes the record it committed itself last, without a round trip.
+    pub(super) fn node_known(&mut self, ino: Ino) -> Result<Node> {
+        if self.guessing {
+            let key = ikey(ino);
+            if let Some((Some(value), mod_rev)) = self.fs.cache.get_written(&key) {
+                // As `get`: after this daemon's creates from memory.
+                self.fs.settle()?;
+                self.fs.stats.guesses.fetch_add(1, Ordering::Relaxed);
+                let n = Node::decode(ino, &value)?;
+                // Not read in this transaction: an answer that commits
+                // nothing checks it too (`run_at`).
+                self.untracked = true;
+                self.require_read(key, &Some(Versioned { value, mod_rev }))?;
+                return Ok(n);
+            }
+        }
+        self.node(ino)
     }
     pub fn node(&mut self, ino: Ino) -> Result<Node> {
         match self.get(ikey(ino))? {
@@ -314,6 +341,7 @@ impl ClusterFs {
                 want: None,
                 trips: 0,
                 untracked: false,
+                guessing: tries == 1,
             };
             let out = body(&mut tx);
             if let Err(RETRY) = &out {

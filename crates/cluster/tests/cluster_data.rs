@@ -35,7 +35,12 @@ fn daemons(n: usize) -> (Arc<SimStore>, Arc<MemBlobs>, Vec<Arc<ClusterFs>>) {
             )
             .unwrap()
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // Their record caches answer (the streams follow): the checks of what
+    // a daemon knows without reading depend on it.
+    for fs in &fss {
+        soon("the change stream follows", true, || fs.stream_follows());
+    }
     (s, b, fss)
 }
 
@@ -455,4 +460,171 @@ fn a_write_after_a_sync_fetches_no_object() {
         &[6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 1]
     );
     assert_eq!(got.iter().filter(|&&x| x == 1).count(), 100_000 - 50);
+}
+
+/// A file synced and written again (a database's next transaction) reads
+/// no record: the buffer starts from the record as its daemon committed
+/// it, and the commit requires that record at its revision instead of
+/// reading it first; a small write at the start of a large file (a
+/// database's page 1) does not read the record to find the file large.
+#[test]
+fn a_write_after_a_sync_reads_no_record() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (_s, _blobs, fss) = daemons(1);
+    let a = &fss[0];
+    let f = a.create(ROOT_INO, b"db", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    let reads = a.stats.reads.load(Relaxed);
+    for i in 0..5u8 {
+        a.write(f, 0, &[i + 2; 100]).unwrap();
+        a.write(f, 8192 * i as u64 + 8192, &[i + 2; 4096]).unwrap();
+        a.flush(f).unwrap();
+    }
+    assert_eq!(a.stats.reads.load(Relaxed) - reads, 0, "records read");
+    assert!(a.stats.guesses.load(Relaxed) >= 10);
+    let got = read_all(a, f);
+    assert_eq!(got.len(), 100_000);
+    assert_eq!(&got[..101], &[[6; 100].as_slice(), &[1]].concat()[..]);
+    assert_eq!(got[8192 * 5], 6);
+    assert_eq!(got[8192 * 5 + 4096], 1);
+}
+
+/// Two daemons, B's change stream held: B's next buffer starts from its
+/// own last commit of the file, older than A's since. B's commit finds
+/// that (its guess of the record fails, the record read shows A's chunk)
+/// and merges: A's bytes and B's, byte by byte, in one chunk.
+#[test]
+fn a_write_on_a_stale_base_keeps_the_other_daemons_bytes() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (s, _blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"db", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    soon("B sees the file", 100_000, || {
+        b.getattr(f).map(|x| x.size).unwrap_or(0)
+    });
+    b.write(f, 50_000, &[7; 10]).unwrap();
+    b.flush(f).unwrap();
+    soon("A sees B's commit", 7, || {
+        a.read(f, 50_000, 1).map(|v| v[0]).unwrap_or(0)
+    });
+    s.pause_watches(true);
+    // A writes the start of the chunk and grows the file; B, which has
+    // not seen that, writes further on in the same chunk.
+    a.write(f, 0, &[2; 10]).unwrap();
+    a.write(f, 100_000, &[2; 10]).unwrap();
+    a.flush(f).unwrap();
+    b.write(f, 5000, &[3; 10]).unwrap();
+    b.flush(f).unwrap();
+    s.pause_watches(false);
+    assert_eq!(b.stats.data_merges.load(Relaxed), 1);
+    let got = read_all(a, f);
+    assert_eq!(got.len(), 100_010, "A's growth kept");
+    assert_eq!(
+        &got[..11],
+        &[2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1],
+        "A's bytes kept"
+    );
+    assert_eq!(&got[5000..5011], &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]);
+    assert_eq!(got[50_000], 7);
+    assert_eq!(read_all(b, f), got);
+}
+
+/// Two daemons writing one chunk at once, each from the same committed
+/// base: the second commit merges instead of putting its base's bytes
+/// over the first's (the last commit won the whole chunk before).
+#[test]
+fn two_daemons_writing_one_chunk_at_once_keep_both_writes() {
+    let (_s, _blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 20_000]).unwrap();
+    a.flush(f).unwrap();
+    soon("B sees the file", 20_000, || {
+        b.getattr(f).map(|x| x.size).unwrap_or(0)
+    });
+    a.write(f, 100, &[4; 100]).unwrap();
+    b.write(f, 10_000, &[5; 100]).unwrap();
+    a.flush(f).unwrap();
+    b.flush(f).unwrap();
+    let got = read_all(a, f);
+    assert_eq!(
+        &got[99..201],
+        &[[1].as_slice(), &[4; 100], &[1]].concat()[..]
+    );
+    assert_eq!(
+        &got[9_999..10_101],
+        &[[1].as_slice(), &[5; 100], &[1]].concat()[..]
+    );
+}
+
+/// More separate writes into one chunk than a buffer keeps apart: on a
+/// guessed base the buffer reads the record then and merges, so the other
+/// daemon's bytes between them stay.
+#[test]
+fn many_scattered_writes_on_a_stale_base_keep_the_other_daemons_bytes() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (s, _blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    soon("B sees the file", 100_000, || {
+        b.getattr(f).map(|x| x.size).unwrap_or(0)
+    });
+    b.write(f, 0, &[9]).unwrap();
+    b.flush(f).unwrap();
+    soon("A sees B's commit", 9, || {
+        a.read(f, 0, 1).map(|v| v[0]).unwrap_or(0)
+    });
+    s.pause_watches(true);
+    a.write(f, 1001, &[2; 10]).unwrap();
+    a.flush(f).unwrap();
+    let reads = b.stats.reads.load(Relaxed);
+    for i in 0..100u64 {
+        b.write(f, i * 1000, &[3]).unwrap();
+    }
+    assert!(b.stats.reads.load(Relaxed) > reads, "B confirmed its base");
+    b.flush(f).unwrap();
+    s.pause_watches(false);
+    let got = read_all(a, f);
+    assert_eq!(&got[1000..1012], &[3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1]);
+    assert!((0..100).all(|i| got[i * 1000] == 3));
+}
+
+/// A stale base of a large file, and the file cut to the inline size on
+/// the other daemon meanwhile: the writes merge into the cut file's
+/// bytes, which stay in its record.
+#[test]
+fn a_write_on_a_stale_base_after_a_cut_to_the_inline_size() {
+    let (s, _blobs, fss) = daemons(2);
+    let (a, b) = (&fss[0], &fss[1]);
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    soon("B sees the file", 100_000, || {
+        b.getattr(f).map(|x| x.size).unwrap_or(0)
+    });
+    b.write(f, 0, &[9]).unwrap();
+    b.flush(f).unwrap();
+    soon("A sees B's commit", 9, || {
+        a.read(f, 0, 1).map(|v| v[0]).unwrap_or(0)
+    });
+    s.pause_watches(true);
+    a.write(f, 20, &[5; 10]).unwrap();
+    a.flush(f).unwrap();
+    truncate(a, f, 100);
+    b.write(f, 50, &[3; 10]).unwrap();
+    b.flush(f).unwrap();
+    s.pause_watches(false);
+    let got = read_all(a, f);
+    let mut want = vec![1u8; 100];
+    want[0] = 9;
+    want[20..30].fill(5);
+    want[50..60].fill(3);
+    assert_eq!(got, want);
+    assert_eq!(read_all(b, f), want);
+    assert!(SHARED_INLINE_MAX >= 100);
 }
