@@ -626,5 +626,5 @@ fn a_write_on_a_stale_base_after_a_cut_to_the_inline_size() {
     want[50..60].fill(3);
     assert_eq!(got, want);
     assert_eq!(read_all(b, f), want);
-    assert!(SHARED_INLINE_MAX >= 100);
+    const { assert!(SHARED_INLINE_MAX >= 100) };
 }
