@@ -235,8 +235,9 @@ struct State {
     queue: VecDeque<Pending>,
     /// Records of the queued (and in-flight) creates.
     nodes: HashMap<Ino, Node>,
-    /// Creates being committed now.
+    /// Creates being committed now, and the directories they change.
     in_flight: usize,
+    in_flight_dirs: HashSet<Ino>,
     /// Batches sent so far: a stat that subtracts queued unlinks from a
     /// record it read checks no batch was sent meanwhile
     /// (`unlinks_settled`).
@@ -497,13 +498,27 @@ impl ClusterFs {
 
     /// Wait until every create acknowledged from memory is committed.
     pub(super) fn settle(&self) -> Result<()> {
+        self.settle_where(|_| true)
+    }
+
+    /// `settle` for the changes of entries of `dirs` only: what a listing
+    /// of one of them, or an rmdir, rests on. The queue's changes in other
+    /// directories stay queued (rm -rf committed each directory's unlinks
+    /// apart, at its next getdents, instead of in the flusher's batches).
+    pub(super) fn settle_dirs(&self, dirs: &[Ino]) -> Result<()> {
+        self.settle_where(|d| dirs.contains(&d))
+    }
+
+    fn settle_where(&self, dir: impl Fn(Ino) -> bool) -> Result<()> {
         if !self.leases.enabled {
             return Ok(());
         }
         let since = Instant::now();
         let mut st = self.leases.st.lock();
         let mut woke = false;
-        while !st.queue.is_empty() || st.in_flight > 0 {
+        while st.queue.iter().any(|p| dir(p.dir))
+            || (st.in_flight > 0 && st.in_flight_dirs.iter().any(|&d| dir(d)))
+        {
             st.urgent = true;
             if !woke {
                 // The flusher may be lingering for a fuller batch.
@@ -928,10 +943,13 @@ impl ClusterFs {
     /// the entry and the child's record as read. False: the range was
     /// given back meanwhile (run it as a transaction).
     fn rmdir_under_lease(&self, ctx: &Ctx, parent: Ino, name: &[u8], child: Ino) -> Result<bool> {
-        self.settle()?;
+        // The child's queued unlinks (it is found empty in the store), and
+        // the parent's changes (the entry is required as read).
+        self.settle_dirs(&[parent, child])?;
         let since = Instant::now();
         let mut asked: Option<Instant> = None;
         let mut pause = Duration::from_micros(200);
+        let mut guessing = true;
         loop {
             let (lo, dir) = {
                 let st = self.leases.st.lock();
@@ -940,21 +958,47 @@ impl ClusterFs {
                     None => return Ok(false),
                 }
             };
-            self.stats.reads.fetch_add(2, Ordering::Relaxed);
-            let (vs, _) =
-                self.patient(|| self.store.get_many(&[ikey(child), ekey(parent, name)]))?;
+            // The two records as the record cache knows them on the first
+            // try (rm -rf looked the directory up), required at the
+            // revisions they were written at: a stale guess fails the
+            // commit, and the next try reads them.
+            let keys = [ikey(child), ekey(parent, name)];
+            let known: Option<Vec<Option<Versioned>>> = keys
+                .iter()
+                .map(|k| match self.cache.get_written(k) {
+                    Some((Some(value), mod_rev)) if guessing && mod_rev > 0 => {
+                        Some(Some(Versioned { value, mod_rev }))
+                    }
+                    _ => None,
+                })
+                .collect();
+            guessing = false;
+            let guessed = known.is_some();
+            let vs = match known {
+                Some(vs) => {
+                    self.stats.guesses.fetch_add(2, Ordering::Relaxed);
+                    vs
+                }
+                None => {
+                    self.stats.reads.fetch_add(2, Ordering::Relaxed);
+                    self.patient(|| self.store.get_many(&keys))?.0
+                }
+            };
             if vs[1].is_none() {
                 return Err(Error::NotFound);
             }
             // The rules on the child's record as read (the commit requires
             // it) and the directory's as leased.
             let n = vs[0].as_ref().ok_or(Error::NotFound)?;
-            super::ns::may_remove_name(ctx, &dir, &Node::decode(child, &n.value)?)?;
-            let (from, to) = erange(child);
-            let (first, _) = self.patient(|| self.store.scan(&from, &to, 1))?;
-            if !first.is_empty() {
-                return Err(Error::NotEmpty);
+            let may = Node::decode(child, &n.value)
+                .and_then(|n| super::ns::may_remove_name(ctx, &dir, &n));
+            match may {
+                // A refusal rests on records read, not guessed.
+                Err(_) if guessed => continue,
+                other => other?,
             }
+            // Empty is the commit's condition (4): no scan before it.
+            let (from, to) = erange(child);
             let (llo, lhi) = lrange(child);
             let conds = [
                 Cond::Exists(skey(self.sid)),
@@ -986,6 +1030,11 @@ impl ClusterFs {
                     }
                     if failed.contains(&1) {
                         return Ok(false);
+                    }
+                    if failed.contains(&4) {
+                        // Entries there at the commit: the answer rests on
+                        // it, whatever else failed.
+                        return Err(Error::NotEmpty);
                     }
                     if failed.contains(&5) {
                         // Another daemon leases the child: ask for it back.
@@ -1618,11 +1667,13 @@ impl ClusterFs {
             .map(|p| (p.ino, st.nodes[&p.ino].encode()))
             .collect();
         st.in_flight = n;
+        st.in_flight_dirs = dirs;
         st.batches += 1;
         drop(st);
         let r = self.commit_queued(&batch, &nodes);
         let mut st = self.leases.st.lock();
         st.in_flight = 0;
+        st.in_flight_dirs.clear();
         match r {
             Ok(()) => {
                 st.stalled = None;

@@ -536,8 +536,9 @@ impl ClusterFs {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
-        // Creates acknowledged from memory are in the listing.
-        self.settle()?;
+        // Creates and removals in this directory acknowledged from memory
+        // are in the listing.
+        self.settle_dirs(&[dir])?;
         let (lo, hi) = erange(dir);
         let lo = match after {
             Some(a) => {
@@ -548,6 +549,13 @@ impl ClusterFs {
             None => lo,
         };
         let (kvs, _) = self.patient(|| self.store.scan(&lo, &hi, limit))?;
+        // A small directory listed whole (rm -rf lists each directory
+        // before it removes what is there): its next create or removal
+        // takes its lease at once, not after `STREAK` transactions, which
+        // each commit (and its rmdir then commits in the queue's batch).
+        if after.is_none() && !kvs.is_empty() && kvs.len() < limit {
+            self.want_lease(dir);
+        }
         kvs.into_iter()
             .map(|(k, v)| {
                 let (ino, kind) = dec_entry(&v.value)?;

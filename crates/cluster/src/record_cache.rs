@@ -18,9 +18,11 @@
 //! bound the kernel's caches have once the stream invalidates them, and
 //! far less than their TTL. The etcd connection requires a leader
 //! (`with_require_leader`): a member cut off from the cluster ends the
-//! stream instead of keeping it silently open. Mutations never trust the
-//! cache: they read the store and commit on what they read (`ns::Tx`), so
-//! a stale answer can never become a lost update.
+//! stream instead of keeping it silently open. Mutations do not trust the
+//! cache: they read the store and commit on what they read (`ns::Tx`), or
+//! (a file's data commit, a batch of unlinks) take a cached value as a
+//! guess the commit requires at the revision it was written at
+//! (`get_written`), so a stale answer can never become a lost update.
 
 use super::{Op, Rev};
 use shoal_core::sync::PlainMutex;

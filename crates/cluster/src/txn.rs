@@ -199,6 +199,12 @@ impl Tx<'_> {
         name: &[u8],
         guess: Option<Ino>,
     ) -> Result<(Node, Option<Named>)> {
+        // All three known to the record cache (a lookup just read them: rm
+        // -rf's unlinks and rmdirs): guesses the commit requires, as
+        // `node_known`'s, and no round trip.
+        if let Some(found) = self.dir_entry_node_known(parent, name, guess)? {
+            return Ok(found);
+        }
         let mut keys = vec![ikey(parent), ekey(parent, name)];
         keys.extend(guess.map(ikey));
         let mut vs = self.get_many(keys)?.into_iter();
@@ -216,6 +222,47 @@ impl Tx<'_> {
             _ => self.node(ino)?,
         };
         Ok((p, Some((ino, kind, node))))
+    }
+    /// `dir_entry_node` from the record cache, if it knows the three
+    /// records (the entry naming `guess`) with the revisions they were
+    /// written at, on a transaction's first try.
+    fn dir_entry_node_known(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        guess: Option<Ino>,
+    ) -> Result<Option<(Node, Option<Named>)>> {
+        let Some(g) = guess.filter(|_| self.guessing) else {
+            return Ok(None);
+        };
+        let keys = [ikey(parent), ekey(parent, name), ikey(g)];
+        let known: Option<Vec<(Vec<u8>, Rev)>> = keys
+            .iter()
+            .map(|k| match self.fs.cache.get_written(k) {
+                Some((Some(v), w)) if w > 0 => Some((v, w)),
+                _ => None,
+            })
+            .collect();
+        let Some(known) = known else {
+            return Ok(None);
+        };
+        let (ino, kind) = dec_entry(&known[1].0)?;
+        if ino != g {
+            return Ok(None);
+        }
+        let p = Node::decode(parent, &known[0].0)?;
+        let n = Node::decode(g, &known[2].0)?;
+        // As `get_many`: after this daemon's creates from memory.
+        self.fs.settle()?;
+        self.fs.stats.guesses.fetch_add(3, Ordering::Relaxed);
+        self.untracked = true;
+        for (k, (value, mod_rev)) in keys.into_iter().zip(known) {
+            self.require_read(k, &Some(Versioned { value, mod_rev }))?;
+        }
+        if p.attr.kind != Kind::Dir {
+            return Err(Error::NotDir);
+        }
+        Ok(Some((p, Some((ino, kind, n)))))
     }
     /// The commit stops naming these pieces of `ino`: their objects are
     /// deleted after it.
