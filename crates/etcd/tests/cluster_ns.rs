@@ -93,6 +93,9 @@ fn shared_namespace_on_etcd() {
     let (s, fss) = daemons(&f, "unlink", 2, ttl);
     checks::an_unlink_under_a_lease_is_answered_from_memory(&fss, &*s);
     println!("etcd: unlinks and rmdirs under a directory lease: ok");
+    let (s, fss) = daemons(&f, "listed", 2, ttl);
+    checks::a_directory_listed_whole_is_emptied_from_memory(&fss, &*s);
+    println!("etcd: a small directory listed whole is emptied from memory: ok");
     let (s, fss) = daemons(&f, "journal", 2, ttl);
     checks::a_name_unlinked_and_made_again_commits_once(&fss, &*s);
     println!("etcd: a name unlinked and made again under a lease: one batch each time");

@@ -748,6 +748,63 @@ pub fn an_unlink_under_a_lease_is_answered_from_memory(
     assert_clean(s);
 }
 
+/// rm -rf of a small directory another daemon made: listed whole, its
+/// files are unlinked from memory under its lease, taken at the first
+/// unlink (after four transactions, one commit each, before); and an
+/// unlink on a stale guess of the file's record (the daemon's change
+/// stream has not brought another daemon's link) still keeps the other
+/// name: the commit requires the record as guessed, fails, and reads.
+pub fn a_directory_listed_whole_is_emptied_from_memory(
+    fss: &[Arc<ClusterFs>],
+    s: &dyn ClusterStore,
+) {
+    let (a, b) = (&fss[0], &fss[1]);
+    let p = a.mkdir(ROOT_INO, b"tree", 0o755).unwrap().ino;
+    soon("B sees the directory", Ok(p), || {
+        b.lookup(ROOT_INO, b"tree").map(|x| x.ino)
+    });
+    let small = b.mkdir(p, b"small", 0o755).unwrap().ino;
+    for i in 0..3 {
+        b.create(small, format!("f{i}").as_bytes(), 0o644).unwrap();
+    }
+    b.fsync(small).unwrap();
+    b.fsync(p).unwrap();
+    let listed = a.readdir(small, None, 1000).unwrap();
+    assert_eq!(listed.len(), 3);
+    let removals = count(a, |s| &s.lease_removals);
+    for (name, ino, _) in &listed {
+        a.getattr(*ino).unwrap();
+        a.unlink(small, name).unwrap();
+    }
+    // The first may be a transaction if B still holds the directory: it
+    // asks B for it, waits, and the next unlink takes it.
+    let from_memory = count(a, |s| &s.lease_removals) - removals;
+    assert!(
+        from_memory >= 2,
+        "{from_memory} of 3 unlinks answered from memory"
+    );
+    a.rmdir(p, b"small").unwrap();
+    a.fsync(p).unwrap();
+    soon("B sees the rmdir", Err(Error::NotFound), || {
+        b.lookup(p, b"small").map(|x| x.ino)
+    });
+    // A stale guess: B's stream is behind A's link of f.
+    let f = b.create(p, b"f", 0o644).unwrap().ino;
+    b.fsync(p).unwrap();
+    soon("A sees f", Ok(f), || a.lookup(p, b"f").map(|x| x.ino));
+    soon("B knows f's record", Ok(1), || {
+        b.getattr(f).map(|x| x.nlink)
+    });
+    a.link(f, ROOT_INO, b"f-too").unwrap();
+    b.unlink(p, b"f").unwrap();
+    b.fsync(p).unwrap();
+    soon("f keeps its other name", Ok(1), || {
+        a.getattr(f).map(|x| x.nlink)
+    });
+    assert_eq!(a.lookup(ROOT_INO, b"f-too").unwrap().ino, f);
+    assert_clean(s);
+}
+
 /// A name unlinked and made again under a directory lease, as SQLite's
 /// rollback journal at each transaction: the removal and the create
 /// commit in one batch (one commit, the entry written once), and another
