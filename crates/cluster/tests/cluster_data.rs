@@ -490,6 +490,24 @@ fn a_write_after_a_sync_reads_no_record() {
     assert_eq!(got[8192 * 5 + 4096], 1);
 }
 
+/// A file of 100,000 bytes of 1 made by A, whose first byte B made 9 and
+/// committed, each daemon having seen the other's commit: each knows the
+/// file's record as the other's stream brought it or its own commit left it.
+fn committed_by_both(a: &ClusterFs, b: &ClusterFs) -> u64 {
+    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
+    a.write(f, 0, &vec![1; 100_000]).unwrap();
+    a.flush(f).unwrap();
+    soon("B sees the file", 100_000, || {
+        b.getattr(f).map(|x| x.size).unwrap_or(0)
+    });
+    b.write(f, 0, &[9]).unwrap();
+    b.flush(f).unwrap();
+    soon("A sees B's commit", 9, || {
+        a.read(f, 0, 1).map(|v| v[0]).unwrap_or(0)
+    });
+    f
+}
+
 /// Two daemons, B's change stream held: B's next buffer starts from its
 /// own last commit of the file, older than A's since. B's commit finds
 /// that (its guess of the record fails, the record read shows A's chunk)
@@ -499,17 +517,7 @@ fn a_write_on_a_stale_base_keeps_the_other_daemons_bytes() {
     use std::sync::atomic::Ordering::Relaxed;
     let (s, _blobs, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);
-    let f = a.create(ROOT_INO, b"db", 0o644).unwrap().ino;
-    a.write(f, 0, &vec![1; 100_000]).unwrap();
-    a.flush(f).unwrap();
-    soon("B sees the file", 100_000, || {
-        b.getattr(f).map(|x| x.size).unwrap_or(0)
-    });
-    b.write(f, 50_000, &[7; 10]).unwrap();
-    b.flush(f).unwrap();
-    soon("A sees B's commit", 7, || {
-        a.read(f, 50_000, 1).map(|v| v[0]).unwrap_or(0)
-    });
+    let f = committed_by_both(a, b);
     s.pause_watches(true);
     // A writes the start of the chunk and grows the file; B, which has
     // not seen that, writes further on in the same chunk.
@@ -528,7 +536,6 @@ fn a_write_on_a_stale_base_keeps_the_other_daemons_bytes() {
         "A's bytes kept"
     );
     assert_eq!(&got[5000..5011], &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]);
-    assert_eq!(got[50_000], 7);
     assert_eq!(read_all(b, f), got);
 }
 
@@ -568,17 +575,7 @@ fn many_scattered_writes_on_a_stale_base_keep_the_other_daemons_bytes() {
     use std::sync::atomic::Ordering::Relaxed;
     let (s, _blobs, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
-    a.write(f, 0, &vec![1; 100_000]).unwrap();
-    a.flush(f).unwrap();
-    soon("B sees the file", 100_000, || {
-        b.getattr(f).map(|x| x.size).unwrap_or(0)
-    });
-    b.write(f, 0, &[9]).unwrap();
-    b.flush(f).unwrap();
-    soon("A sees B's commit", 9, || {
-        a.read(f, 0, 1).map(|v| v[0]).unwrap_or(0)
-    });
+    let f = committed_by_both(a, b);
     s.pause_watches(true);
     a.write(f, 1001, &[2; 10]).unwrap();
     a.flush(f).unwrap();
@@ -601,17 +598,7 @@ fn many_scattered_writes_on_a_stale_base_keep_the_other_daemons_bytes() {
 fn a_write_on_a_stale_base_after_a_cut_to_the_inline_size() {
     let (s, _blobs, fss) = daemons(2);
     let (a, b) = (&fss[0], &fss[1]);
-    let f = a.create(ROOT_INO, b"f", 0o644).unwrap().ino;
-    a.write(f, 0, &vec![1; 100_000]).unwrap();
-    a.flush(f).unwrap();
-    soon("B sees the file", 100_000, || {
-        b.getattr(f).map(|x| x.size).unwrap_or(0)
-    });
-    b.write(f, 0, &[9]).unwrap();
-    b.flush(f).unwrap();
-    soon("A sees B's commit", 9, || {
-        a.read(f, 0, 1).map(|v| v[0]).unwrap_or(0)
-    });
+    let f = committed_by_both(a, b);
     s.pause_watches(true);
     a.write(f, 20, &[5; 10]).unwrap();
     a.flush(f).unwrap();
