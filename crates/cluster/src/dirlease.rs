@@ -965,11 +965,11 @@ impl ClusterFs {
             let keys = [ikey(child), ekey(parent, name)];
             let known: Option<Vec<Option<Versioned>>> = keys
                 .iter()
-                .map(|k| match self.cache.get_written(k) {
-                    Some((Some(value), mod_rev)) if guessing && mod_rev > 0 => {
-                        Some(Some(Versioned { value, mod_rev }))
-                    }
-                    _ => None,
+                .map(|k| {
+                    guessing
+                        .then(|| self.cache.versioned(k))
+                        .flatten()
+                        .map(Some)
                 })
                 .collect();
             guessing = false;
@@ -1748,10 +1748,7 @@ impl ClusterFs {
             let known: Option<Vec<Option<Versioned>>> = if guessing && !unlinked.is_empty() {
                 unlinked
                     .iter()
-                    .map(|k| match self.cache.get_written(k) {
-                        Some((Some(value), mod_rev)) => Some(Some(Versioned { value, mod_rev })),
-                        _ => None,
-                    })
+                    .map(|k| self.cache.versioned(k).map(Some))
                     .collect()
             } else {
                 None

@@ -141,6 +141,17 @@ impl RecordCache {
         st.keys.get(key).map(|(v, _, w)| (v.clone(), *w))
     }
 
+    /// `key`'s value if the cache knows it present, as a read would have
+    /// answered it (with the revision it was written at): a guess for a
+    /// commit's condition (`ns::Tx::node_known` and the removals'
+    /// batches), which fails the commit if stale.
+    pub(super) fn versioned(&self, key: &[u8]) -> Option<super::Versioned> {
+        match self.get_written(key)? {
+            (Some(value), mod_rev) if mod_rev > 0 => Some(super::Versioned { value, mod_rev }),
+            _ => None,
+        }
+    }
+
     /// What a read found: `key` held `value` (written at revision
     /// `written`, 0 if absent) at revision `at`.
     pub(super) fn learn(&self, key: &[u8], value: Option<&[u8]>, at: Rev, written: Rev) {

@@ -154,15 +154,15 @@ impl Tx<'_> {
     pub(super) fn node_known(&mut self, ino: Ino) -> Result<Node> {
         if self.guessing {
             let key = ikey(ino);
-            if let Some((Some(value), mod_rev)) = self.fs.cache.get_written(&key) {
+            if let Some(v) = self.fs.cache.versioned(&key) {
                 // As `get`: after this daemon's creates from memory.
                 self.fs.settle()?;
                 self.fs.stats.guesses.fetch_add(1, Ordering::Relaxed);
-                let n = Node::decode(ino, &value)?;
+                let n = Node::decode(ino, &v.value)?;
                 // Not read in this transaction: an answer that commits
                 // nothing checks it too (`run_at`).
                 self.untracked = true;
-                self.require_read(key, &Some(Versioned { value, mod_rev }))?;
+                self.require_read(key, &Some(v))?;
                 return Ok(n);
             }
         }
@@ -236,28 +236,23 @@ impl Tx<'_> {
             return Ok(None);
         };
         let keys = [ikey(parent), ekey(parent, name), ikey(g)];
-        let known: Option<Vec<(Vec<u8>, Rev)>> = keys
-            .iter()
-            .map(|k| match self.fs.cache.get_written(k) {
-                Some((Some(v), w)) if w > 0 => Some((v, w)),
-                _ => None,
-            })
-            .collect();
+        let known: Option<Vec<Versioned>> =
+            keys.iter().map(|k| self.fs.cache.versioned(k)).collect();
         let Some(known) = known else {
             return Ok(None);
         };
-        let (ino, kind) = dec_entry(&known[1].0)?;
+        let (ino, kind) = dec_entry(&known[1].value)?;
         if ino != g {
             return Ok(None);
         }
-        let p = Node::decode(parent, &known[0].0)?;
-        let n = Node::decode(g, &known[2].0)?;
+        let p = Node::decode(parent, &known[0].value)?;
+        let n = Node::decode(g, &known[2].value)?;
         // As `get_many`: after this daemon's creates from memory.
         self.fs.settle()?;
         self.fs.stats.guesses.fetch_add(3, Ordering::Relaxed);
         self.untracked = true;
-        for (k, (value, mod_rev)) in keys.into_iter().zip(known) {
-            self.require_read(k, &Some(Versioned { value, mod_rev }))?;
+        for (k, v) in keys.into_iter().zip(known) {
+            self.require_read(k, &Some(v))?;
         }
         if p.attr.kind != Kind::Dir {
             return Err(Error::NotDir);
